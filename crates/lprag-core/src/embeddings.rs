@@ -1,0 +1,155 @@
+//! A dense row-major matrix of embeddings.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Row-major `rows × dim` matrix of `f32` embeddings (one row per text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Embeddings {
+    dim: usize,
+    data: Vec<f32>,
+}
+
+impl Embeddings {
+    /// Wrap a flat row-major buffer; its length must be a multiple of `dim`.
+    pub fn new(dim: usize, data: Vec<f32>) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::invalid("Embeddings::new", "dimension must be at least 1"));
+        }
+        if data.len() % dim != 0 {
+            return Err(Error::invalid(
+                "Embeddings::new",
+                format!("buffer of {} floats is not a multiple of dim {dim}", data.len()),
+            ));
+        }
+        Ok(Self { dim, data })
+    }
+
+    /// An empty matrix of the given width.
+    pub fn empty(dim: usize) -> Self {
+        Self { dim, data: Vec::new() }
+    }
+
+    /// Build from rows; every row must have length `dim`.
+    pub fn from_rows(dim: usize, rows: &[Vec<f32>]) -> Result<Self> {
+        let mut data = Vec::with_capacity(rows.len() * dim);
+        for (i, r) in rows.iter().enumerate() {
+            if r.len() != dim {
+                return Err(Error::DimensionMismatch {
+                    location: format!("Embeddings::from_rows row {i}"),
+                    expected: dim,
+                    actual: r.len(),
+                });
+            }
+            data.extend_from_slice(r);
+        }
+        Self::new(dim, data)
+    }
+
+    /// Width of each row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.data.len() / self.dim
+    }
+
+    /// `true` when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Row `i`. Panics when `i >= rows()` like slice indexing.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The flat row-major buffer.
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// Consume into the flat row-major buffer.
+    pub fn into_vec(self) -> Vec<f32> {
+        self.data
+    }
+
+    /// Iterate over rows.
+    pub fn iter(&self) -> impl Iterator<Item = &[f32]> {
+        self.data.chunks_exact(self.dim)
+    }
+
+    /// Append the rows of `other` (same width).
+    pub fn extend(&mut self, other: &Embeddings) -> Result<()> {
+        if other.dim != self.dim {
+            return Err(Error::DimensionMismatch {
+                location: "Embeddings::extend".into(),
+                expected: self.dim,
+                actual: other.dim,
+            });
+        }
+        self.data.extend_from_slice(&other.data);
+        Ok(())
+    }
+
+    /// Scale every row to unit L2 norm (zero rows stay zero).
+    pub fn normalize(&mut self) {
+        let dim = self.dim;
+        for row in self.data.chunks_exact_mut(dim) {
+            let n = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if n > 0.0 {
+                row.iter_mut().for_each(|x| *x /= n);
+            }
+        }
+    }
+
+    /// Rows selected by index, in that order.
+    pub fn select(&self, rows: &[usize]) -> Embeddings {
+        let mut data = Vec::with_capacity(rows.len() * self.dim);
+        for &r in rows {
+            data.extend_from_slice(self.row(r));
+        }
+        Embeddings { dim: self.dim, data }
+    }
+}
+
+/// Cosine similarity of two vectors (0 when either is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_ragged_buffers() {
+        assert!(Embeddings::new(3, vec![1.0; 7]).is_err());
+        assert!(Embeddings::new(0, vec![]).is_err());
+        let e = Embeddings::from_rows(2, &[vec![1.0, 2.0], vec![3.0]]).unwrap_err();
+        assert!(e.to_string().contains("row 1"), "{e}");
+    }
+
+    #[test]
+    fn normalize_and_cosine() {
+        let mut e = Embeddings::from_rows(2, &[vec![3.0, 4.0], vec![0.0, 0.0]]).unwrap();
+        e.normalize();
+        assert!((e.row(0)[0] - 0.6).abs() < 1e-6);
+        assert_eq!(e.row(1), &[0.0, 0.0]);
+        assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]) - 0.70710677).abs() < 1e-6);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+    }
+}

@@ -1,0 +1,45 @@
+//! # lprag-core
+//!
+//! The small, stable contract crate of lprag: the data types that flow through a graph-RAG
+//! pipeline ([`Document`] → [`Chunk`] → [`Embeddings`] → [`LinkGraph`] → [`ScoredChunk`]),
+//! the traits users implement to plug in their own components ([`Chunker`],
+//! [`QueryGenerator`], [`Encoder`], [`LinkPredictor`], [`Retriever`]), one error type
+//! ([`Error`]), and the offline defaults that need no LLM and no downloaded weights
+//! ([`SentenceChunker`], [`PassageChunker`], [`HeuristicQueryGenerator`],
+//! [`HashingEncoder`]).
+//!
+//! No burn, HTTP or petgraph type appears in this crate's API, so third-party backends can
+//! depend on it alone.
+//!
+//! ```
+//! use lprag_core::{Chunker, Document, SentenceChunker};
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let docs = vec![Document::new("d1", "Paris", "Paris is the capital of France. It has 2.1 million people.")];
+//! let chunks = SentenceChunker::default().chunk(&docs).await.unwrap();
+//! assert_eq!(chunks.len(), 2);
+//! assert_eq!(chunks[1].provenance.document_id, "d1");
+//! # });
+//! ```
+#![warn(missing_docs)]
+
+mod chunker;
+mod embeddings;
+mod error;
+mod hashing;
+mod querygen;
+mod traits;
+mod types;
+
+pub use chunker::{PassageChunker, SentenceChunker, SentenceChunkerConfig};
+pub use embeddings::{cosine, Embeddings};
+pub use error::{Error, Result};
+pub use hashing::{HashingEncoder, HashingEncoderConfig};
+pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
+pub use traits::{
+    Chunker, Encoder, LinkPredictor, NoProgress, Progress, QueryGenerator, Retriever,
+    TrainReport,
+};
+pub use types::{
+    Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk,
+    Selection, SyntheticQuery,
+};

@@ -1,0 +1,142 @@
+//! The pluggable components of a graph-RAG pipeline.
+//!
+//! Every trait is object-safe: `Arc<dyn Encoder>`, `Box<dyn LinkPredictor>` and friends
+//! work, so backends can be chosen at run time. I/O-bound components (chunkers, query
+//! generators, encoders, retrievers — they may call an LLM or a remote service) are `async`;
+//! [`LinkPredictor`] is synchronous because training and scoring are CPU/GPU bound: async
+//! callers run it on a blocking thread (`tokio::task::spawn_blocking`), as `LpRag` does.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{Chunk, ChunkId, Document, Embeddings, LinkGraph, Result, ScoredChunk, Selection, SyntheticQuery};
+
+/// Splits documents into chunks (LP-RAG §3.1: atomic statements).
+#[async_trait]
+pub trait Chunker: Send + Sync {
+    /// A short name for logs and saved manifests.
+    fn name(&self) -> &str;
+
+    /// Chunk every document. Chunk ids are positions in the returned list, starting at 0,
+    /// in document order. A document that yields no chunk is skipped; a corpus that yields
+    /// none at all is [`crate::Error::EmptyCorpus`].
+    async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>>;
+}
+
+/// Writes synthetic queries for batches of chunks (LP-RAG §3.2, Appendix A.2).
+#[async_trait]
+pub trait QueryGenerator: Send + Sync {
+    /// A short name for logs and saved manifests.
+    fn name(&self) -> &str;
+
+    /// Write queries for each batch; `batches[i]` lists chunk ids of `chunks`. Every
+    /// returned query links to chunks of the batch it was written for.
+    async fn generate(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+    ) -> Result<Vec<SyntheticQuery>>;
+}
+
+/// Turns texts into fixed-size vectors.
+#[async_trait]
+pub trait Encoder: Send + Sync {
+    /// A short name, also stored with saved indices so a mismatch can be detected.
+    fn name(&self) -> &str;
+
+    /// Width of every vector this encoder returns.
+    fn dimension(&self) -> usize;
+
+    /// Embed a batch of texts: one row per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Embeddings>;
+
+    /// Embed one text (provided: calls [`Encoder::embed`]).
+    async fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+        let e = self.embed(&[text.to_string()]).await?;
+        Ok(e.row(0).to_vec())
+    }
+}
+
+/// Receives progress reports from long jobs (indexing, training).
+///
+/// All methods have empty defaults; implement the ones you need. Implementations must be
+/// cheap: they are called from inner loops.
+pub trait Progress: Send + Sync {
+    /// A stage starts; `total` is the number of steps when known.
+    fn start(&self, _stage: &str, _total: Option<u64>) {}
+    /// `done` steps of the stage are finished; `message` is a short status (e.g. a loss).
+    fn update(&self, _stage: &str, _done: u64, _message: &str) {}
+    /// The stage is finished.
+    fn finish(&self, _stage: &str) {}
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// What a training run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// Epochs actually run (fewer than configured when stopped early).
+    pub epochs_run: usize,
+    /// Epoch whose weights were kept (best validation score).
+    pub best_epoch: usize,
+    /// Mean training loss per epoch.
+    pub train_loss: Vec<f32>,
+    /// Validation loss per evaluation (empty when no validation split was used).
+    pub val_loss: Vec<f32>,
+    /// `true` when early stopping ended training.
+    pub stopped_early: bool,
+    /// Wall-clock seconds spent training.
+    pub seconds: f64,
+}
+
+/// A model that scores links between a query and chunks (LP-RAG §3.4).
+///
+/// The required core is small: train on a [`LinkGraph`], score a query vector against
+/// candidate chunks, save and load. [`LinkPredictor::score_batch`] has a provided default
+/// that implementations may override with a faster batched path.
+pub trait LinkPredictor: Send + Sync {
+    /// A short name (for example `"ncn"`).
+    fn name(&self) -> &str;
+
+    /// Train on `graph` (chunks, synthetic queries and their edges). Afterwards the model
+    /// scores queries against the chunks of this graph.
+    fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport>;
+
+    /// Use `graph`'s chunks as the inference graph without training (transfer of a trained
+    /// model to another corpus, LP-RAG B.3). Query nodes of `graph` are ignored.
+    fn attach(&mut self, graph: &LinkGraph) -> Result<()>;
+
+    /// Link logits φ(q, c) for each candidate chunk id, in order; higher is more likely a
+    /// link, and σ(φ) ≥ 0.5 means "predicted link".
+    fn score(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>>;
+
+    /// Logits for several queries (one row of `queries` each) against the same candidates.
+    fn score_batch(&self, queries: &Embeddings, candidates: &[ChunkId]) -> Result<Vec<Vec<f32>>> {
+        queries.iter().map(|q| self.score(q, candidates)).collect()
+    }
+
+    /// Persist the trained model (weights, configuration, attached graph) under `dir`.
+    fn save(&self, dir: &Path) -> Result<()>;
+
+    /// Restore what [`LinkPredictor::save`] wrote under `dir` into this instance.
+    fn load(&mut self, dir: &Path) -> Result<()>;
+}
+
+/// Anything that answers a text query with ranked chunks.
+#[async_trait]
+pub trait Retriever: Send + Sync {
+    /// A short name (for example `"lprag"`, `"dense"`).
+    fn name(&self) -> &str;
+
+    /// Rank chunks for `query`, best first, keeping those `selection` admits.
+    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>>;
+
+    /// Every chunk the retriever can return.
+    fn chunks(&self) -> &[Chunk];
+}
