@@ -1,1 +1,50 @@
-//! lprag
+//! # lprag
+//!
+//! Graph-based retrieval-augmented generation for Rust. Its heart is **LP-RAG**: retrieval
+//! cast as inductive link prediction on a graph of atomic chunks and synthetic queries,
+//! with a GNN link predictor trained in [burn](https://burn.dev) on CPU or GPU.
+//!
+//! This facade re-exports the workspace crates and wires them into one retriever,
+//! [`LpRag`]:
+//!
+//! ```no_run
+//! use lprag::{Document, LpRag, Retriever, Selection};
+//!
+//! # async fn run() -> lprag::Result<()> {
+//! let docs = vec![
+//!     Document::new("1", "Marie Curie", "Marie Curie was born in Warsaw. She won two Nobel Prizes."),
+//!     Document::new("2", "Warsaw", "Warsaw is the capital of Poland. It lies on the Vistula."),
+//! ];
+//! let rag = LpRag::builder().build(&docs).await?; // offline defaults: no LLM, no weights
+//! for hit in rag.retrieve("Which river flows through Curie's birthplace?", Selection::TopK(3)).await? {
+//!     println!("{:.3}  {}", hit.score, hit.chunk.text);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The crates:
+//! - [`core`] (`lprag-core`): types, traits, errors, offline defaults;
+//! - [`graph`] (`lprag-graph`): mutual k-NN, chunk–query graphs, sampling, CSR;
+//! - [`model`] (`lprag-model`): burn link predictors (NCN, GAE, MLP);
+//! - [`llm`] (`lprag-llm`): LLM backends and prompts.
+#![warn(missing_docs)]
+
+mod pipeline;
+mod progress;
+
+pub use lprag_core as core;
+pub use lprag_graph as graph;
+pub use lprag_llm as llm;
+pub use lprag_model as model;
+
+pub use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
+    HeuristicQueryGenerator, LinkPredictor, NoProgress, PassageChunker, Progress, QueryGenerator,
+    Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
+};
+pub use lprag_model::{
+    Aggregation, Decoder, GnnLinkPredictor, InferenceMode, ModelConfig, Negatives, PredictorKind,
+    Targets, TrainConfig,
+};
+pub use pipeline::{IndexStats, LpRag, LpRagBuilder, LpRagConfig, INDEX_FORMAT_VERSION};
+pub use progress::StderrProgress;

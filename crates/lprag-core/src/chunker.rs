@@ -1,29 +1,876 @@
-//! Offline chunkers. (stub: being written)
+//! Offline chunkers: [`SentenceChunker`] (rule-based atomic statements) and
+//! [`PassageChunker`] (one chunk per document).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use crate::{Chunk, Chunker, Document, Result};
 
-/// Configuration of [`SentenceChunker`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SentenceChunkerConfig {}
+use crate::{Chunk, Chunker, Document, Error, Provenance, Result};
 
-/// Splits documents into sentence/clause chunks.
+/// Configuration of [`SentenceChunker`]. All lengths count Unicode scalar values
+/// (`char`s), not bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SentenceChunkerConfig {
+    /// Sentences longer than this are split further at clause boundaries (`;`, and
+    /// `, and` / `, but` / `, while` / `, which` ...). Default 200. `usize::MAX` turns
+    /// clause splitting off.
+    pub max_chars: usize,
+    /// Pieces shorter than this (for example "It was a hit.") are merged into the
+    /// preceding piece of the same document (or the following one when they come first).
+    /// Default 20. `0` turns merging off.
+    pub min_chars: usize,
+    /// A clause split is made only when both resulting pieces are at least this long, so
+    /// that lists ("Adweek, Billboard, and other periodicals") are not cut. Default 40.
+    pub min_clause_chars: usize,
+}
+
+impl Default for SentenceChunkerConfig {
+    fn default() -> Self {
+        Self {
+            max_chars: 200,
+            min_chars: 20,
+            min_clause_chars: 40,
+        }
+    }
+}
+
+/// Splits documents into sentence and clause chunks: the offline default [`Chunker`].
+///
+/// LP-RAG (§3.1, prompt C-PROMPT in Appendix D.1) asks an LLM to rewrite every document
+/// into atomic, self-contained statements with pronouns resolved. This chunker is the
+/// deterministic, offline stand-in: it cuts the text at sentence and clause boundaries but
+/// never rewrites it, so a chunk can still start with "It" or "The journal". It is clearly
+/// weaker than the LLM chunker; its strengths are that every chunk is an exact slice of
+/// its document (`&doc.text[chunk.provenance.span] == chunk.text`), that it needs nothing
+/// but the text, and that it always gives the same output.
+///
+/// # Corpus rules (shared with [`PassageChunker`])
+///
+/// Chunk ids are positions in the output across the whole corpus, in document order;
+/// chunk texts are trimmed; empty or whitespace-only documents are skipped; a corpus
+/// without a single chunk (or without documents) is [`Error::EmptyCorpus`]; two documents
+/// with the same id are [`Error::InvalidInput`] naming the id. Chunking never panics.
+///
+/// # Sentence boundaries
+///
+/// A sentence ends after a run of terminal punctuation (`.`, `!`, `?`, `…`, `...`) plus any
+/// closing quotes or brackets (`"`, `'`, `''`, `”`, `’`, `»`, `)`, `]`, `}`), when
+/// whitespace or the end of the text follows and the next word does not start with a
+/// lower-case letter. CJK full stops (`。！？`) end a sentence without whitespace; a blank
+/// line always ends one. A single `.` does **not** end a sentence after:
+///
+/// * titles that never end one: `Mr.`, `Mrs.`, `Dr.`, `Prof.`, `St.`, `Mt.`, `Gen.`, ...;
+/// * `No.`, `Vol.`, `pp.`, `Fig.`, ... when a number follows (`No. 7`);
+/// * abbreviations that rarely end one — `etc.`, `Inc.`, `Ltd.`, `Co.`, `Jr.`, `Sr.`,
+///   `vs.`, `c.`, `ca.`, month names (`Jan.` ... `Sept.` ... `Dec.`) — initialisms
+///   (`U.S.`, `e.g.`, `i.e.`, `D.C.`) and single-letter initials (`J. R. R. Tolkien`),
+///   unless the next word is a common sentence opener (`The`, `He`, `It`, `In`, ...).
+///
+/// Decimals (`3.5`, `$2.1`) and dotted names never split because no whitespace follows
+/// the period. These are heuristics: "moved to the U.S. Yuma is ..." stays one sentence.
+///
+/// # Clauses and merging
+///
+/// See [`SentenceChunkerConfig`]: long sentences are cut at `;` first, then at `, and`,
+/// `, but`, `, yet`, `, so`, `, while`, `, whereas`, `, although`, `, though`, `, which`,
+/// `, who` (outside brackets and quotes), at the candidate nearest the middle, recursively.
+/// A dropped coordinating conjunction (`and`, `but`, `yet`, `so`) is left out of the next
+/// piece; subordinating ones (`which`, `while`, ...) are kept. Tiny pieces are merged with
+/// a neighbour. Each chunk's text is its span of the document, trimmed.
+///
+/// ```
+/// use lprag_core::SentenceChunker;
+/// let text = "Dr. J. R. R. Tolkien wrote it in 1937. It cost $2.1 million... Really?";
+/// let spans = SentenceChunker::default().split(text);
+/// let pieces: Vec<&str> = spans.iter().map(|s| &text[s.clone()]).collect();
+/// assert_eq!(pieces, ["Dr. J. R. R. Tolkien wrote it in 1937.", "It cost $2.1 million... Really?"]);
+/// ```
 #[derive(Debug, Clone, Default)]
-pub struct SentenceChunker { /// config
-    pub config: SentenceChunkerConfig }
+pub struct SentenceChunker {
+    /// The configuration.
+    pub config: SentenceChunkerConfig,
+}
+
+impl SentenceChunker {
+    /// A chunker with the given configuration.
+    pub fn new(config: SentenceChunkerConfig) -> Self {
+        Self { config }
+    }
+
+    /// The byte spans of `text`'s chunks, in order: trimmed, non-empty, on char
+    /// boundaries. An empty or whitespace-only text gives no span.
+    pub fn split(&self, text: &str) -> Vec<Range<usize>> {
+        let cfg = &self.config;
+        let mut pieces = Vec::new();
+        for s in sentence_spans(text) {
+            split_clauses(text, s, cfg, &mut pieces);
+        }
+        merge_small(text, pieces, cfg.min_chars)
+    }
+}
 
 #[async_trait]
 impl Chunker for SentenceChunker {
-    fn name(&self) -> &str { "sentence" }
-    async fn chunk(&self, _documents: &[Document]) -> Result<Vec<Chunk>> { todo!() }
+    fn name(&self) -> &str {
+        "sentence"
+    }
+
+    async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
+        chunk_corpus(documents, |text| self.split(text))
+    }
 }
 
-/// One chunk per document.
+/// One chunk per non-empty document: the document's whole text, trimmed (span = the
+/// trimmed range). Same corpus rules as [`SentenceChunker`].
+///
+/// This is the HippoRAG / GFM-RAG setting (passages are the retrieval unit), where
+/// passage-level and chunk-level recall coincide.
 #[derive(Debug, Clone, Default)]
 pub struct PassageChunker;
 
 #[async_trait]
 impl Chunker for PassageChunker {
-    fn name(&self) -> &str { "passage" }
-    async fn chunk(&self, _documents: &[Document]) -> Result<Vec<Chunk>> { todo!() }
+    fn name(&self) -> &str {
+        "passage"
+    }
+
+    async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
+        chunk_corpus(documents, |text| {
+            let span = trim_span(text, 0..text.len());
+            if span.is_empty() {
+                Vec::new()
+            } else {
+                vec![span]
+            }
+        })
+    }
+}
+
+/// The corpus rules shared by both chunkers.
+fn chunk_corpus(
+    documents: &[Document],
+    split: impl Fn(&str) -> Vec<Range<usize>>,
+) -> Result<Vec<Chunk>> {
+    if documents.is_empty() {
+        return Err(Error::EmptyCorpus("no documents".into()));
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(documents.len());
+    for (i, d) in documents.iter().enumerate() {
+        if let Some(first) = seen.insert(d.id.as_str(), i) {
+            return Err(Error::invalid(
+                format!("document '{}'", d.id),
+                format!("duplicate document id (documents {first} and {i})"),
+            ));
+        }
+    }
+    let mut chunks = Vec::new();
+    for d in documents {
+        for span in split(&d.text) {
+            // Spans come from char_indices and trimming, so this slice cannot fail; `get`
+            // keeps the no-panic guarantee even if that ever changed.
+            let Some(text) = d.text.get(span.clone()) else {
+                continue;
+            };
+            chunks.push(Chunk {
+                id: chunks.len(),
+                text: text.to_string(),
+                provenance: Provenance {
+                    document_id: d.id.clone(),
+                    title: d.title.clone(),
+                    span,
+                },
+            });
+        }
+    }
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus(format!(
+            "all {} documents are empty or whitespace",
+            documents.len()
+        )));
+    }
+    Ok(chunks)
+}
+
+/// Shrink `r` so it neither starts nor ends with whitespace (may become empty).
+fn trim_span(text: &str, r: Range<usize>) -> Range<usize> {
+    let s = &text[r.clone()];
+    let lead = s.len() - s.trim_start().len();
+    let trimmed = s.trim();
+    let start = r.start + lead;
+    start..start + trimmed.len()
+}
+
+/// Like [`trim_span`], also dropping trailing `,` and `;` (ends of clause pieces).
+fn trim_clause(text: &str, r: Range<usize>) -> Range<usize> {
+    let r = trim_span(text, r);
+    let s = text[r.clone()].trim_end_matches(|c: char| c == ',' || c == ';' || c.is_whitespace());
+    r.start..r.start + s.len()
+}
+
+fn char_len(text: &str, r: &Range<usize>) -> usize {
+    text[r.clone()].chars().count()
+}
+
+const TERMINALS: &[char] = &['.', '!', '?', '…', '‼', '⁇', '⁈', '⁉'];
+const CJK_TERMINALS: &[char] = &['。', '！', '？'];
+const CLOSERS: &[char] = &[
+    '"', '\'', '”', '’', '»', '›', ')', ']', '}', '」', '』', '）',
+];
+const OPENERS: &[char] = &[
+    '"', '\'', '“', '‘', '«', '‹', '(', '[', '{', '`', '「', '『',
+];
+
+/// Titles before a name: a following period never ends a sentence.
+const TITLES: &[&str] = &[
+    "adm", "capt", "cmdr", "col", "dr", "fr", "ft", "gen", "gov", "hon", "lt", "maj", "messrs",
+    "mlle", "mme", "mr", "mrs", "ms", "mt", "pres", "prof", "rep", "rev", "sen", "sgt", "st",
+    "supt",
+];
+/// Abbreviations that are not sentence ends when a number follows.
+const NUMERIC_ABBREVS: &[&str] = &[
+    "art", "ch", "fig", "figs", "no", "nos", "nr", "op", "p", "pp", "sec", "vol", "vols",
+];
+/// Abbreviations that may end a sentence, but usually do not.
+const OTHER_ABBREVS: &[&str] = &[
+    "al", "approx", "apr", "assn", "aug", "ave", "blvd", "bros", "c", "ca", "cf", "co", "corp",
+    "dec", "dept", "ed", "eds", "est", "etc", "feb", "inc", "jan", "jr", "jul", "jun", "ltd",
+    "mar", "nov", "oct", "rd", "sep", "sept", "sr", "univ", "viz", "vs",
+];
+/// Words that commonly open a sentence; after an ambiguous abbreviation they signal a
+/// boundary.
+const OPENER_WORDS: &[&str] = &[
+    "A",
+    "After",
+    "Also",
+    "Although",
+    "An",
+    "As",
+    "At",
+    "But",
+    "By",
+    "During",
+    "Following",
+    "For",
+    "From",
+    "He",
+    "Her",
+    "His",
+    "However",
+    "I",
+    "In",
+    "It",
+    "Its",
+    "Later",
+    "On",
+    "One",
+    "She",
+    "Since",
+    "The",
+    "Their",
+    "There",
+    "These",
+    "They",
+    "This",
+    "Those",
+    "Today",
+    "We",
+    "When",
+    "While",
+];
+
+/// Is `word` (with its final period removed) an initialism such as `U.S`, `e.g`, `D.C`,
+/// `Ph.D`, or a single-letter initial?
+pub(crate) fn is_initialism(word: &str) -> bool {
+    let parts: Vec<&str> = word.split('.').collect();
+    parts
+        .iter()
+        .all(|p| (1..=2).contains(&p.chars().count()) && p.chars().all(char::is_alphabetic))
+        && (parts.len() > 1 || parts[0].chars().count() == 1)
+}
+
+/// Does a single `.` ending `word` (the text before it) end a sentence, given the next
+/// word (starting at its first non-opener char)?
+fn period_ends_sentence(word: &str, next: &str) -> bool {
+    let word = word.trim_start_matches(OPENERS);
+    if word.is_empty() {
+        return true; // " ." : a detached period.
+    }
+    let lower = word.to_ascii_lowercase();
+    if TITLES.binary_search(&lower.as_str()).is_ok() {
+        return false;
+    }
+    let next_is_digit = next.chars().next().is_some_and(|c| c.is_ascii_digit());
+    if NUMERIC_ABBREVS.binary_search(&lower.as_str()).is_ok() && next_is_digit {
+        return false;
+    }
+    if OTHER_ABBREVS.binary_search(&lower.as_str()).is_ok() || is_initialism(word) {
+        let next_word: String = next.chars().take_while(|c| c.is_alphanumeric()).collect();
+        let rest = &next[next_word.len()..];
+        let next_is_initial = rest.starts_with('.');
+        return !next_is_initial && OPENER_WORDS.contains(&next_word.as_str());
+    }
+    true
+}
+
+/// Trimmed sentence spans of `text`.
+pub(crate) fn sentence_spans(text: &str) -> Vec<Range<usize>> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let n = chars.len();
+    let byte_at = |i: usize| if i < n { chars[i].0 } else { text.len() };
+    let mut out = Vec::new();
+    let mut start = 0usize; // byte offset of the current sentence
+    let push = |out: &mut Vec<Range<usize>>, r: Range<usize>| {
+        let r = trim_span(text, r);
+        if !r.is_empty() {
+            out.push(r);
+        }
+    };
+    let mut i = 0;
+    while i < n {
+        let c = chars[i].1;
+        // A blank line is a hard boundary.
+        if c == '\n' {
+            let mut j = i + 1;
+            while j < n && chars[j].1 != '\n' && chars[j].1.is_whitespace() {
+                j += 1;
+            }
+            if j < n && chars[j].1 == '\n' {
+                push(&mut out, start..byte_at(i));
+                start = byte_at(j);
+                i = j;
+                continue;
+            }
+            i += 1;
+            continue;
+        }
+        if CJK_TERMINALS.contains(&c) {
+            let mut j = i + 1;
+            while j < n && (CJK_TERMINALS.contains(&chars[j].1) || CLOSERS.contains(&chars[j].1)) {
+                j += 1;
+            }
+            push(&mut out, start..byte_at(j));
+            start = byte_at(j);
+            i = j;
+            continue;
+        }
+        if !TERMINALS.contains(&c) {
+            i += 1;
+            continue;
+        }
+        // A run of terminal punctuation, then closing quotes / brackets.
+        let mut j = i;
+        while j < n && TERMINALS.contains(&chars[j].1) {
+            j += 1;
+        }
+        let single_period = j == i + 1 && c == '.';
+        while j < n && CLOSERS.contains(&chars[j].1) {
+            j += 1;
+        }
+        let mut end = j;
+        if end < n && !chars[end].1.is_whitespace() {
+            i = end.max(i + 1);
+            continue; // 3.5, U.S.A, example.com, "end."Next
+        }
+        // The next word, after whitespace and opening quotes / brackets.
+        let mut k = end;
+        while k < n && chars[k].1.is_whitespace() {
+            k += 1;
+        }
+        // A detached `''` (the closing quote of tokenised text: "earth. ''Three") belongs
+        // to the sentence that ends here.
+        if k + 1 < n && chars[k].1 == '\'' && chars[k + 1].1 == '\'' {
+            end = k + 2;
+            k = end;
+            while k < n && chars[k].1.is_whitespace() {
+                k += 1;
+            }
+        }
+        while k < n && OPENERS.contains(&chars[k].1) {
+            k += 1;
+        }
+        let next = &text[byte_at(k)..];
+        let boundary = match next.chars().next() {
+            None => true,
+            Some(nc) if nc.is_lowercase() => false,
+            Some(_) if single_period => {
+                // The word before the period: back to the previous whitespace.
+                let mut w = i;
+                while w > 0 && !chars[w - 1].1.is_whitespace() {
+                    w -= 1;
+                }
+                period_ends_sentence(&text[byte_at(w)..byte_at(i)], next)
+            }
+            Some(_) => true,
+        };
+        if boundary {
+            push(&mut out, start..byte_at(end));
+            start = byte_at(end);
+        }
+        i = end.max(i + 1);
+    }
+    push(&mut out, start..text.len());
+    out
+}
+
+/// A place where a long sentence may be cut.
+struct ClauseCut {
+    /// The left piece ends here (before the `,` or `;`).
+    left_end: usize,
+    /// The right piece starts here.
+    right_start: usize,
+    /// 0 for `;`, 1 for a conjunction.
+    rank: u8,
+}
+
+/// Conjunctions after a comma that may start a clause, and whether the conjunction is
+/// dropped from the right piece.
+const CONJUNCTIONS: &[(&str, bool)] = &[
+    ("although", false),
+    ("and", true),
+    ("but", true),
+    ("so", true),
+    ("though", false),
+    ("whereas", false),
+    ("which", false),
+    ("while", false),
+    ("who", false),
+    ("yet", true),
+];
+
+/// Clause cut candidates inside `r` (outside brackets and double quotes).
+fn clause_cuts(text: &str, r: &Range<usize>) -> Vec<ClauseCut> {
+    let s = &text[r.clone()];
+    let mut cuts = Vec::new();
+    let mut depth = 0i32;
+    let mut in_quote = false;
+    let bytes = s.as_bytes();
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = (depth - 1).max(0),
+            '"' => in_quote = !in_quote,
+            '“' => in_quote = true,
+            '”' => in_quote = false,
+            '`' if bytes.get(i + 1) == Some(&b'`') => in_quote = true,
+            '\'' if bytes.get(i + 1) == Some(&b'\'') => in_quote = false,
+            _ => {}
+        }
+        if depth > 0 || in_quote {
+            continue;
+        }
+        let after = &s[i + c.len_utf8()..];
+        if !after.starts_with(char::is_whitespace) {
+            continue;
+        }
+        if c == ';' {
+            let ws = after.len() - after.trim_start().len();
+            cuts.push(ClauseCut {
+                left_end: r.start + i,
+                right_start: r.start + i + 1 + ws,
+                rank: 0,
+            });
+        } else if c == ',' {
+            let rest = after.trim_start();
+            let ws = after.len() - rest.len();
+            let word: &str = rest
+                .split(|ch: char| !ch.is_alphabetic())
+                .next()
+                .unwrap_or("");
+            let follows_space = rest[word.len()..].starts_with(char::is_whitespace);
+            if !follows_space {
+                continue;
+            }
+            if let Some(&(_, drop)) = CONJUNCTIONS.iter().find(|(w, _)| *w == word) {
+                let mut right = i + 1 + ws;
+                if drop {
+                    let after_word = &rest[word.len()..];
+                    right += word.len() + (after_word.len() - after_word.trim_start().len());
+                }
+                cuts.push(ClauseCut {
+                    left_end: r.start + i,
+                    right_start: r.start + right,
+                    rank: 1,
+                });
+            }
+        }
+    }
+    cuts
+}
+
+/// Split `r` at clause boundaries while it is longer than `max_chars`.
+fn split_clauses(
+    text: &str,
+    r: Range<usize>,
+    cfg: &SentenceChunkerConfig,
+    out: &mut Vec<Range<usize>>,
+) {
+    let len = char_len(text, &r);
+    if len <= cfg.max_chars {
+        out.push(r);
+        return;
+    }
+    let mid = r.start + text[r.clone()].len() / 2;
+    let best = clause_cuts(text, &r)
+        .into_iter()
+        .filter_map(|c| {
+            let left = trim_clause(text, r.start..c.left_end);
+            let right = trim_span(text, c.right_start..r.end);
+            let min = cfg.min_clause_chars.max(1);
+            let ok = char_len(text, &left) >= min && char_len(text, &right) >= min;
+            ok.then(|| (c.rank, c.left_end.abs_diff(mid), left, right))
+        })
+        .min_by_key(|(rank, dist, left, _)| (*rank, *dist, left.end));
+    match best {
+        Some((_, _, left, right)) => {
+            split_clauses(text, left, cfg, out);
+            split_clauses(text, right, cfg, out);
+        }
+        None => out.push(r),
+    }
+}
+
+/// Merge pieces shorter than `min_chars` into a neighbour (spans stay contiguous slices).
+fn merge_small(text: &str, pieces: Vec<Range<usize>>, min_chars: usize) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::with_capacity(pieces.len());
+    // Start of tiny leading pieces, to be prepended to the first long-enough piece.
+    let mut carry: Option<Range<usize>> = None;
+    for p in pieces {
+        let p = match carry.take() {
+            Some(c) => c.start..p.end,
+            None => p,
+        };
+        if char_len(text, &p) >= min_chars {
+            out.push(p);
+        } else if let Some(last) = out.last_mut() {
+            last.end = p.end;
+        } else {
+            carry = Some(p);
+        }
+    }
+    // Every piece was tiny: keep them as one chunk.
+    out.extend(carry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_with(cfg: SentenceChunkerConfig, text: &str) -> Vec<&str> {
+        SentenceChunker::new(cfg)
+            .split(text)
+            .into_iter()
+            .map(|r| &text[r])
+            .collect()
+    }
+
+    /// Sentence splitting alone (no clause splits, no merging).
+    fn sentences(text: &str) -> Vec<&str> {
+        split_with(
+            SentenceChunkerConfig {
+                max_chars: usize::MAX,
+                min_chars: 0,
+                min_clause_chars: 40,
+            },
+            text,
+        )
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn word_lists_are_sorted() {
+        for l in [TITLES, NUMERIC_ABBREVS, OTHER_ABBREVS] {
+            assert!(l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn abbreviations_do_not_split() {
+        assert_eq!(
+            sentences(
+                "Mr. Smith met Dr. Jones at St. Paul's on Jan. 5. They talked about the U.S. \
+                 economy, e.g. taxes, i.e. money, etc. and left. J. R. R. Tolkien arrived."
+            ),
+            [
+                "Mr. Smith met Dr. Jones at St. Paul's on Jan. 5.",
+                "They talked about the U.S. economy, e.g. taxes, i.e. money, etc. and left.",
+                "J. R. R. Tolkien arrived."
+            ]
+        );
+        assert_eq!(
+            sentences("Apple Inc. The company grew. He works at Acme Inc. He is Martin Luther King Jr. of Atlanta."),
+            ["Apple Inc.", "The company grew.", "He works at Acme Inc.", "He is Martin Luther King Jr. of Atlanta."]
+        );
+        assert_eq!(
+            sentences("It peaked at No. 7 on the chart. The answer was No. He left."),
+            [
+                "It peaked at No. 7 on the chart.",
+                "The answer was No.",
+                "He left."
+            ]
+        );
+        assert_eq!(
+            sentences("He lived in Washington, D.C. for years. Malcolm X. He spoke."),
+            [
+                "He lived in Washington, D.C. for years.",
+                "Malcolm X.",
+                "He spoke."
+            ]
+        );
+    }
+
+    #[test]
+    fn decimals_ellipses_and_quotes() {
+        let text = "It has 2.1 million people and costs $3.5 billion. Its 2018 Impact Factor is \
+                    1.355. Wait... What? \"Stop!\" he said. She said \"Go.\" Then (the end.) Next \
+                    ``quoted.'' Last";
+        assert_eq!(
+            sentences(text),
+            [
+                "It has 2.1 million people and costs $3.5 billion.",
+                "Its 2018 Impact Factor is 1.355.",
+                "Wait...",
+                "What?",
+                "\"Stop!\" he said.",
+                "She said \"Go.\"",
+                "Then (the end.)",
+                "Next ``quoted.''",
+                "Last"
+            ]
+        );
+        // An ellipsis before a lower-case word does not end the sentence; "?!" is one end.
+        assert_eq!(
+            sentences("He paused... then went on. Really?! Yes … Indeed."),
+            ["He paused... then went on.", "Really?!", "Yes …", "Indeed."]
+        );
+        // Tokenised text: a detached period still ends a sentence, a detached closing
+        // `''` stays with the sentence it closes.
+        assert_eq!(
+            sentences("He warned ``expect ruin. ''Three days later it fell. ''"),
+            [
+                "He warned ``expect ruin. ''",
+                "Three days later it fell. ''"
+            ]
+        );
+        assert_eq!(
+            sentences("The area of the district is . Its center is Kiev ."),
+            ["The area of the district is .", "Its center is Kiev ."]
+        );
+    }
+
+    #[test]
+    fn non_ascii_text_spans_on_char_boundaries() {
+        let text = "  Zürich liegt am Zürichsee. Ça va? 東京は日本の首都です。大阪も大きい。Ωmega ends… Ünïcode!  ";
+        let spans = SentenceChunker::new(SentenceChunkerConfig {
+            min_chars: 0,
+            ..Default::default()
+        })
+        .split(text);
+        let pieces: Vec<&str> = spans.iter().map(|r| &text[r.clone()]).collect();
+        assert_eq!(
+            pieces,
+            [
+                "Zürich liegt am Zürichsee.",
+                "Ça va?",
+                "東京は日本の首都です。",
+                "大阪も大きい。",
+                "Ωmega ends…",
+                "Ünïcode!"
+            ]
+        );
+        for r in &spans {
+            assert!(text.is_char_boundary(r.start) && text.is_char_boundary(r.end));
+        }
+        assert_eq!(spans[0], 2..30);
+    }
+
+    #[test]
+    fn blank_lines_are_boundaries() {
+        assert_eq!(
+            sentences("Heading\n\nBody text here.\nStill body"),
+            ["Heading", "Body text here.", "Still body"]
+        );
+    }
+
+    #[test]
+    fn long_sentences_split_at_clauses() {
+        let text = "The journal was first published bimonthly beginning in January 1960; it \
+                    became a monthly publication in 1963 and is read widely, and the current \
+                    editor is Jan Philip Solovej from the University of Copenhagen.";
+        let cfg = SentenceChunkerConfig {
+            max_chars: 100,
+            min_chars: 20,
+            min_clause_chars: 30,
+        };
+        assert_eq!(
+            split_with(cfg.clone(), text),
+            [
+                "The journal was first published bimonthly beginning in January 1960",
+                "it became a monthly publication in 1963 and is read widely",
+                "the current editor is Jan Philip Solovej from the University of Copenhagen."
+            ]
+        );
+        // A list: the pieces around ", and" would be too short, so no cut.
+        let list = "It is a sister of Adweek, Billboard, and The Hollywood Reporter.";
+        assert_eq!(split_with(cfg.clone(), list), [list]);
+        // Subordinating conjunctions stay with their clause; commas inside brackets don't cut.
+        let t = "Liszt wrote thirteen symphonic poems over his long career (in Weimar, and elsewhere), \
+                 which illustrate the content of poems, paintings and other non-musical sources.";
+        assert_eq!(
+            split_with(cfg, t),
+            [
+                "Liszt wrote thirteen symphonic poems over his long career (in Weimar, and elsewhere)",
+                "which illustrate the content of poems, paintings and other non-musical sources."
+            ]
+        );
+    }
+
+    #[test]
+    fn tiny_pieces_merge() {
+        let text =
+            "Yes. The film was released in 1999 by Warner. It was a hit. Sequels followed in 2003.";
+        assert_eq!(
+            split_with(SentenceChunkerConfig::default(), text),
+            [
+                "Yes. The film was released in 1999 by Warner. It was a hit.",
+                "Sequels followed in 2003."
+            ]
+        );
+        assert_eq!(
+            split_with(SentenceChunkerConfig::default(), "Ok. No."),
+            ["Ok. No."]
+        );
+    }
+
+    #[test]
+    fn chunks_have_ids_titles_and_exact_spans() {
+        let docs = vec![
+            Document::new(
+                "a",
+                "Paris",
+                "Paris is the capital of France. It has 2.1 million people.",
+            ),
+            Document::new("empty", "Nothing", "   \n\t "),
+            Document::new("b", "Zürich", "  Zürich is a city in Switzerland.  "),
+        ];
+        let chunks = block_on(SentenceChunker::default().chunk(&docs)).unwrap();
+        assert_eq!(chunks.len(), 3);
+        for (i, c) in chunks.iter().enumerate() {
+            assert_eq!(c.id, i);
+            let doc = docs
+                .iter()
+                .find(|d| d.id == c.provenance.document_id)
+                .unwrap();
+            assert_eq!(&doc.text[c.provenance.span.clone()], c.text);
+            assert_eq!(c.provenance.title, doc.title);
+            assert_eq!(c.text, c.text.trim());
+        }
+        assert_eq!(chunks[1].text, "It has 2.1 million people.");
+        assert_eq!(chunks[1].provenance.span, 32..58);
+        assert_eq!(chunks[2].provenance.span, 2..35);
+        assert_eq!(
+            chunks[2].embedding_text(),
+            "Zürich\nZürich is a city in Switzerland."
+        );
+    }
+
+    #[test]
+    fn corpus_errors() {
+        for chunker in [
+            &SentenceChunker::default() as &dyn Chunker,
+            &PassageChunker as &dyn Chunker,
+        ] {
+            let e = block_on(chunker.chunk(&[])).unwrap_err();
+            assert!(matches!(e, Error::EmptyCorpus(_)), "{e}");
+            let blank = [Document::new("x", "X", ""), Document::new("y", "Y", " \n ")];
+            let e = block_on(chunker.chunk(&blank)).unwrap_err();
+            assert!(matches!(e, Error::EmptyCorpus(_)), "{e}");
+            let dup = [
+                Document::new("d1", "A", "One."),
+                Document::new("d2", "B", "Two."),
+                Document::new("d1", "C", "Three."),
+            ];
+            let e = block_on(chunker.chunk(&dup)).unwrap_err();
+            assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
+            assert!(e.to_string().contains("'d1'"), "{e}");
+        }
+    }
+
+    #[test]
+    fn one_chunk_corpora() {
+        let docs = [Document::new("only", "", "  A single short statement  ")];
+        for chunker in [
+            &SentenceChunker::default() as &dyn Chunker,
+            &PassageChunker as &dyn Chunker,
+        ] {
+            let chunks = block_on(chunker.chunk(&docs)).unwrap();
+            assert_eq!(chunks.len(), 1);
+            assert_eq!(chunks[0].text, "A single short statement");
+            assert_eq!(chunks[0].provenance.span, 2..26);
+            assert_eq!(chunks[0].embedding_text(), "A single short statement");
+        }
+    }
+
+    #[test]
+    fn passage_chunker_keeps_whole_documents() {
+        let docs = [
+            Document::new("a", "A", " First. Second sentence here. "),
+            Document::new("b", "B", ""),
+            Document::new("c", "C", "Third."),
+        ];
+        let chunks = block_on(PassageChunker.chunk(&docs)).unwrap();
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(texts, ["First. Second sentence here.", "Third."]);
+        assert_eq!(chunks[0].provenance.span, 1..29);
+        assert_eq!(
+            (chunks[1].id, chunks[1].provenance.document_id.as_str()),
+            (1, "c")
+        );
+    }
+
+    #[test]
+    fn never_panics_on_odd_text() {
+        let odd = [
+            ".",
+            "...",
+            "?!",
+            " . . . ",
+            "a.b.c.",
+            "Mr.",
+            "U.S.",
+            "(",
+            "))).",
+            "''",
+            "``",
+            ";;;;",
+            ", and , and",
+            "日本。",
+            "\n\n\n",
+            "e\u{301}. x",
+            "🦀. 🦀! 🦀?",
+        ];
+        let c = SentenceChunker::new(SentenceChunkerConfig {
+            max_chars: 3,
+            min_chars: 2,
+            min_clause_chars: 1,
+        });
+        for t in odd {
+            for r in c.split(t) {
+                let piece = &t[r];
+                assert!(
+                    !piece.is_empty() && piece.trim() == piece,
+                    "{t:?} -> {piece:?}"
+                );
+            }
+        }
+    }
 }

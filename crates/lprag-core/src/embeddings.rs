@@ -15,12 +15,18 @@ impl Embeddings {
     /// Wrap a flat row-major buffer; its length must be a multiple of `dim`.
     pub fn new(dim: usize, data: Vec<f32>) -> Result<Self> {
         if dim == 0 {
-            return Err(Error::invalid("Embeddings::new", "dimension must be at least 1"));
+            return Err(Error::invalid(
+                "Embeddings::new",
+                "dimension must be at least 1",
+            ));
         }
         if data.len() % dim != 0 {
             return Err(Error::invalid(
                 "Embeddings::new",
-                format!("buffer of {} floats is not a multiple of dim {dim}", data.len()),
+                format!(
+                    "buffer of {} floats is not a multiple of dim {dim}",
+                    data.len()
+                ),
             ));
         }
         Ok(Self { dim, data })
@@ -28,7 +34,10 @@ impl Embeddings {
 
     /// An empty matrix of the given width.
     pub fn empty(dim: usize) -> Self {
-        Self { dim, data: Vec::new() }
+        Self {
+            dim,
+            data: Vec::new(),
+        }
     }
 
     /// Build from rows; every row must have length `dim`.
@@ -112,7 +121,10 @@ impl Embeddings {
         for &r in rows {
             data.extend_from_slice(self.row(r));
         }
-        Embeddings { dim: self.dim, data }
+        Embeddings {
+            dim: self.dim,
+            data,
+        }
     }
 }
 

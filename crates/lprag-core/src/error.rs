@@ -119,6 +119,9 @@ mod tests {
     #[test]
     fn messages_say_what_and_where() {
         let e = Error::invalid("document 'd7'", "text is empty");
-        assert_eq!(e.to_string(), "invalid input at document 'd7': text is empty");
+        assert_eq!(
+            e.to_string(),
+            "invalid input at document 'd7': text is empty"
+        );
     }
 }

@@ -33,13 +33,12 @@ mod types;
 pub use chunker::{PassageChunker, SentenceChunker, SentenceChunkerConfig};
 pub use embeddings::{cosine, Embeddings};
 pub use error::{Error, Result};
-pub use hashing::{HashingEncoder, HashingEncoderConfig};
+pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 pub use traits::{
-    Chunker, Encoder, LinkPredictor, NoProgress, Progress, QueryGenerator, Retriever,
-    TrainReport,
+    Chunker, Encoder, LinkPredictor, NoProgress, Progress, QueryGenerator, Retriever, TrainReport,
 };
 pub use types::{
-    Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk,
-    Selection, SyntheticQuery,
+    Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk, Selection,
+    SyntheticQuery,
 };

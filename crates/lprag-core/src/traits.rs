@@ -11,7 +11,9 @@ use std::path::Path;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{Chunk, ChunkId, Document, Embeddings, LinkGraph, Result, ScoredChunk, Selection, SyntheticQuery};
+use crate::{
+    Chunk, ChunkId, Document, Embeddings, LinkGraph, Result, ScoredChunk, Selection, SyntheticQuery,
+};
 
 /// Splits documents into chunks (LP-RAG §3.1: atomic statements).
 #[async_trait]

@@ -1,1 +1,85 @@
-//! placeholder
+//! # lprag-graph
+//!
+//! The graphs of lprag's LP-RAG pipeline (methods §1, index-time steps 2–6):
+//!
+//! * **Chunk graph**: [`knn`] and [`mutual_knn_edges`] connect chunks that are in each
+//!   other's top-k by cosine (LP-RAG: k = [`DEFAULT_K`] = 5), exactly by blocked GEMM or
+//!   approximately with HNSW ([`KnnBackend`]).
+//! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
+//!   with a COO export, for message passing without petgraph in the hot loop.
+//! * **Batches** (Appendix A.2): [`sample_batches`] gives each chunk `v` the batch
+//!   `{v} ∪` a uniformly-sized random subset of its neighbours, for query generation.
+//! * **Training graph**: [`build_link_graph`] joins chunks and synthetic queries into a
+//!   [`lprag_core::LinkGraph`] with query–chunk edges of weight 1.
+//! * **Negatives**: [`NegativeSampler`] draws chunk ids uniformly or by degree.
+//! * **Persistence**: [`save_link_graph`] / [`load_link_graph`] (and the chunk-graph
+//!   pair) write a versioned, checksummed file atomically.
+//!
+//! Every function returns a typed [`GraphError`] on bad input instead of panicking; it
+//! converts into [`lprag_core::Error`] with `?`.
+//!
+//! ```
+//! use lprag_core::{Embeddings, SyntheticQuery};
+//! use lprag_graph::{
+//!     build_link_graph, mutual_knn_edges, sample_batches, ChunkGraph, KnnBackend,
+//!     NegativeSampler, NegativeSampling, DEFAULT_K,
+//! };
+//! use rand::SeedableRng;
+//!
+//! # fn main() -> Result<(), lprag_core::Error> {
+//! // Six chunk embeddings: two clusters of three.
+//! let chunks = Embeddings::from_rows(2, &[
+//!     vec![1.0, 0.0], vec![0.9, 0.1], vec![0.8, 0.3],
+//!     vec![0.0, 1.0], vec![0.1, 0.9], vec![0.3, 0.8],
+//! ])?;
+//!
+//! // Mutual k-NN chunk graph (k = 2 here; LP-RAG uses DEFAULT_K = 5).
+//! let edges = mutual_knn_edges(&chunks, 2, &KnnBackend::default())?;
+//! let graph = ChunkGraph::from_edges(chunks.rows(), &edges)?;
+//! assert_eq!(graph.neighbors(0), &[1, 2]);
+//! assert_eq!(graph.isolated_count(), 0);
+//! assert!(DEFAULT_K == 5);
+//!
+//! // A.2 batches: one per chunk, starting with the chunk itself; deterministic per seed.
+//! let batches = sample_batches(&graph, 42);
+//! assert_eq!(batches.len(), 6);
+//! assert!(batches.iter().enumerate().all(|(v, b)| b[0] == v));
+//!
+//! // One synthetic query per batch (an LLM writes them in the real pipeline).
+//! let queries: Vec<SyntheticQuery> = batches
+//!     .iter()
+//!     .map(|b| SyntheticQuery { text: "…".into(), chunk_ids: b.clone(), answer: None })
+//!     .collect();
+//! let query_emb = chunks.clone(); // stand-in for the queries' embeddings
+//! let link_graph = build_link_graph(&chunks, &edges, &queries, &query_emb)?;
+//! assert_eq!(link_graph.num_nodes(), 12);
+//!
+//! // Negative chunks for training, biased towards high-degree chunks.
+//! let sampler = NegativeSampler::from_link_graph(
+//!     &link_graph,
+//!     NegativeSampling::Degree { power: 0.75 },
+//! )?;
+//! let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+//! let positives: Vec<u32> = queries[0].chunk_ids.iter().map(|&c| c as u32).collect();
+//! let negatives = sampler.sample_excluding(&mut rng, 4, &positives)?;
+//! assert!(negatives.iter().all(|c| !positives.contains(c)));
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+mod error;
+mod graph;
+mod knn;
+mod link;
+mod persist;
+mod sampling;
+
+pub use error::GraphError;
+pub use graph::{ChunkGraph, Csr};
+pub use knn::{knn, mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_HNSW_THRESHOLD, DEFAULT_K};
+pub use link::build_link_graph;
+pub use persist::{
+    load_chunk_graph, load_link_graph, save_chunk_graph, save_link_graph, FORMAT_VERSION,
+};
+pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};

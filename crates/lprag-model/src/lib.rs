@@ -1,1 +1,25 @@
-//! placeholder
+//! # lprag-model
+//!
+//! Link predictors for LP-RAG, trained with [burn](https://burn.dev): **NCN** (Neural
+//! Common Neighbor), a **GAE** (GCN or SAGE encoder with a dot or Hadamard decoder) and an
+//! **MLP** baseline, all behind [`lprag_core::LinkPredictor`] as [`GnnLinkPredictor`].
+//! Training is BCE with negative sampling and Adam, seeded, with progress reporting and
+//! early stopping on held-out synthetic queries; inference joins the user query to the chunk
+//! graph per [`InferenceMode`].
+//!
+//! burn types stay inside this crate: the public API speaks `lprag_core` types, plus
+//! [`burn::tensor::Device`] for callers who choose a GPU.
+#![warn(missing_docs)]
+
+pub mod bert;
+mod config;
+mod host;
+mod net;
+mod predictor;
+
+pub use burn::tensor::Device;
+pub use config::{
+    Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, Targets,
+    TrainConfig,
+};
+pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};

@@ -1,0 +1,193 @@
+//! Retrievers and encoders by name, as the command line chooses them.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use lprag_core::{Chunk, Document, Encoder, HashingEncoder, HashingEncoderConfig, Retriever};
+
+use crate::baselines::{
+    passage_chunks, Bm25Config, Bm25Retriever, DenseRetriever, HybridRetriever,
+};
+use crate::{Error, Result};
+
+/// Names [`build_retriever`] knows, in the order `--help` lists them.
+pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid"];
+
+/// Build the retriever called `name` over `docs` (each document is one passage; the
+/// harness ranks passages by `chunk.provenance.document_id`, so retrievers may index
+/// sub-passage chunks).
+///
+/// - `dense`: [`DenseRetriever`], exact flat cosine search with `encoder`;
+/// - `bm25`: [`Bm25Retriever`], Okapi BM25 (k1 = 1.5, b = 0.75, rank_bm25 IDF);
+/// - `hybrid`: [`HybridRetriever::dense_bm25`], reciprocal-rank fusion of the two.
+///
+/// `encoder` is ignored by retrievers that need none. Index build time, as the harness
+/// reports it, is the wall time of this call.
+///
+/// # Adding a retriever
+///
+/// Add one match arm (and its name to [`RETRIEVERS`] for help texts), for example
+/// `"lprag" => Box::new(lprag::LpRag::builder().encoder(encoder).build(docs).await?)`:
+/// errors of lprag components convert with `?`.
+pub async fn build_retriever(
+    name: &str,
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+) -> Result<Box<dyn Retriever>> {
+    Ok(match name {
+        "dense" => Box::new(DenseRetriever::build(docs, encoder).await?),
+        "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
+        "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
+        other => {
+            return Err(Error::UnknownRetriever {
+                name: other.to_string(),
+                known: RETRIEVERS.join(", "),
+            })
+        }
+    })
+}
+
+/// Split a comma-separated list of retriever names (`"dense,bm25"`), trimming blanks and
+/// dropping empty entries and repeats.
+pub fn parse_retriever_list(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+/// The encoders the command line offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EncoderKind {
+    /// [`HashingEncoder`] with inverse document frequencies fitted on the corpus passages
+    /// ([`HashingEncoder::fitted`]): the offline default, and the way that encoder is meant
+    /// to be used.
+    Hashing,
+    /// [`HashingEncoder::default`]: no IDF, every feature weighs the same.
+    HashingUnfitted,
+    /// all-MiniLM-L6-v2 (not available in this crate yet).
+    MiniLm,
+}
+
+impl EncoderKind {
+    /// The name used on the command line.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EncoderKind::Hashing => "hashing",
+            EncoderKind::HashingUnfitted => "hashing-unfitted",
+            EncoderKind::MiniLm => "minilm",
+        }
+    }
+}
+
+impl fmt::Display for EncoderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EncoderKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "hashing" => Ok(EncoderKind::Hashing),
+            "hashing-unfitted" => Ok(EncoderKind::HashingUnfitted),
+            "minilm" => Ok(EncoderKind::MiniLm),
+            _ => Err(Error::invalid(
+                "encoder",
+                format!("`{s}` (known: hashing, hashing-unfitted, minilm)"),
+            )),
+        }
+    }
+}
+
+/// Build the encoder `kind` for the corpus `docs`.
+///
+/// [`EncoderKind::Hashing`] fits its IDF table on the passages' embedding texts
+/// (`title + "\n" + text`), which uses no question or label. `model_dir` is for
+/// encoders with weights (MiniLM) and is ignored by the hashing encoders.
+pub fn build_encoder(
+    kind: EncoderKind,
+    docs: &[Document],
+    model_dir: Option<&Path>,
+) -> Result<Arc<dyn Encoder>> {
+    match kind {
+        EncoderKind::Hashing => {
+            let texts: Vec<String> = passage_chunks(docs)?
+                .iter()
+                .map(Chunk::embedding_text)
+                .collect();
+            Ok(Arc::new(HashingEncoder::fitted(
+                HashingEncoderConfig::default(),
+                &texts,
+            )?))
+        }
+        EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::default())),
+        EncoderKind::MiniLm => Err(Error::not_available(
+            "--encoder minilm",
+            format!(
+                "the MiniLM encoder (lprag-model) is not wired into lprag-eval yet{}; use \
+                 --encoder hashing",
+                model_dir
+                    .map(|d| format!(" (model dir {})", d.display()))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::KeywordEncoder;
+
+    #[tokio::test]
+    async fn builds_known_names_and_rejects_others() {
+        let docs = vec![
+            Document::new("0", "", "apple"),
+            Document::new("1", "", "banana"),
+        ];
+        for name in RETRIEVERS {
+            let r = build_retriever(name, &docs, Arc::new(KeywordEncoder))
+                .await
+                .unwrap();
+            assert_eq!(r.name(), *name);
+            assert_eq!(r.chunks().len(), 2);
+        }
+        let e = build_retriever("nope", &docs, Arc::new(KeywordEncoder))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "unknown retriever `nope` (known: dense, bm25, hybrid)"
+        );
+    }
+
+    #[test]
+    fn parses_lists_and_encoders() {
+        assert_eq!(
+            parse_retriever_list(" dense,bm25,,dense "),
+            vec!["dense", "bm25"]
+        );
+        assert_eq!(
+            "hashing".parse::<EncoderKind>().unwrap(),
+            EncoderKind::Hashing
+        );
+        assert!("word2vec".parse::<EncoderKind>().is_err());
+        let e = build_encoder(EncoderKind::MiniLm, &[], None).err().unwrap();
+        assert!(e.to_string().contains("not available yet"), "{e}");
+        let docs = vec![Document::new("0", "T", "apple pie")];
+        assert_eq!(
+            build_encoder(EncoderKind::HashingUnfitted, &docs, None)
+                .unwrap()
+                .dimension(),
+            1024
+        );
+    }
+}

@@ -1,0 +1,522 @@
+//! Saving and loading graphs: a small versioned binary container.
+//!
+//! Layout of a file (all integers little-endian):
+//!
+//! | bytes | content |
+//! |---|---|
+//! | 8 | magic `LPRAGGR\0` |
+//! | 8 | `u64` length `H` of the header |
+//! | `H` | JSON header: `format_version`, `kind`, `checksum` (FNV-1a 64 of the payload), `payload_bytes` and the sizes below |
+//! | rest | payload |
+//!
+//! A [`LinkGraph`] payload is its features as `f32` (`num_nodes × dim`, row-major), then
+//! `num_edges` records of `a: u32, b: u32, weight: f32, kind: u8` (0 = Similarity,
+//! 1 = QueryChunk, 2 = Bridge). A [`ChunkGraph`] payload is its CSR: `offsets: u32 ×
+//! (num_nodes + 1)`, `indices: u32 × num_edges`, `weights: f32 × num_edges`.
+//!
+//! Files are written atomically: to a temporary file in the same directory, synced, then
+//! renamed over the target, so a crash never leaves a half-written graph under the real
+//! name. Another [`FORMAT_VERSION`] gives [`GraphError::VersionMismatch`]; a payload that
+//! does not hash to the header's checksum gives [`GraphError::ChecksumMismatch`].
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph};
+use serde::{Deserialize, Serialize};
+
+use crate::{ChunkGraph, Csr, GraphError};
+
+/// On-disk format version written by this build and the only one it reads.
+pub const FORMAT_VERSION: u64 = 1;
+
+const MAGIC: &[u8; 8] = b"LPRAGGR\0";
+const KIND_LINK: &str = "link_graph";
+const KIND_CHUNK: &str = "chunk_graph";
+/// Headers are tiny; anything larger is corruption, not a header.
+const MAX_HEADER: u64 = 1 << 20;
+const EDGE_RECORD: usize = 13;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Header {
+    format_version: u64,
+    kind: String,
+    /// FNV-1a 64 of the payload.
+    checksum: u64,
+    payload_bytes: u64,
+    num_nodes: u64,
+    #[serde(default)]
+    num_chunks: u64,
+    #[serde(default)]
+    dim: u64,
+    num_edges: u64,
+}
+
+/// FNV-1a, 64 bit: detects corruption (not tampering).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Save `graph` to `path` (overwriting it atomically).
+///
+/// # Errors
+/// [`GraphError::InvalidGraph`] when the graph fails [`LinkGraph::validate`];
+/// [`GraphError::Io`] when the file cannot be written.
+pub fn save_link_graph(graph: &LinkGraph, path: impl AsRef<Path>) -> Result<(), GraphError> {
+    let path = path.as_ref();
+    graph
+        .validate()
+        .map_err(|e| GraphError::graph("LinkGraph", e.to_string()))?;
+    let feats = graph.features.as_slice();
+    let mut payload = Vec::with_capacity(feats.len() * 4 + graph.edges.len() * EDGE_RECORD);
+    for v in feats {
+        payload.extend_from_slice(&v.to_le_bytes());
+    }
+    for e in &graph.edges {
+        payload.extend_from_slice(&e.a.to_le_bytes());
+        payload.extend_from_slice(&e.b.to_le_bytes());
+        payload.extend_from_slice(&e.weight.to_le_bytes());
+        payload.push(match e.kind {
+            EdgeKind::Similarity => 0,
+            EdgeKind::QueryChunk => 1,
+            EdgeKind::Bridge => 2,
+        });
+    }
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        kind: KIND_LINK.into(),
+        checksum: fnv1a64(&payload),
+        payload_bytes: payload.len() as u64,
+        num_nodes: graph.num_nodes() as u64,
+        num_chunks: graph.num_chunks as u64,
+        dim: graph.features.dim() as u64,
+        num_edges: graph.edges.len() as u64,
+    };
+    write_container(path, &header, &payload)
+}
+
+/// Load a graph written by [`save_link_graph`].
+///
+/// # Errors
+/// [`GraphError::Io`] when the file cannot be read; [`GraphError::VersionMismatch`],
+/// [`GraphError::ChecksumMismatch`] or [`GraphError::Format`] (bad magic, truncated,
+/// another kind of graph, inconsistent sizes, invalid edges) when it is not a readable
+/// link graph of this format version.
+pub fn load_link_graph(path: impl AsRef<Path>) -> Result<LinkGraph, GraphError> {
+    let path = path.as_ref();
+    let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
+    let (h, payload) = read_container(path, &bytes, KIND_LINK)?;
+    let bad = |m: String| GraphError::format(path, m);
+    let n_feat = h
+        .num_nodes
+        .checked_mul(h.dim)
+        .and_then(|x| usize::try_from(x).ok())
+        .ok_or_else(|| bad("feature size overflows".into()))?;
+    let n_edges = usize::try_from(h.num_edges).map_err(|_| bad("edge count overflows".into()))?;
+    let want = n_feat
+        .checked_mul(4)
+        .zip(n_edges.checked_mul(EDGE_RECORD))
+        .and_then(|(a, b)| a.checked_add(b))
+        .ok_or_else(|| bad("payload size overflows".into()))?;
+    if want != payload.len() {
+        return Err(bad(format!(
+            "payload is {} bytes, header sizes imply {want}",
+            payload.len()
+        )));
+    }
+    let (fbytes, ebytes) = payload.split_at(n_feat * 4);
+    let data: Vec<f32> = fbytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
+    let features = Embeddings::new(dim, data).map_err(|e| bad(e.to_string()))?;
+    if features.rows() as u64 != h.num_nodes {
+        return Err(bad(format!(
+            "{} feature rows, header says {} nodes",
+            features.rows(),
+            h.num_nodes
+        )));
+    }
+    let mut edges = Vec::with_capacity(n_edges);
+    for (i, r) in ebytes.chunks_exact(EDGE_RECORD).enumerate() {
+        let u = |o: usize| [r[o], r[o + 1], r[o + 2], r[o + 3]];
+        let kind = match r[12] {
+            0 => EdgeKind::Similarity,
+            1 => EdgeKind::QueryChunk,
+            2 => EdgeKind::Bridge,
+            k => return Err(bad(format!("edge {i} has unknown kind code {k}"))),
+        };
+        edges.push(LinkEdge {
+            a: u32::from_le_bytes(u(0)),
+            b: u32::from_le_bytes(u(4)),
+            weight: f32::from_le_bytes(u(8)),
+            kind,
+        });
+    }
+    let graph = LinkGraph {
+        features,
+        num_chunks: usize::try_from(h.num_chunks)
+            .map_err(|_| bad("num_chunks overflows".into()))?,
+        edges,
+    };
+    graph.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(graph)
+}
+
+/// Save a [`ChunkGraph`] (its symmetric CSR) to `path`, atomically.
+///
+/// # Errors
+/// [`GraphError::Io`] when the file cannot be written.
+pub fn save_chunk_graph(graph: &ChunkGraph, path: impl AsRef<Path>) -> Result<(), GraphError> {
+    let csr = graph.csr();
+    let mut payload =
+        Vec::with_capacity(4 * (csr.offsets.len() + csr.indices.len() + csr.weights.len()));
+    for v in &csr.offsets {
+        payload.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in &csr.indices {
+        payload.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in &csr.weights {
+        payload.extend_from_slice(&v.to_le_bytes());
+    }
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        kind: KIND_CHUNK.into(),
+        checksum: fnv1a64(&payload),
+        payload_bytes: payload.len() as u64,
+        num_nodes: csr.num_nodes() as u64,
+        num_chunks: csr.num_nodes() as u64,
+        dim: 0,
+        num_edges: csr.num_entries() as u64,
+    };
+    write_container(path.as_ref(), &header, &payload)
+}
+
+/// Load a graph written by [`save_chunk_graph`]; errors as [`load_link_graph`].
+pub fn load_chunk_graph(path: impl AsRef<Path>) -> Result<ChunkGraph, GraphError> {
+    let path = path.as_ref();
+    let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
+    let (h, payload) = read_container(path, &bytes, KIND_CHUNK)?;
+    let bad = |m: String| GraphError::format(path, m);
+    let n = usize::try_from(h.num_nodes).map_err(|_| bad("node count overflows".into()))?;
+    let m = usize::try_from(h.num_edges).map_err(|_| bad("entry count overflows".into()))?;
+    let want = n
+        .checked_add(1)
+        .and_then(|x| x.checked_add(m))
+        .and_then(|x| x.checked_add(m))
+        .and_then(|x| x.checked_mul(4))
+        .ok_or_else(|| bad("payload size overflows".into()))?;
+    if want != payload.len() {
+        return Err(bad(format!(
+            "payload is {} bytes, header sizes imply {want}",
+            payload.len()
+        )));
+    }
+    let words: Vec<[u8; 4]> = payload
+        .chunks_exact(4)
+        .map(|c| [c[0], c[1], c[2], c[3]])
+        .collect();
+    let csr = Csr {
+        offsets: words[..=n].iter().map(|&w| u32::from_le_bytes(w)).collect(),
+        indices: words[n + 1..n + 1 + m]
+            .iter()
+            .map(|&w| u32::from_le_bytes(w))
+            .collect(),
+        weights: words[n + 1 + m..]
+            .iter()
+            .map(|&w| f32::from_le_bytes(w))
+            .collect(),
+    };
+    ChunkGraph::from_csr(csr).map_err(|e| bad(e.to_string()))
+}
+
+fn write_container(path: &Path, header: &Header, payload: &[u8]) -> Result<(), GraphError> {
+    let json = serde_json::to_vec(header)
+        .map_err(|e| GraphError::format(path, format!("cannot encode header: {e}")))?;
+    write_atomic(
+        path,
+        &[MAGIC, &(json.len() as u64).to_le_bytes(), &json, payload],
+    )
+}
+
+/// Parse magic, header and payload, checking version, kind and checksum.
+fn read_container<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    kind: &str,
+) -> Result<(Header, &'a [u8]), GraphError> {
+    let bad = |m: String| GraphError::format(path, m);
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad("not an lprag graph file (bad magic)".into()));
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[8..16]);
+    let hlen = u64::from_le_bytes(len);
+    if hlen > MAX_HEADER || hlen as usize > bytes.len() - 16 {
+        return Err(bad(format!("header length {hlen} exceeds the file")));
+    }
+    let (hbytes, payload) = bytes[16..].split_at(hlen as usize);
+    let value: serde_json::Value =
+        serde_json::from_slice(hbytes).map_err(|e| bad(format!("header is not JSON: {e}")))?;
+    let found = value
+        .get("format_version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| bad("header has no format_version".into()))?;
+    if found != FORMAT_VERSION {
+        return Err(GraphError::VersionMismatch {
+            path: path.to_path_buf(),
+            found,
+            expected: FORMAT_VERSION,
+        });
+    }
+    let header: Header =
+        serde_json::from_value(value).map_err(|e| bad(format!("bad header: {e}")))?;
+    if header.kind != kind {
+        return Err(bad(format!(
+            "file holds a {}, expected a {kind}",
+            header.kind
+        )));
+    }
+    if header.payload_bytes != payload.len() as u64 {
+        return Err(bad(format!(
+            "payload is {} bytes, header says {} (truncated?)",
+            payload.len(),
+            header.payload_bytes
+        )));
+    }
+    let actual = fnv1a64(payload);
+    if actual != header.checksum {
+        return Err(GraphError::ChecksumMismatch {
+            path: path.to_path_buf(),
+            expected: header.checksum,
+            actual,
+        });
+    }
+    Ok((header, payload))
+}
+
+/// Write `parts` to a fresh temporary file next to `path`, sync it, rename it over
+/// `path`; the temporary file is removed on failure.
+fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), GraphError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .ok_or_else(|| GraphError::arg("path", format!("{} has no file name", path.display())))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        for p in parts {
+            f.write_all(p)?;
+        }
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)
+    };
+    if let Err(e) = write() {
+        let _ = fs::remove_file(&tmp);
+        return Err(GraphError::io(path, e));
+    }
+    // Make the rename durable where the platform allows syncing a directory.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lprag_core::SyntheticQuery;
+
+    fn sample_link_graph() -> LinkGraph {
+        let ce = Embeddings::from_rows(
+            3,
+            &[
+                vec![1.0, 0.0, 0.5],
+                vec![0.9, 0.1, 0.4],
+                vec![0.0, 1.0, -2.5],
+                vec![0.1, 0.9, f32::MIN_POSITIVE],
+            ],
+        )
+        .unwrap();
+        let edges = crate::mutual_knn_edges(&ce, 1, &crate::KnnBackend::Exact).unwrap();
+        let mut edges = edges;
+        edges.push(LinkEdge {
+            a: 0,
+            b: 3,
+            weight: -0.25,
+            kind: EdgeKind::Bridge,
+        });
+        let qs = vec![SyntheticQuery {
+            text: "q".into(),
+            chunk_ids: vec![0, 2],
+            answer: None,
+        }];
+        let qe = Embeddings::from_rows(3, &[vec![0.3, 0.3, 0.3]]).unwrap();
+        crate::build_link_graph(&ce, &edges, &qs, &qe).unwrap()
+    }
+
+    fn rewrite_header(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+        let bytes = fs::read(path).unwrap();
+        let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes[16..16 + hlen]).unwrap();
+        f(&mut v);
+        let json = serde_json::to_vec(&v).unwrap();
+        let mut out = bytes[..8].to_vec();
+        out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+        out.extend_from_slice(&json);
+        out.extend_from_slice(&bytes[16 + hlen..]);
+        fs::write(path, out).unwrap();
+    }
+
+    #[test]
+    fn link_graph_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.lpg");
+        let g = sample_link_graph();
+        save_link_graph(&g, &path).unwrap();
+        let back = load_link_graph(&path).unwrap();
+        assert_eq!(back.features, g.features);
+        assert_eq!(back.num_chunks, g.num_chunks);
+        assert_eq!(back.edges, g.edges);
+        // Overwrite in place; no temporary files are left behind.
+        save_link_graph(&back, &path).unwrap();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("graph.lpg")]);
+    }
+
+    #[test]
+    fn chunk_graph_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chunks.lpg");
+        let g = ChunkGraph::from_link_graph(&sample_link_graph()).unwrap();
+        assert!(g.num_edges() > 0);
+        save_chunk_graph(&g, &path).unwrap();
+        assert_eq!(load_chunk_graph(&path).unwrap(), g);
+        let empty = ChunkGraph::from_edges(0, &[]).unwrap();
+        save_chunk_graph(&empty, &path).unwrap();
+        assert_eq!(load_chunk_graph(&path).unwrap().num_chunks(), 0);
+    }
+
+    #[test]
+    fn version_mismatch_is_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.lpg");
+        save_link_graph(&sample_link_graph(), &path).unwrap();
+        rewrite_header(&path, |v| v["format_version"] = 99.into());
+        let err = load_link_graph(&path).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                GraphError::VersionMismatch {
+                    found: 99,
+                    expected: FORMAT_VERSION,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn checksum_mismatch_is_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.lpg");
+        save_link_graph(&sample_link_graph(), &path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 20;
+        bytes[last] ^= 0x40;
+        fs::write(&path, bytes).unwrap();
+        let err = load_link_graph(&path).unwrap_err();
+        assert!(matches!(err, GraphError::ChecksumMismatch { .. }), "{err}");
+        let core: lprag_core::Error = err.into();
+        assert!(matches!(core, lprag_core::Error::Format { .. }));
+    }
+
+    #[test]
+    fn corrupt_files_are_format_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.lpg");
+        save_link_graph(&sample_link_graph(), &path).unwrap();
+        let bytes = fs::read(&path).unwrap();
+
+        // Truncated payload.
+        fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(matches!(
+            load_link_graph(&path),
+            Err(GraphError::Format { .. })
+        ));
+        // Truncated inside the header.
+        fs::write(&path, &bytes[..20]).unwrap();
+        assert!(matches!(
+            load_link_graph(&path),
+            Err(GraphError::Format { .. })
+        ));
+        // Not our file at all.
+        fs::write(&path, b"hello world, this is not a graph").unwrap();
+        let err = load_link_graph(&path).unwrap_err();
+        assert!(err.to_string().contains("magic"), "{err}");
+        // Wrong kind.
+        fs::write(&path, &bytes).unwrap();
+        let err = load_chunk_graph(&path).unwrap_err();
+        assert!(err.to_string().contains("expected a chunk_graph"), "{err}");
+        // Header sizes that disagree with the payload.
+        rewrite_header(&path, |v| v["dim"] = 4.into());
+        assert!(matches!(
+            load_link_graph(&path),
+            Err(GraphError::Format { .. })
+        ));
+        // Missing file.
+        let err = load_link_graph(dir.path().join("missing")).unwrap_err();
+        assert!(matches!(err, GraphError::Io { .. }));
+    }
+
+    #[test]
+    fn invalid_graph_is_not_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = sample_link_graph();
+        g.edges.push(LinkEdge {
+            a: 0,
+            b: 99,
+            weight: 1.0,
+            kind: EdgeKind::Bridge,
+        });
+        let path = dir.path().join("g.lpg");
+        assert!(matches!(
+            save_link_graph(&g, &path),
+            Err(GraphError::InvalidGraph { .. })
+        ));
+        assert!(!path.exists());
+        assert!(save_link_graph(&sample_link_graph(), dir.path().join("no/such/dir/g")).is_err());
+    }
+
+    #[test]
+    fn fnv_reference_values() {
+        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+}

@@ -1,0 +1,142 @@
+//! Throughput of the BERT sentence encoder (all-MiniLM-L6-v2 on the flex CPU backend)
+//! over the MuSiQue-100 passages (`title + "\n" + text`).
+//!
+//! ```text
+//! scripts/fetch-model.sh
+//! cargo bench -p lprag-model --bench encoder
+//! ```
+//!
+//! Environment: `LPRAG_BENCH_BATCH` (batch size, default 32), `LPRAG_BENCH_LIMIT` (use
+//! only the first N passages), `LPRAG_BENCH_CORPUS` (another corpus.json), and
+//! `LPRAG_REQUIRE_MODEL=1` to fail rather than skip when no model is found. The model is
+//! found like `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face
+//! cache). Threads follow rayon (`RAYON_NUM_THREADS`).
+
+use std::time::Instant;
+
+use lprag_model::bert::SentenceEncoder;
+
+fn env_usize(key: &str) -> Option<usize> {
+    std::env::var(key).ok().and_then(|v| v.parse().ok())
+}
+
+/// Peak resident set size in MiB (`VmHWM` of /proc/self/status), when available.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn main() {
+    let corpus_path = std::env::var("LPRAG_BENCH_CORPUS").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/data/musique-100/corpus.json"
+        )
+        .to_string()
+    });
+    let require =
+        std::env::var_os("LPRAG_REQUIRE_MODEL").is_some_and(|v| !v.is_empty() && v != "0");
+    let t_load = Instant::now();
+    let encoder = match SentenceEncoder::load(None) {
+        Ok(e) => e,
+        Err(e) if !require => {
+            println!("encoder bench skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("no model: {e}"),
+    };
+    let load_s = t_load.elapsed().as_secs_f64();
+    let encoder = encoder.with_batch_size(env_usize("LPRAG_BENCH_BATCH").unwrap_or(32));
+
+    let raw = match std::fs::read_to_string(&corpus_path) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("encoder bench skipped: cannot read {corpus_path}: {e}");
+            return;
+        }
+    };
+    let corpus: Vec<serde_json::Value> = serde_json::from_str(&raw).expect("corpus.json is a list");
+    let mut texts: Vec<String> = corpus
+        .iter()
+        .map(|p| {
+            format!(
+                "{}\n{}",
+                p["title"].as_str().unwrap_or_default(),
+                p["text"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    if let Some(n) = env_usize("LPRAG_BENCH_LIMIT") {
+        texts.truncate(n);
+    }
+
+    let lens: Vec<usize> = texts
+        .iter()
+        .map(|t| encoder.token_ids(t).expect("tokenize").len())
+        .collect();
+    let mean_tokens = lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64;
+    let cut = lens
+        .iter()
+        .filter(|&&l| l >= encoder.max_seq_length())
+        .count();
+
+    // Warm-up: first-call allocations and kernel selection.
+    encoder
+        .encode(&texts[..texts.len().min(8)])
+        .expect("warm-up");
+
+    let t = Instant::now();
+    let e = encoder.encode(&texts).expect("encode");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(e.rows(), texts.len());
+
+    println!(
+        "encoder: {} ({} dims) from {}",
+        encoder_name(&encoder),
+        e.dim(),
+        encoder.model_dir().display()
+    );
+    println!(
+        "corpus: {} passages, mean {:.1} tokens, {} cut at {}",
+        texts.len(),
+        mean_tokens,
+        cut,
+        encoder.max_seq_length()
+    );
+    println!("load: {load_s:.2} s");
+    println!(
+        "throughput: {:.1} passages/s ({:.2} s total), batch {}, threads {}",
+        texts.len() as f64 / secs,
+        secs,
+        encoder.batch_size(),
+        rayon::current_num_threads()
+    );
+    // Short texts: the questions next to the corpus, when there are any.
+    let questions_path = std::path::Path::new(&corpus_path).with_file_name("questions.json");
+    if let Ok(raw) = std::fs::read_to_string(&questions_path) {
+        let qs: Vec<serde_json::Value> = serde_json::from_str(&raw).unwrap_or_default();
+        let qs: Vec<&str> = qs.iter().filter_map(|q| q["question"].as_str()).collect();
+        if !qs.is_empty() {
+            let t = Instant::now();
+            encoder.encode(&qs).expect("encode questions");
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "questions: {} in {:.2} s, {:.1} per second",
+                qs.len(),
+                secs,
+                qs.len() as f64 / secs
+            );
+        }
+    }
+    match peak_rss_mib() {
+        Some(m) => println!("peak RSS: {m:.0} MiB"),
+        None => println!("peak RSS: unavailable"),
+    }
+}
+
+fn encoder_name(e: &SentenceEncoder) -> String {
+    use lprag_core::Encoder;
+    e.name().to_string()
+}

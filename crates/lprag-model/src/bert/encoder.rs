@@ -1,0 +1,467 @@
+//! [`SentenceEncoder`]: tokenizer + [`BertModel`] + pooling + normalisation.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use lprag_core::{Embeddings, Encoder, Error, Result};
+use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
+
+use super::config::{read_json_opt, BertConfig, Pipeline, PoolingConfig, SentenceBertConfig};
+use super::model::BertModel;
+use super::resolve::{resolve_model_dir, DEFAULT_MODEL_ID};
+
+/// Texts per forward pass unless [`SentenceEncoder::with_batch_size`] says otherwise
+/// (sentence-transformers' default).
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+/// A sentence-transformers BERT model (such as all-MiniLM-L6-v2) as an
+/// [`lprag_core::Encoder`].
+///
+/// The pipeline follows sentence-transformers: WordPiece tokenisation from
+/// `tokenizer.json` with `[CLS] … [SEP]`, truncation to `max_seq_length`
+/// (`sentence_bert_config.json`), the BERT encoder, pooling over the non-padding tokens
+/// (`1_Pooling/config.json`; mean for MiniLM), then L2 normalisation when `modules.json`
+/// lists a `Normalize` module (it does for all-MiniLM-L6-v2).
+///
+/// Texts are encoded in batches of [`SentenceEncoder::batch_size`], sorted by token count
+/// so each batch is padded only to its own longest text; rows come back in input order.
+/// [`Encoder::embed`] runs the computation on tokio's blocking pool, so it does not stall
+/// an async runtime; [`SentenceEncoder::encode`] is the synchronous entry point. Clones
+/// share the model.
+#[derive(Clone)]
+pub struct SentenceEncoder {
+    inner: Arc<Inner>,
+    batch_size: usize,
+    name: String,
+}
+
+struct Inner {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    config: BertConfig,
+    device: Device,
+    dir: PathBuf,
+    max_seq_length: usize,
+    do_lower_case: bool,
+    pooling: PoolingConfig,
+    normalize: bool,
+    /// Run several batches at once (the flex CPU backend).
+    parallel_batches: bool,
+}
+
+impl std::fmt::Debug for SentenceEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentenceEncoder")
+            .field("name", &self.name)
+            .field("dir", &self.inner.dir)
+            .field("dimension", &self.dimension())
+            .field("max_seq_length", &self.inner.max_seq_length)
+            .field("pooling", &self.inner.pooling)
+            .field("normalize", &self.inner.normalize)
+            .field("batch_size", &self.batch_size)
+            .field("device", &self.inner.device)
+            .finish()
+    }
+}
+
+/// A model name for [`Encoder::name`]: `org/name` for a Hugging Face cache snapshot
+/// (`…/models--org--name/snapshots/…`), else the directory's own name.
+fn model_name(dir: &Path) -> String {
+    for c in dir.components().rev() {
+        let c = c.as_os_str().to_string_lossy();
+        if let Some(rest) = c.strip_prefix("models--") {
+            return rest.replace("--", "/");
+        }
+    }
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+impl SentenceEncoder {
+    /// Load the model in `dir` (a Hugging Face / sentence-transformers model directory)
+    /// onto `device` (`Device::flex()` for the pure-Rust CPU backend, or a GPU device when
+    /// the crate is built with `wgpu`/`cuda`).
+    ///
+    /// Reads `config.json`, `tokenizer.json` and `model.safetensors` (required), and
+    /// `modules.json`, `sentence_bert_config.json` and the pooling module's `config.json`
+    /// when present. Without `modules.json` the output is mean-pooled (or pooled per
+    /// `1_Pooling/config.json` if it exists) and not normalised, as sentence-transformers
+    /// does for a plain transformers checkpoint. `max_seq_length` defaults to
+    /// `max_position_embeddings` and is capped by it.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file or directory that cannot be read (a missing required
+    /// file included); [`Error::Format`] naming the file that is malformed or describes
+    /// something this encoder cannot run.
+    pub fn from_dir(dir: impl AsRef<Path>, device: &Device) -> Result<Self> {
+        let dir = dir.as_ref();
+        let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+        if !meta.is_dir() {
+            return Err(Error::io(
+                dir,
+                std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            ));
+        }
+        let config_path = dir.join("config.json");
+        let config = BertConfig::from_file(&config_path)?;
+
+        let modules_path = dir.join("modules.json");
+        let pipeline = Pipeline::from_file(&modules_path)?;
+        let pooling_path = match &pipeline {
+            Some(Pipeline {
+                pooling_dir: Some(p),
+                ..
+            }) => Some(dir.join(p).join("config.json")),
+            Some(_) => None,
+            None => Some(dir.join("1_Pooling").join("config.json")).filter(|p| p.exists()),
+        };
+        let pooling = match &pooling_path {
+            Some(p) => PoolingConfig::from_file(p)?,
+            None => PoolingConfig::default(),
+        };
+        if let (Some(p), Some(d)) = (&pooling_path, pooling.word_embedding_dimension) {
+            if d != config.hidden_size {
+                return Err(Error::format(
+                    p,
+                    format!(
+                        "word_embedding_dimension {d} differs from hidden_size {} of config.json",
+                        config.hidden_size
+                    ),
+                ));
+            }
+        }
+        let normalize = pipeline.as_ref().is_some_and(|p| p.normalize);
+
+        let sbert_path = dir.join("sentence_bert_config.json");
+        let sbert: Option<SentenceBertConfig> = read_json_opt(&sbert_path)?;
+        let max_seq_length = sbert
+            .as_ref()
+            .and_then(|s| s.max_seq_length)
+            .unwrap_or(config.max_position_embeddings)
+            .min(config.max_position_embeddings);
+        let do_lower_case = sbert.as_ref().is_some_and(|s| s.do_lower_case);
+
+        let tokenizer_path = dir.join("tokenizer.json");
+        let bytes = std::fs::read(&tokenizer_path).map_err(|e| Error::io(&tokenizer_path, e))?;
+        let tokenizer = Tokenizer::from_bytes(&bytes)
+            .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
+        drop(bytes);
+        let tokenizer = configure_tokenizer(tokenizer, max_seq_length)
+            .map_err(|m| Error::format(&sbert_path, m))?;
+
+        let weights_path = dir.join("model.safetensors");
+        let on_cpu = *device == Device::flex();
+        let model =
+            BertModel::from_safetensors(&weights_path, &config, device)?.with_cpu_tuning(on_cpu);
+
+        Ok(Self {
+            inner: Arc::new(Inner {
+                model,
+                tokenizer,
+                config,
+                device: device.clone(),
+                dir: dir.to_path_buf(),
+                max_seq_length,
+                do_lower_case,
+                pooling,
+                normalize,
+                parallel_batches: on_cpu,
+            }),
+            batch_size: DEFAULT_BATCH_SIZE,
+            name: model_name(dir),
+        })
+    }
+
+    /// Find a model with [`resolve_model_dir`] and load it on the pure-Rust CPU backend
+    /// (`Device::flex()`). `model` is a Hugging Face model id or a local directory;
+    /// `None` means [`DEFAULT_MODEL_ID`] (all-MiniLM-L6-v2).
+    ///
+    /// # Errors
+    /// Those of [`resolve_model_dir`] and [`SentenceEncoder::from_dir`].
+    pub fn load(model: Option<&str>) -> Result<Self> {
+        Self::load_on(model, &Device::flex())
+    }
+
+    /// [`SentenceEncoder::load`] onto `device`.
+    ///
+    /// # Errors
+    /// Those of [`resolve_model_dir`] and [`SentenceEncoder::from_dir`].
+    pub fn load_on(model: Option<&str>, device: &Device) -> Result<Self> {
+        let model = model.unwrap_or(DEFAULT_MODEL_ID);
+        let as_path = Path::new(model);
+        let explicit = as_path.is_dir().then_some(as_path);
+        let dir = resolve_model_dir(explicit, model)?;
+        let mut enc = Self::from_dir(&dir, device)?;
+        if explicit.is_none() {
+            enc.name = model.to_string();
+        }
+        Ok(enc)
+    }
+
+    /// Use batches of `batch_size` texts (at least 1) per forward pass. Larger batches
+    /// amortise per-call overhead; padding waste is small because texts are sorted by
+    /// length first. Default [`DEFAULT_BATCH_SIZE`].
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size.max(1);
+        self
+    }
+
+    /// Replace the name reported by [`Encoder::name`] (by default the model id, or the
+    /// directory name).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Texts per forward pass.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Inputs are truncated to this many tokens, `[CLS]` and `[SEP]` included.
+    pub fn max_seq_length(&self) -> usize {
+        self.inner.max_seq_length
+    }
+
+    /// Whether output rows are L2-normalised.
+    pub fn normalizes(&self) -> bool {
+        self.inner.normalize
+    }
+
+    /// The pooling applied to the token embeddings.
+    pub fn pooling(&self) -> &PoolingConfig {
+        &self.inner.pooling
+    }
+
+    /// The transformer's configuration.
+    pub fn config(&self) -> &BertConfig {
+        &self.inner.config
+    }
+
+    /// The directory the model was loaded from.
+    pub fn model_dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The device the model runs on.
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The token ids the model sees for `text` (special tokens included, truncated).
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when the tokenizer fails.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let mut enc = self.inner.tokenize(&[text])?;
+        Ok(enc.remove(0).ids)
+    }
+
+    /// Embed `texts` synchronously on the calling thread: one row per text, in order.
+    /// Async callers should use [`Encoder::embed`], which moves this work off the runtime.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when the tokenizer fails.
+    pub fn encode<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Embeddings> {
+        self.inner.encode(texts, self.batch_size)
+    }
+}
+
+/// Truncate at `max_len` tokens, no tokenizer-side padding (batches are padded here).
+fn configure_tokenizer(
+    mut tokenizer: Tokenizer,
+    max_len: usize,
+) -> std::result::Result<Tokenizer, String> {
+    let special = tokenizer
+        .get_post_processor()
+        .map(|p| p.added_tokens(false))
+        .unwrap_or(0);
+    if max_len <= special {
+        return Err(format!(
+            "max_seq_length {max_len} leaves no room beside {special} special tokens"
+        ));
+    }
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: max_len,
+            ..TruncationParams::default()
+        }))
+        .map_err(|e| e.to_string())?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
+/// One tokenised text.
+struct Tokens {
+    ids: Vec<u32>,
+    type_ids: Vec<u32>,
+}
+
+impl Inner {
+    fn tokenize<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<Tokens>> {
+        let encodings = if self.do_lower_case {
+            let lower: Vec<String> = texts.iter().map(|t| t.as_ref().to_lowercase()).collect();
+            self.tokenizer
+                .encode_batch_fast(lower.iter().map(String::as_str).collect(), true)
+        } else {
+            self.tokenizer
+                .encode_batch_fast(texts.iter().map(AsRef::as_ref).collect(), true)
+        }
+        .map_err(|e| Error::backend("bert tokenizer", e))?;
+        Ok(encodings
+            .into_iter()
+            .map(|e| Tokens {
+                ids: e.get_ids().to_vec(),
+                type_ids: e.get_type_ids().to_vec(),
+            })
+            .collect())
+    }
+
+    fn dimension(&self) -> usize {
+        self.config.hidden_size * self.pooling.modes()
+    }
+
+    fn encode<S: AsRef<str> + Sync>(&self, texts: &[S], batch_size: usize) -> Result<Embeddings> {
+        let dim = self.dimension();
+        if texts.is_empty() {
+            return Ok(Embeddings::empty(dim));
+        }
+        let tokens = self.tokenize(texts)?;
+        // Longest first: the first batch is the most expensive, and any memory
+        // problem shows up at once. Stable, so equal lengths keep input order.
+        let mut order: Vec<usize> = (0..tokens.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].ids.len()));
+        let mut out = vec![0f32; texts.len() * dim];
+        let batches: Vec<&[usize]> = order.chunks(batch_size).collect();
+        let run = |batch: &&[usize]| self.forward_batch(batch.iter().map(|&i| &tokens[i]));
+        let results: Vec<Vec<f32>> = if self.parallel_batches && batches.len() > 1 {
+            // CPU: batches run side by side on rayon's pool. Most of the time goes to
+            // matrix products, which are parallel anyway, but much of the rest (the
+            // softmax inside attention, layer norms, copies) is single-threaded per
+            // batch; two batches in flight keep every core busy (+40% on two cores).
+            use rayon::prelude::*;
+            batches.par_iter().map(run).collect()
+        } else {
+            batches.iter().map(run).collect()
+        };
+        for (batch, rows) in batches.iter().zip(results) {
+            for (r, &i) in batch.iter().enumerate() {
+                let row = &mut out[i * dim..(i + 1) * dim];
+                row.copy_from_slice(&rows[r * dim..(r + 1) * dim]);
+                if self.normalize {
+                    // torch.nn.functional.normalize: x / max(‖x‖, 1e-12)
+                    let n = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    row.iter_mut().for_each(|x| *x /= n);
+                }
+            }
+        }
+        Embeddings::new(dim, out)
+    }
+
+    /// Pooled rows (`[batch, dimension]`, flat) of one padded batch.
+    fn forward_batch<'a>(
+        &self,
+        batch: impl ExactSizeIterator<Item = &'a Tokens> + Clone,
+    ) -> Vec<f32> {
+        let b = batch.len();
+        let s = batch.clone().map(|t| t.ids.len()).max().unwrap_or(0).max(1);
+        let pad = self.config.pad_token_id as i64;
+        let mut ids = vec![pad; b * s];
+        let mut types = vec![0i64; b * s];
+        let mut mask = vec![0i64; b * s];
+        for (r, t) in batch.enumerate() {
+            for (j, (&id, &ty)) in t.ids.iter().zip(&t.type_ids).enumerate() {
+                ids[r * s + j] = id as i64;
+                types[r * s + j] = ty as i64;
+                mask[r * s + j] = 1;
+            }
+        }
+        let dev = &self.device;
+        let int = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), dev);
+        let mask = int(mask);
+        let hidden = self.model.forward(int(ids), int(types), mask.clone());
+        let pooled = pool(hidden, mask, &self.pooling);
+        pooled
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .expect("float tensor converts to f32")
+    }
+}
+
+/// sentence-transformers' `Pooling`: the enabled modes concatenated in the order cls,
+/// max, mean, mean-sqrt-len, over the tokens where `mask` is 1.
+///
+/// # Shapes
+/// `hidden: [batch, seq, hidden]`, `mask: [batch, seq] → [batch, modes * hidden]`
+fn pool(hidden: Tensor<3>, mask: Tensor<2, Int>, cfg: &PoolingConfig) -> Tensor<2> {
+    let [b, s, h] = hidden.dims();
+    let maskf = mask.float().reshape([b, s, 1]);
+    let mut parts = Vec::with_capacity(cfg.modes());
+    if cfg.pooling_mode_cls_token {
+        parts.push(hidden.clone().narrow(1, 0, 1).reshape([b, h]));
+    }
+    if cfg.pooling_mode_max_tokens {
+        let pad = maskf.clone().equal_elem(0.0).expand([b, s, h]);
+        parts.push(
+            hidden
+                .clone()
+                .mask_fill(pad, -1e9)
+                .max_dim(1)
+                .reshape([b, h]),
+        );
+    }
+    if cfg.pooling_mode_mean_tokens || cfg.pooling_mode_mean_sqrt_len_tokens {
+        let sum = (hidden * maskf.clone()).sum_dim(1).reshape([b, h]);
+        let count = maskf.sum_dim(1).reshape([b, 1]).clamp_min(1e-9);
+        if cfg.pooling_mode_mean_tokens {
+            parts.push(sum.clone() / count.clone());
+        }
+        if cfg.pooling_mode_mean_sqrt_len_tokens {
+            parts.push(sum / count.sqrt());
+        }
+    }
+    if parts.len() == 1 {
+        parts.pop().expect("one part")
+    } else {
+        Tensor::cat(parts, 1)
+    }
+}
+
+#[async_trait]
+impl Encoder for SentenceEncoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
+        if texts.is_empty() {
+            return Ok(Embeddings::empty(self.dimension()));
+        }
+        let inner = Arc::clone(&self.inner);
+        let batch_size = self.batch_size;
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let texts = texts.to_vec();
+                handle
+                    .spawn_blocking(move || inner.encode(&texts, batch_size))
+                    .await
+                    .map_err(|e| {
+                        if e.is_cancelled() {
+                            Error::Cancelled("bert encoder task".into())
+                        } else {
+                            Error::backend("bert encoder", e.to_string())
+                        }
+                    })?
+            }
+            // Not inside tokio (another executor): compute in place.
+            Err(_) => inner.encode(texts, batch_size),
+        }
+    }
+}

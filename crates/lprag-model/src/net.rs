@@ -1,0 +1,237 @@
+//! burn modules of the link predictors.
+//!
+//! # Shapes
+//! - node features `x`: `[N, d_in]` (rows L2-normalised by the caller)
+//! - node representations `h`: `[N, hidden]`
+//! - pair logits: `[P]`
+
+use burn::module::{Module, Param};
+use burn::nn::{Initializer, Linear, LinearConfig};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, IndexingUpdateOp, Tensor};
+
+use crate::config::{Aggregation, Decoder, ModelConfig, PredictorKind};
+use crate::host::{MessageGraph, PairBatch};
+
+/// A stack of linear layers with ReLU between them (none after the last).
+#[derive(Module, Debug)]
+pub(crate) struct Mlp {
+    layers: Vec<Linear>,
+}
+
+impl Mlp {
+    /// `dims = [d0, d1, ..., dk]` gives k layers; the last layer is zero-initialised when
+    /// `zero_last` (so the MLP starts as the constant 0).
+    pub(crate) fn new(dims: &[usize], zero_last: bool, device: &Device) -> Self {
+        let k = dims.len() - 1;
+        let layers = (0..k)
+            .map(|i| {
+                let mut c = LinearConfig::new(dims[i], dims[i + 1]);
+                if zero_last && i + 1 == k {
+                    c = c.with_initializer(Initializer::Zeros);
+                }
+                c.init(device)
+            })
+            .collect();
+        Self { layers }
+    }
+
+    /// # Shapes
+    /// `[P, d0] → [P, dk]`
+    pub(crate) fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
+        let k = self.layers.len();
+        for (i, l) in self.layers.iter().enumerate() {
+            x = l.forward(x);
+            if i + 1 < k {
+                x = relu(x);
+            }
+        }
+        x
+    }
+}
+
+/// One message-passing layer (GCN or SAGE, see [`Aggregation`]).
+#[derive(Module, Debug)]
+pub(crate) struct GnnLayer {
+    nbr: Linear,
+    this: Option<Linear>,
+    bias: Option<Param<Tensor<1>>>,
+}
+
+impl GnnLayer {
+    /// A layer `d_in → d_out`.
+    pub(crate) fn new(
+        d_in: usize,
+        d_out: usize,
+        aggregation: Aggregation,
+        device: &Device,
+    ) -> Self {
+        let nbr = LinearConfig::new(d_in, d_out).with_bias(false).init(device);
+        match aggregation {
+            Aggregation::Sage => Self {
+                nbr,
+                this: Some(LinearConfig::new(d_in, d_out).init(device)),
+                bias: None,
+            },
+            Aggregation::Gcn => Self {
+                nbr,
+                this: None,
+                bias: Some(Param::from_tensor(Tensor::zeros([d_out], device))),
+            },
+        }
+    }
+
+    /// # Shapes
+    /// `x: [N, d_in] → [N, d_out]`
+    pub(crate) fn forward(&self, x: Tensor<2>, g: &MessageGraph) -> Tensor<2> {
+        let p = self.nbr.forward(x.clone());
+        let [n, h] = p.dims();
+        let mut agg = Tensor::<2>::zeros([n, h], &p.device());
+        if g.num_edges > 0 {
+            let msgs = p.clone().select(0, g.src.clone()) * g.coef.clone();
+            agg = agg.select_assign(0, g.dst.clone(), msgs, IndexingUpdateOp::Add);
+        }
+        match (&self.this, &self.bias) {
+            (Some(this), _) => this.forward(x) + agg,
+            (None, Some(b)) => agg + p * g.self_coef.clone() + b.val().unsqueeze::<2>(),
+            (None, None) => agg + p * g.self_coef.clone(),
+        }
+    }
+}
+
+/// Every link predictor of the crate in one module; which parts exist depends on
+/// [`ModelConfig::kind`].
+#[derive(Module, Debug)]
+pub(crate) struct LinkNet {
+    gnn: Vec<GnnLayer>,
+    node_mlp: Option<Mlp>,
+    pair_mlp: Option<Mlp>,
+    cn_mlp: Option<Mlp>,
+    out_mlp: Option<Mlp>,
+    beta: Option<Param<Tensor<1>>>,
+    residual: Option<Param<Tensor<1>>>,
+    dot: bool,
+}
+
+impl LinkNet {
+    /// Build the module for `cfg` with input width `d_in`.
+    pub(crate) fn new(cfg: &ModelConfig, d_in: usize, device: &Device) -> Self {
+        let h = cfg.hidden;
+        let zero = cfg.residual;
+        let layers = cfg.layers.max(1);
+        let gnn_layers = |aggregation| {
+            (0..layers)
+                .map(|i| GnnLayer::new(if i == 0 { d_in } else { h }, h, aggregation, device))
+                .collect::<Vec<_>>()
+        };
+        let residual = cfg
+            .residual
+            .then(|| Param::from_tensor(Tensor::from_floats([10.0, -5.0], device)));
+        match cfg.kind {
+            PredictorKind::Ncn => Self {
+                gnn: gnn_layers(cfg.aggregation),
+                node_mlp: None,
+                pair_mlp: Some(Mlp::new(&[h, h, h], false, device)),
+                cn_mlp: Some(Mlp::new(&[h, h, h], false, device)),
+                out_mlp: Some(Mlp::new(&[h, h, 1], zero, device)),
+                beta: Some(Param::from_tensor(Tensor::ones([1], device))),
+                residual,
+                dot: false,
+            },
+            PredictorKind::Gae(decoder) => Self {
+                gnn: gnn_layers(cfg.aggregation),
+                node_mlp: None,
+                pair_mlp: (decoder == Decoder::Hadamard)
+                    .then(|| Mlp::new(&[h, h, 1], zero, device)),
+                cn_mlp: None,
+                out_mlp: None,
+                beta: None,
+                residual,
+                dot: decoder == Decoder::Dot,
+            },
+            PredictorKind::Mlp => {
+                let mut dims = vec![d_in];
+                dims.extend(std::iter::repeat_n(h, layers));
+                Self {
+                    gnn: Vec::new(),
+                    node_mlp: Some(Mlp::new(&dims, false, device)),
+                    pair_mlp: Some(Mlp::new(&[h, h, 1], zero, device)),
+                    cn_mlp: None,
+                    out_mlp: None,
+                    beta: None,
+                    residual,
+                    dot: false,
+                }
+            }
+        }
+    }
+
+    /// Whether scoring needs common neighbours.
+    pub(crate) fn uses_common_neighbors(&self) -> bool {
+        self.cn_mlp.is_some()
+    }
+
+    /// Node representations.
+    ///
+    /// # Shapes
+    /// `x: [N, d_in] → [N, hidden]`
+    pub(crate) fn encode(&self, x: Tensor<2>, g: &MessageGraph) -> Tensor<2> {
+        if let Some(mlp) = &self.node_mlp {
+            return mlp.forward(x);
+        }
+        let k = self.gnn.len();
+        let mut h = x;
+        for (i, layer) in self.gnn.iter().enumerate() {
+            h = layer.forward(h, g);
+            if i + 1 < k {
+                h = relu(h);
+            }
+        }
+        h
+    }
+
+    /// Link logits for the pairs of `pairs`.
+    ///
+    /// # Shapes
+    /// `h: [N, hidden]`, `x: [N, d_in]` (normalised features, for the residual) `→ [P]`
+    pub(crate) fn score_pairs(&self, h: Tensor<2>, x: &Tensor<2>, pairs: &PairBatch) -> Tensor<1> {
+        let hi = h.clone().select(0, pairs.src.clone());
+        let hj = h.clone().select(0, pairs.dst.clone());
+        let had = hi.clone() * hj.clone();
+        let logit: Tensor<2> = if self.dot {
+            had.sum_dim(1)
+        } else if let (Some(cn), Some(out)) = (&self.cn_mlp, &self.out_mlp) {
+            let [p, d] = had.dims();
+            let mut z = Tensor::<2>::zeros([p, d], &had.device());
+            if let Some((pair, node)) = &pairs.cn_pair {
+                z = z.select_assign(
+                    0,
+                    pair.clone(),
+                    h.select(0, node.clone()),
+                    IndexingUpdateOp::Add,
+                );
+            }
+            let beta = self
+                .beta
+                .as_ref()
+                .expect("NCN has beta")
+                .val()
+                .unsqueeze::<2>();
+            let pair_mlp = self.pair_mlp.as_ref().expect("NCN has a pair MLP");
+            out.forward(cn.forward(z) * beta + pair_mlp.forward(had))
+        } else {
+            self.pair_mlp.as_ref().expect("decoder").forward(had)
+        };
+        let mut logit = logit.reshape([pairs.len]);
+        if let Some(res) = &self.residual {
+            let xi = x.clone().select(0, pairs.src.clone());
+            let xj = x.clone().select(0, pairs.dst.clone());
+            let cos: Tensor<1> = (xi * xj).sum_dim(1).reshape([pairs.len]);
+            let r = res.val();
+            let a = r.clone().slice([0..1]);
+            let b = r.slice([1..2]);
+            logit = logit + cos * a + b;
+        }
+        logit
+    }
+}

@@ -1,0 +1,717 @@
+//! [`GnnLinkPredictor`]: the burn link predictors behind [`lprag_core::LinkPredictor`].
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::activation::log_sigmoid;
+use burn::tensor::{Device, Tensor, TensorData};
+use lprag_core::{
+    ChunkId, EdgeKind, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result,
+    TrainReport,
+};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use lprag_graph::{NegativeSampler, NegativeSampling};
+
+use crate::config::{InferenceMode, ModelConfig, Negatives, Targets, TrainConfig};
+use crate::host::{HostGraph, PairBatch};
+use crate::net::LinkNet;
+
+/// Version of the on-disk format written by [`GnnLinkPredictor::save`].
+pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
+
+const META_FILE: &str = "predictor.json";
+const WEIGHTS_FILE: &str = "weights.bpk";
+const GRAPH_FILE: &str = "chunks.graph";
+
+/// Most validation queries scored per evaluation in [`InferenceMode::JoinAll`], where each
+/// needs its own forward pass.
+const MAX_JOIN_ALL_VALIDATION: usize = 32;
+
+/// A GNN (or MLP) link predictor trained in burn: NCN, GAE or MLP per [`ModelConfig`].
+///
+/// ```no_run
+/// use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
+/// let predictor = GnnLinkPredictor::new(ModelConfig::ncn(), TrainConfig::default());
+/// ```
+pub struct GnnLinkPredictor {
+    model: ModelConfig,
+    train: TrainConfig,
+    device: Device,
+    state: Option<Trained>,
+}
+
+impl std::fmt::Debug for GnnLinkPredictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GnnLinkPredictor")
+            .field("model", &self.model)
+            .field("train", &self.train)
+            .field("trained", &self.state.as_ref().map(|s| s.net.is_some()))
+            .finish()
+    }
+}
+
+struct Trained {
+    /// `None` until trained or loaded (an attached but untrained predictor cannot score).
+    net: Option<LinkNet>,
+    d_in: usize,
+    ctx: ChunkContext,
+}
+
+/// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
+/// part of it, LP-RAG §3.5).
+struct ChunkContext {
+    /// Normalised chunk features.
+    features: Embeddings,
+    edges: Vec<LinkEdge>,
+    host: HostGraph,
+    x: Tensor<2>,
+}
+
+impl ChunkContext {
+    fn new(graph: &LinkGraph, device: &Device) -> Result<Self> {
+        graph.validate()?;
+        let nc = graph.num_chunks;
+        let features = normalized(&graph.features.select(&(0..nc).collect::<Vec<_>>()));
+        let edges: Vec<LinkEdge> = graph
+            .edges
+            .iter()
+            .filter(|e| (e.a as usize) < nc && (e.b as usize) < nc)
+            .copied()
+            .collect();
+        let host = HostGraph::from_edges(nc, edges.iter().map(|e| (e.a, e.b, e.weight)));
+        let x = to_tensor(&features, device);
+        Ok(Self {
+            features,
+            edges,
+            host,
+            x,
+        })
+    }
+
+    fn num_chunks(&self) -> usize {
+        self.features.rows()
+    }
+
+    /// Chunks a query node is joined to under `mode`.
+    fn join(&self, q: &[f32], mode: InferenceMode) -> Vec<u32> {
+        match mode {
+            InferenceMode::Isolated => Vec::new(),
+            InferenceMode::JoinAll => (0..self.num_chunks() as u32).collect(),
+            InferenceMode::JoinTopK(k) => {
+                let mut sims: Vec<(f32, u32)> = self
+                    .features
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (dot(c, q), i as u32))
+                    .collect();
+                let k = k.min(sims.len());
+                if k == 0 {
+                    return Vec::new();
+                }
+                sims.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                sims[..k].iter().map(|s| s.1).collect()
+            }
+        }
+    }
+
+    /// The chunk graph plus `queries` as new nodes joined per `mode`; returns the graph, the
+    /// node features on `device` and the query node ids.
+    fn with_queries(
+        &self,
+        queries: &[Vec<f32>],
+        mode: InferenceMode,
+        device: &Device,
+    ) -> (HostGraph, Tensor<2>, Vec<u32>) {
+        let mut host = self.host.clone();
+        let mut ids = Vec::with_capacity(queries.len());
+        for q in queries {
+            let nbrs = self.join(q, mode);
+            ids.push(host.push_node(&nbrs, 1.0));
+        }
+        let d = self.features.dim();
+        let flat: Vec<f32> = queries.iter().flatten().copied().collect();
+        let qx = Tensor::<2>::from_data(TensorData::new(flat, [queries.len(), d]), device);
+        let x = Tensor::cat(vec![self.x.clone().to_device(device), qx], 0);
+        (host, x, ids)
+    }
+}
+
+impl GnnLinkPredictor {
+    /// An untrained predictor on the CPU (burn's flex backend).
+    pub fn new(model: ModelConfig, train: TrainConfig) -> Self {
+        Self::with_device(model, train, Device::flex())
+    }
+
+    /// An untrained predictor on `device` (for example `Device::cuda(0)` with the `cuda`
+    /// feature). Training runs on `device.autodiff()`.
+    pub fn with_device(model: ModelConfig, train: TrainConfig, device: Device) -> Self {
+        Self {
+            model,
+            train,
+            device,
+            state: None,
+        }
+    }
+
+    /// A predictor restored from a directory written by [`LinkPredictor::save`].
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let meta = read_meta(dir)?;
+        let mut p = Self::new(meta.model, meta.train);
+        p.load(dir)?;
+        Ok(p)
+    }
+
+    /// The architecture.
+    pub fn model_config(&self) -> &ModelConfig {
+        &self.model
+    }
+
+    /// The training configuration.
+    pub fn train_config(&self) -> &TrainConfig {
+        &self.train
+    }
+
+    fn trained(&self) -> Result<(&LinkNet, &Trained)> {
+        let st = self.state.as_ref().ok_or_else(|| {
+            Error::NotReady("the link predictor has not been trained or loaded".into())
+        })?;
+        let net = st.net.as_ref().ok_or_else(|| {
+            Error::NotReady("the link predictor has a graph but no trained weights".into())
+        })?;
+        Ok((net, st))
+    }
+
+    /// Logits of each query in `queries` (normalised) against `candidates`, all queries in
+    /// one forward pass (they interact only through shared chunks).
+    fn score_group(
+        net: &LinkNet,
+        st: &Trained,
+        cfg: &ModelConfig,
+        mode: InferenceMode,
+        queries: &[Vec<f32>],
+        candidates: &[Vec<u32>],
+        device: &Device,
+    ) -> Vec<f32> {
+        let (host, x, ids) = st.ctx.with_queries(queries, mode, device);
+        let g = host.to_device(cfg.aggregation, device);
+        let h = net.encode(x.clone(), &g);
+        let pairs: Vec<(u32, u32)> = ids
+            .iter()
+            .zip(candidates)
+            .flat_map(|(&q, cs)| cs.iter().map(move |&c| (q, c)))
+            .collect();
+        if pairs.is_empty() {
+            return Vec::new();
+        }
+        let batch = PairBatch::new(&pairs, &host, net.uses_common_neighbors(), device);
+        let logits = net.score_pairs(h, &x, &batch);
+        logits
+            .into_data()
+            .try_into_vec::<f32>()
+            .expect("logits are f32")
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn normalized(e: &Embeddings) -> Embeddings {
+    let mut e = e.clone();
+    e.normalize();
+    e
+}
+
+fn normalize_vec(v: &[f32]) -> Vec<f32> {
+    let n = dot(v, v).sqrt();
+    if n > 0.0 {
+        v.iter().map(|x| x / n).collect()
+    } else {
+        v.to_vec()
+    }
+}
+
+fn to_tensor(e: &Embeddings, device: &Device) -> Tensor<2> {
+    Tensor::<2>::from_data(
+        TensorData::new(e.as_slice().to_vec(), [e.rows(), e.dim()]),
+        device,
+    )
+}
+
+/// Draws negative chunks for a positive edge (degrees from the message-passing graph).
+struct NegativeDraw(NegativeSampler);
+
+impl NegativeDraw {
+    fn new(kind: Negatives, num_chunks: usize, host: &HostGraph) -> Result<Self> {
+        let degrees: Vec<u32> = (0..num_chunks as u32)
+            .map(|i| host.neighbors(i).len() as u32)
+            .collect();
+        let strategy = match kind {
+            Negatives::Uniform => NegativeSampling::Uniform,
+            Negatives::Degree(power) => NegativeSampling::Degree { power },
+        };
+        Ok(Self(NegativeSampler::new(&degrees, strategy)?))
+    }
+
+    /// One chunk other than `positive` (callers guarantee at least two chunks).
+    fn draw(&self, rng: &mut StdRng, positive: u32) -> u32 {
+        self.0
+            .sample_excluding(rng, 1, &[positive])
+            .ok()
+            .and_then(|v| v.first().copied())
+            .unwrap_or(positive)
+    }
+}
+
+/// BCE with negative sampling: `−mean log σ(pos) − mean log(1 − σ(neg))`.
+fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
+    let p = logits.dims()[0];
+    let pos = logits.clone().slice([0..positives]);
+    let loss = log_sigmoid(pos).mean().neg();
+    if p > positives {
+        let neg = logits.slice([positives..p]);
+        loss - log_sigmoid(neg.neg()).mean()
+    } else {
+        loss
+    }
+}
+
+fn scalar(t: Tensor<1>) -> f32 {
+    t.into_data()
+        .try_into_vec::<f32>()
+        .map(|v| v[0])
+        .unwrap_or(f32::NAN)
+}
+
+impl LinkPredictor for GnnLinkPredictor {
+    fn name(&self) -> &str {
+        match self.model.kind {
+            crate::PredictorKind::Ncn => "ncn",
+            crate::PredictorKind::Gae(_) => "gae",
+            crate::PredictorKind::Mlp => "mlp",
+        }
+    }
+
+    fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport> {
+        let started = Instant::now();
+        let tc = self.train.clone();
+        let mc = self.model.clone();
+        if tc.epochs == 0 {
+            return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
+        }
+        if mc.hidden == 0 {
+            return Err(Error::invalid("ModelConfig.hidden", "must be at least 1"));
+        }
+        let ctx = ChunkContext::new(graph, &self.device)?;
+        let nc = graph.num_chunks;
+        let n = graph.num_nodes();
+        let d_in = graph.features.dim();
+        let mut rng = StdRng::seed_from_u64(tc.seed);
+
+        // Inductive split: hold out whole synthetic queries for early stopping.
+        let mut qids: Vec<u32> = (nc as u32..n as u32).collect();
+        qids.shuffle(&mut rng);
+        let n_val = if qids.len() >= 10 {
+            ((qids.len() as f32 * tc.validation_fraction) as usize).min(qids.len() - 1)
+        } else {
+            0
+        };
+        let val: HashSet<u32> = qids[..n_val].iter().copied().collect();
+
+        let mut msg_edges = Vec::new();
+        let mut targets = Vec::new();
+        let mut val_pos: Vec<(u32, u32)> = Vec::new();
+        for e in &graph.edges {
+            let (a, b) = if (e.a as usize) < nc {
+                (e.b, e.a)
+            } else {
+                (e.a, e.b)
+            };
+            let touches_val = val.contains(&a);
+            if e.kind == EdgeKind::QueryChunk || (a as usize) >= nc {
+                if touches_val {
+                    val_pos.push((a, b));
+                    continue;
+                }
+                targets.push((a, b));
+            } else if tc.targets == Targets::All {
+                targets.push((e.a, e.b));
+            }
+            msg_edges.push((e.a, e.b, e.weight));
+        }
+        if nc < 2 || targets.is_empty() {
+            // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
+            self.device.seed(tc.seed);
+            let net = LinkNet::new(&mc, d_in, &self.device);
+            self.state = Some(Trained {
+                net: Some(net),
+                d_in,
+                ctx,
+            });
+            return Ok(TrainReport {
+                seconds: started.elapsed().as_secs_f64(),
+                ..TrainReport::default()
+            });
+        }
+
+        let ad = self.device.clone().autodiff();
+        ad.seed(tc.seed);
+        let mut net = LinkNet::new(&mc, d_in, &ad);
+        let mut optim = AdamConfig::new()
+            .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
+            .init();
+        let x = to_tensor(&normalized(&graph.features), &ad);
+        let full_host = HostGraph::from_edges(n, msg_edges.iter().copied());
+        let sampler = NegativeDraw::new(tc.negatives, nc, &full_host)?;
+
+        // Validation: held-out queries scored exactly as at inference, against fixed negatives.
+        let mut val_queries: Vec<u32> = val.iter().copied().collect();
+        val_queries.sort_unstable();
+        if tc.inference == InferenceMode::JoinAll {
+            val_queries.truncate(MAX_JOIN_ALL_VALIDATION);
+        }
+        let val_set: Vec<(Vec<f32>, Vec<u32>, usize)> = val_queries
+            .iter()
+            .map(|&q| {
+                let pos: Vec<u32> = val_pos.iter().filter(|p| p.0 == q).map(|p| p.1).collect();
+                let mut cands = pos.clone();
+                for &p in &pos {
+                    for _ in 0..tc.negatives_per_positive {
+                        cands.push(sampler.draw(&mut rng, p));
+                    }
+                }
+                (
+                    normalize_vec(graph.features.row(q as usize)),
+                    cands,
+                    pos.len(),
+                )
+            })
+            .collect();
+        let val_ctx = ChunkContext {
+            features: ctx.features.clone(),
+            edges: ctx.edges.clone(),
+            host: ctx.host.clone(),
+            x: ctx.x.clone(),
+        };
+
+        let bs = if tc.batch_size == 0 {
+            targets.len()
+        } else {
+            tc.batch_size
+        };
+        let mut report = TrainReport::default();
+        let mut best: Option<(f32, LinkNet)> = None;
+        let mut since_best = 0usize;
+        progress.start("train", Some(tc.epochs as u64));
+        for epoch in 0..tc.epochs {
+            targets.shuffle(&mut rng);
+            let mut epoch_loss = 0.0f32;
+            let mut steps = 0usize;
+            for batch in targets.chunks(bs) {
+                let host = if tc.mask_targets {
+                    let masked: HashSet<(u32, u32)> =
+                        batch.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+                    HostGraph::from_edges(
+                        n,
+                        msg_edges
+                            .iter()
+                            .copied()
+                            .filter(|&(a, b, _)| !masked.contains(&(a.min(b), a.max(b)))),
+                    )
+                } else {
+                    full_host.clone()
+                };
+                let mut pairs: Vec<(u32, u32)> = batch.to_vec();
+                for &(a, b) in batch {
+                    for _ in 0..tc.negatives_per_positive {
+                        pairs.push((a, sampler.draw(&mut rng, b)));
+                    }
+                }
+                let g = host.to_device(mc.aggregation, &ad);
+                let pb = PairBatch::new(&pairs, &host, net.uses_common_neighbors(), &ad);
+                let h = net.encode(x.clone(), &g);
+                let loss = bce(net.score_pairs(h, &x, &pb), batch.len());
+                let grads = GradientsParams::from_grads(loss.backward(), &net);
+                epoch_loss += scalar(loss.detach());
+                steps += 1;
+                net = optim.step(tc.learning_rate, net, grads);
+            }
+            let train_loss = epoch_loss / steps.max(1) as f32;
+            report.train_loss.push(train_loss);
+            report.epochs_run = epoch + 1;
+
+            let mut message = format!("loss {train_loss:.4}");
+            if !val_set.is_empty() {
+                let valid = net.valid();
+                let st = Trained {
+                    net: None,
+                    d_in,
+                    ctx: ChunkContext {
+                        features: val_ctx.features.clone(),
+                        edges: Vec::new(),
+                        host: val_ctx.host.clone(),
+                        x: val_ctx.x.clone(),
+                    },
+                };
+                let vloss = validation_loss(&valid, &st, &mc, tc.inference, &val_set, &self.device);
+                report.val_loss.push(vloss);
+                message.push_str(&format!(", val {vloss:.4}"));
+                if best.as_ref().is_none_or(|(b, _)| vloss < *b) {
+                    best = Some((vloss, valid));
+                    report.best_epoch = epoch + 1;
+                    since_best = 0;
+                } else {
+                    since_best += 1;
+                    if since_best >= tc.patience.max(1) {
+                        report.stopped_early = true;
+                        progress.update("train", (epoch + 1) as u64, &message);
+                        break;
+                    }
+                }
+            } else {
+                report.best_epoch = epoch + 1;
+            }
+            progress.update("train", (epoch + 1) as u64, &message);
+        }
+        progress.finish("train");
+        let net = match best {
+            Some((_, b)) => b,
+            None => net.valid(),
+        };
+        self.state = Some(Trained {
+            net: Some(net),
+            d_in,
+            ctx,
+        });
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
+        let ctx = ChunkContext::new(graph, &self.device)?;
+        let d_in = graph.features.dim();
+        match &mut self.state {
+            Some(st) => {
+                if st.d_in != d_in {
+                    return Err(Error::DimensionMismatch {
+                        location: "GnnLinkPredictor::attach (feature width)".into(),
+                        expected: st.d_in,
+                        actual: d_in,
+                    });
+                }
+                st.ctx = ctx;
+            }
+            None => {
+                self.state = Some(Trained {
+                    net: None,
+                    d_in,
+                    ctx,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn score(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
+        let queries = Embeddings::new(query.len().max(1), query.to_vec())?;
+        Ok(self
+            .score_batch(&queries, candidates)?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    fn score_batch(&self, queries: &Embeddings, candidates: &[ChunkId]) -> Result<Vec<Vec<f32>>> {
+        let (net, st) = self.trained()?;
+        if queries.dim() != st.d_in {
+            return Err(Error::DimensionMismatch {
+                location: "GnnLinkPredictor::score (query vector)".into(),
+                expected: st.d_in,
+                actual: queries.dim(),
+            });
+        }
+        let nc = st.ctx.num_chunks();
+        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
+            return Err(Error::invalid(
+                "GnnLinkPredictor::score (candidates)",
+                format!("chunk id {bad} out of range: the graph has {nc} chunks"),
+            ));
+        }
+        if let Some(i) = queries
+            .iter()
+            .position(|q| q.iter().any(|x| !x.is_finite()))
+        {
+            return Err(Error::invalid(
+                format!("GnnLinkPredictor::score (query {i})"),
+                "query vector has a non-finite value",
+            ));
+        }
+        let cands: Vec<u32> = candidates.iter().map(|&c| c as u32).collect();
+        // Each query gets its own forward pass: with JoinAll, queries would otherwise
+        // exchange messages through every chunk.
+        queries
+            .iter()
+            .map(|q| {
+                Ok(Self::score_group(
+                    net,
+                    st,
+                    &self.model,
+                    self.train.inference,
+                    &[normalize_vec(q)],
+                    std::slice::from_ref(&cands),
+                    &self.device,
+                ))
+            })
+            .collect()
+    }
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        let (net, st) = self.trained()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let meta = Meta {
+            format_version: PREDICTOR_FORMAT_VERSION,
+            model: self.model.clone(),
+            train: self.train.clone(),
+            d_in: st.d_in,
+        };
+        let meta_json = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| Error::format(dir.join(META_FILE), e.to_string()))?;
+        write_atomic(&dir.join(META_FILE), &meta_json)?;
+        let graph = LinkGraph {
+            features: st.ctx.features.clone(),
+            num_chunks: st.ctx.num_chunks(),
+            edges: st.ctx.edges.clone(),
+        };
+        lprag_graph::save_link_graph(&graph, &dir.join(GRAPH_FILE))?;
+        let weights = dir.join(WEIGHTS_FILE);
+        let tmp = weights.with_extension("tmp");
+        let mut store = BurnpackStore::from_file(&tmp)
+            .auto_extension(false)
+            .overwrite(true);
+        net.save_into(&mut store)
+            .map_err(|e| Error::format(&weights, format!("{e:?}")))?;
+        std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
+        Ok(())
+    }
+
+    fn load(&mut self, dir: &Path) -> Result<()> {
+        let meta = read_meta(dir)?;
+        let graph = lprag_graph::load_link_graph(&dir.join(GRAPH_FILE))?;
+        if graph.features.dim() != meta.d_in {
+            return Err(Error::format(
+                dir.join(GRAPH_FILE),
+                format!(
+                    "feature width {} but the model expects {}",
+                    graph.features.dim(),
+                    meta.d_in
+                ),
+            ));
+        }
+        let path = dir.join(WEIGHTS_FILE);
+        if !path.is_file() {
+            return Err(Error::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
+            ));
+        }
+        let mut net = LinkNet::new(&meta.model, meta.d_in, &self.device);
+        let mut store = BurnpackStore::from_file(&path).auto_extension(false);
+        let applied = net
+            .load_from(&mut store)
+            .map_err(|e| Error::format(&path, format!("{e:?}")))?;
+        if !applied.errors.is_empty() || !applied.missing.is_empty() {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "weights do not fit the model: missing {:?}, errors {:?}",
+                    applied.missing, applied.errors
+                ),
+            ));
+        }
+        self.model = meta.model;
+        self.train = meta.train;
+        self.state = Some(Trained {
+            net: Some(net),
+            d_in: meta.d_in,
+            ctx: ChunkContext::new(&graph, &self.device)?,
+        });
+        Ok(())
+    }
+}
+
+fn validation_loss(
+    net: &LinkNet,
+    st: &Trained,
+    mc: &ModelConfig,
+    mode: InferenceMode,
+    val: &[(Vec<f32>, Vec<u32>, usize)],
+    device: &Device,
+) -> f32 {
+    let groups: Vec<&[(Vec<f32>, Vec<u32>, usize)]> = if mode == InferenceMode::JoinAll {
+        val.chunks(1).collect()
+    } else {
+        vec![val]
+    };
+    let (mut pos_loss, mut neg_loss, mut np, mut nn) = (0.0f64, 0.0f64, 0usize, 0usize);
+    for group in groups {
+        let qs: Vec<Vec<f32>> = group.iter().map(|v| v.0.clone()).collect();
+        let cs: Vec<Vec<u32>> = group.iter().map(|v| v.1.clone()).collect();
+        let logits = GnnLinkPredictor::score_group(net, st, mc, mode, &qs, &cs, device);
+        let mut off = 0;
+        for v in group {
+            for (i, &l) in logits[off..off + v.1.len()].iter().enumerate() {
+                // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
+                let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
+                if i < v.2 {
+                    pos_loss += sp(-l);
+                    np += 1;
+                } else {
+                    neg_loss += sp(l);
+                    nn += 1;
+                }
+            }
+            off += v.1.len();
+        }
+    }
+    (pos_loss / np.max(1) as f64 + neg_loss / nn.max(1) as f64) as f32
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    format_version: u32,
+    model: ModelConfig,
+    train: TrainConfig,
+    d_in: usize,
+}
+
+fn read_meta(dir: &Path) -> Result<Meta> {
+    let path = dir.join(META_FILE);
+    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| Error::format(&path, e.to_string()))?;
+    let version = v.get("format_version").and_then(|x| x.as_u64());
+    if version != Some(PREDICTOR_FORMAT_VERSION as u64) {
+        return Err(Error::format(
+            &path,
+            format!(
+                "format version {version:?}, this build reads version {PREDICTOR_FORMAT_VERSION}"
+            ),
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| Error::format(&path, e.to_string()))
+}
+
+/// Write `bytes` to `path` through a temporary file and a rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}

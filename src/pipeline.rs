@@ -1,0 +1,552 @@
+//! The LP-RAG pipeline: documents → chunks → embeddings → chunk graph → synthetic queries →
+//! trained link predictor → ranked chunks.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
+    HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress, QueryGenerator,
+    Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
+};
+use lprag_graph::{ChunkGraph, KnnBackend};
+use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
+use serde::{Deserialize, Serialize};
+
+/// Version of the on-disk index layout written by [`LpRag::save`].
+pub const INDEX_FORMAT_VERSION: u32 = 1;
+
+const MANIFEST: &str = "manifest.json";
+const CHUNKS: &str = "chunks.json";
+const QUERIES: &str = "queries.json";
+const GRAPH: &str = "graph.bin";
+const PREDICTOR_DIR: &str = "predictor";
+
+/// Texts embedded per encoder call while indexing (progress is reported per batch).
+const EMBED_BATCH: usize = 256;
+
+/// Settings of the LP-RAG pipeline. Defaults follow the paper (mutual k-NN with k = 5,
+/// n_B = 2 queries per A.2 batch, NCN with Table 8 hyperparameters, τ = 0.5).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LpRagConfig {
+    /// k of the mutual k-NN chunk graph.
+    pub knn_k: usize,
+    /// Exact or HNSW neighbour search.
+    pub knn_backend: KnnBackend,
+    /// Seed of A.2 batch sampling.
+    pub seed: u64,
+    /// The link predictor's architecture (used when no custom predictor is given).
+    pub model: ModelConfig,
+    /// The link predictor's training (used when no custom predictor is given).
+    pub train: TrainConfig,
+    /// Score only the chunks among the query's `n` most cosine-similar ones (`None`: score
+    /// every chunk, as the paper does). A speed knob for large corpora.
+    pub candidate_pool: Option<usize>,
+}
+
+impl Default for LpRagConfig {
+    fn default() -> Self {
+        Self {
+            knn_k: lprag_graph::DEFAULT_K,
+            knn_backend: KnnBackend::default(),
+            seed: 42,
+            model: ModelConfig::default(),
+            train: TrainConfig::default(),
+            candidate_pool: None,
+        }
+    }
+}
+
+/// What indexing produced.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Documents given.
+    pub documents: usize,
+    /// Chunks made.
+    pub chunks: usize,
+    /// Synthetic queries written.
+    pub queries: usize,
+    /// Chunk–chunk (mutual k-NN) edges.
+    pub chunk_edges: usize,
+    /// Chunks with no mutual k-NN neighbour.
+    pub isolated_chunks: usize,
+    /// Query–chunk edges.
+    pub query_edges: usize,
+    /// Seconds per stage: chunk, embed, graph, queries, train.
+    pub seconds: Vec<(String, f64)>,
+    /// The training report.
+    pub train: TrainReport,
+}
+
+/// Assembles an [`LpRag`] retriever; every component has an offline default.
+pub struct LpRagBuilder {
+    chunker: Arc<dyn Chunker>,
+    query_generator: Arc<dyn QueryGenerator>,
+    encoder: Arc<dyn Encoder>,
+    predictor: Option<Box<dyn LinkPredictor>>,
+    progress: Arc<dyn Progress>,
+    config: LpRagConfig,
+}
+
+impl Default for LpRagBuilder {
+    fn default() -> Self {
+        Self {
+            chunker: Arc::new(SentenceChunker::default()),
+            query_generator: Arc::new(HeuristicQueryGenerator::default()),
+            encoder: Arc::new(HashingEncoder::default()),
+            predictor: None,
+            progress: Arc::new(NoProgress),
+            config: LpRagConfig::default(),
+        }
+    }
+}
+
+impl LpRagBuilder {
+    /// Use this chunker (default: [`SentenceChunker`]).
+    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
+        self.chunker = chunker;
+        self
+    }
+
+    /// Use this query generator (default: [`HeuristicQueryGenerator`]).
+    pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
+        self.query_generator = generator;
+        self
+    }
+
+    /// Use this encoder for chunks, synthetic queries and user queries (default:
+    /// [`HashingEncoder`]).
+    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
+        self.encoder = encoder;
+        self
+    }
+
+    /// Use a custom link predictor instead of the [`GnnLinkPredictor`] built from
+    /// [`LpRagConfig::model`] and [`LpRagConfig::train`].
+    pub fn predictor(mut self, predictor: Box<dyn LinkPredictor>) -> Self {
+        self.predictor = Some(predictor);
+        self
+    }
+
+    /// Receive progress reports (default: none).
+    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Replace the whole configuration.
+    pub fn config(mut self, config: LpRagConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Index `documents`: chunk, embed, build the chunk graph, write synthetic queries and
+    /// train the link predictor.
+    pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
+        let LpRagBuilder {
+            chunker,
+            query_generator,
+            encoder,
+            predictor,
+            progress,
+            config,
+        } = self;
+        if documents.is_empty() {
+            return Err(Error::EmptyCorpus("no documents were given".into()));
+        }
+        if config.knn_k == 0 {
+            return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
+        }
+        let mut stats = IndexStats {
+            documents: documents.len(),
+            ..IndexStats::default()
+        };
+        let mut clock = Instant::now();
+        let mut lap = |stats: &mut IndexStats, name: &str| {
+            stats
+                .seconds
+                .push((name.to_string(), clock.elapsed().as_secs_f64()));
+            clock = Instant::now();
+        };
+
+        // 1. Chunks.
+        let chunks = chunker.chunk(documents).await?;
+        if chunks.is_empty() {
+            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+        }
+        stats.chunks = chunks.len();
+        lap(&mut stats, "chunk");
+
+        // 2. Chunk embeddings.
+        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        lap(&mut stats, "embed");
+
+        // 3. Mutual k-NN chunk graph and A.2 batches.
+        let (k, backend, seed) = (config.knn_k, config.knn_backend.clone(), config.seed);
+        let emb = chunk_emb.clone();
+        let (edges, batches, isolated) = blocking(move || {
+            let edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
+            let graph = ChunkGraph::from_edges(emb.rows(), &edges)?;
+            let batches = lprag_graph::sample_batches(&graph, seed);
+            Ok((edges, batches, graph.isolated_count()))
+        })
+        .await?;
+        stats.chunk_edges = edges.len();
+        stats.isolated_chunks = isolated;
+        lap(&mut stats, "graph");
+
+        // 4. Synthetic queries, linked to their batch.
+        let queries = query_generator.generate(&chunks, &batches).await?;
+        let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
+        let query_emb = if qtexts.is_empty() {
+            Embeddings::empty(chunk_emb.dim())
+        } else {
+            embed_all(&*encoder, &qtexts, "embed queries", &*progress).await?
+        };
+        let graph = lprag_graph::build_link_graph(&chunk_emb, &edges, &queries, &query_emb)?;
+        stats.queries = queries.len();
+        stats.query_edges = graph.edges.len() - edges.len();
+        lap(&mut stats, "queries");
+
+        // 5. Train the link predictor on a blocking thread.
+        let mut predictor = predictor.unwrap_or_else(|| {
+            Box::new(GnnLinkPredictor::new(
+                config.model.clone(),
+                config.train.clone(),
+            ))
+        });
+        let graph = Arc::new(graph);
+        let (predictor, report) = {
+            let graph = graph.clone();
+            let progress = progress.clone();
+            blocking(move || {
+                let report = predictor.fit(&graph, &*progress)?;
+                Ok((predictor, report))
+            })
+            .await?
+        };
+        stats.train = report;
+        lap(&mut stats, "train");
+
+        Ok(LpRag {
+            chunks,
+            queries,
+            graph,
+            encoder,
+            predictor: Arc::from(predictor),
+            config,
+            stats,
+        })
+    }
+}
+
+async fn embed_all(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<Embeddings> {
+    progress.start(stage, Some(texts.len() as u64));
+    let mut out = Embeddings::empty(encoder.dimension());
+    for (i, batch) in texts.chunks(EMBED_BATCH).enumerate() {
+        let e = encoder.embed(batch).await?;
+        if e.rows() != batch.len() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' output rows", encoder.name()),
+                expected: batch.len(),
+                actual: e.rows(),
+            });
+        }
+        out.extend(&e)?;
+        progress.update(stage, (i * EMBED_BATCH + batch.len()) as u64, "");
+    }
+    progress.finish(stage);
+    Ok(out)
+}
+
+/// Run CPU-bound work off the async runtime when there is one.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle
+            .spawn_blocking(f)
+            .await
+            .map_err(|e| Error::Cancelled(format!("blocking task failed: {e}")))?,
+        Err(_) => f(),
+    }
+}
+
+/// The LP-RAG retriever: chunks ranked by a link predictor trained on a graph of chunks
+/// and synthetic queries.
+///
+/// `LpRag` is `Send + Sync` and cheap to share behind an `Arc`; [`Retriever::retrieve`]
+/// runs the model on a blocking thread.
+pub struct LpRag {
+    chunks: Vec<Chunk>,
+    queries: Vec<SyntheticQuery>,
+    graph: Arc<LinkGraph>,
+    encoder: Arc<dyn Encoder>,
+    predictor: Arc<dyn LinkPredictor>,
+    config: LpRagConfig,
+    stats: IndexStats,
+}
+
+impl std::fmt::Debug for LpRag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LpRag")
+            .field("chunks", &self.chunks.len())
+            .field("queries", &self.queries.len())
+            .field("encoder", &self.encoder.name())
+            .field("predictor", &self.predictor.name())
+            .finish()
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format_version: u32,
+    encoder: String,
+    dimension: usize,
+    predictor: String,
+    config: LpRagConfig,
+    stats: IndexStats,
+}
+
+impl LpRag {
+    /// A builder with the offline defaults.
+    pub fn builder() -> LpRagBuilder {
+        LpRagBuilder::default()
+    }
+
+    /// The indexed chunks.
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// The synthetic queries written at index time.
+    pub fn synthetic_queries(&self) -> &[SyntheticQuery] {
+        &self.queries
+    }
+
+    /// The training graph (chunks, synthetic queries and their edges).
+    pub fn graph(&self) -> &LinkGraph {
+        &self.graph
+    }
+
+    /// The configuration the index was built with.
+    pub fn config(&self) -> &LpRagConfig {
+        &self.config
+    }
+
+    /// What indexing produced and how long each stage took.
+    pub fn stats(&self) -> &IndexStats {
+        &self.stats
+    }
+
+    /// The link predictor.
+    pub fn predictor(&self) -> &Arc<dyn LinkPredictor> {
+        &self.predictor
+    }
+
+    /// Rank chunks for an already embedded query (the encoder's vector).
+    pub async fn retrieve_embedded(
+        &self,
+        query: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        selection.validate()?;
+        let candidates = self.candidates(&query);
+        let predictor = self.predictor.clone();
+        let cands = candidates.clone();
+        let logits = blocking(move || predictor.score(&query, &cands)).await?;
+        let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let scored: Vec<ScoredChunk> = ranked
+            .into_iter()
+            .map(|(c, l)| ScoredChunk {
+                chunk: self.chunks[c].clone(),
+                score: sigmoid(l),
+            })
+            .collect();
+        Ok(selection.apply(scored, |s| s.score))
+    }
+
+    fn candidates(&self, query: &[f32]) -> Vec<ChunkId> {
+        let n = self.chunks.len();
+        match self.config.candidate_pool {
+            Some(pool) if pool < n => {
+                let mut sims: Vec<(f32, ChunkId)> = (0..n)
+                    .map(|i| (lprag_core::cosine(self.graph.features.row(i), query), i))
+                    .collect();
+                sims.select_nth_unstable_by(pool.max(1) - 1, |a, b| b.0.total_cmp(&a.0));
+                let mut c: Vec<ChunkId> = sims[..pool.max(1)].iter().map(|s| s.1).collect();
+                c.sort_unstable();
+                c
+            }
+            _ => (0..n).collect(),
+        }
+    }
+
+    /// Save the whole index (chunks, queries, graph with embeddings, trained model) under
+    /// `dir`, atomically: everything is written to a sibling temporary directory that then
+    /// replaces `dir`.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        let tmp = sibling(dir, "tmp");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let write_json = |name: &str, value: &dyn erased::Json| -> Result<()> {
+            let path = tmp.join(name);
+            let bytes = value
+                .to_json()
+                .map_err(|e| Error::format(&path, e.to_string()))?;
+            std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+        };
+        write_json(
+            MANIFEST,
+            &Manifest {
+                format_version: INDEX_FORMAT_VERSION,
+                encoder: self.encoder.name().to_string(),
+                dimension: self.encoder.dimension(),
+                predictor: self.predictor.name().to_string(),
+                config: self.config.clone(),
+                stats: self.stats.clone(),
+            },
+        )?;
+        write_json(CHUNKS, &self.chunks)?;
+        write_json(QUERIES, &self.queries)?;
+        lprag_graph::save_link_graph(&self.graph, &tmp.join(GRAPH))?;
+        self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
+        let old = sibling(dir, "old");
+        if dir.exists() {
+            if old.exists() {
+                std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+            }
+            std::fs::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+        }
+        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))?;
+        if old.exists() {
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        }
+        Ok(())
+    }
+
+    /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
+    /// [`GnnLinkPredictor`]. `encoder` must be the encoder the index was built with (its name
+    /// and dimension are checked).
+    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let predictor = GnnLinkPredictor::from_dir(&dir.join(PREDICTOR_DIR))?;
+        Self::load_with(dir, encoder, Box::new(predictor), false)
+    }
+
+    /// Load an index saved by [`LpRag::save`] with a custom predictor, which is restored with
+    /// [`LinkPredictor::load`] (unless `already_loaded`).
+    pub fn load_with(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        mut predictor: Box<dyn LinkPredictor>,
+        already_loaded: bool,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let manifest: Manifest = read_json(&dir.join(MANIFEST))?;
+        if manifest.format_version != INDEX_FORMAT_VERSION {
+            return Err(Error::format(
+                dir.join(MANIFEST),
+                format!(
+                    "index format version {}, this build reads version {INDEX_FORMAT_VERSION}",
+                    manifest.format_version
+                ),
+            ));
+        }
+        if manifest.encoder != encoder.name() || manifest.dimension != encoder.dimension() {
+            return Err(Error::invalid(
+                "LpRag::load (encoder)",
+                format!(
+                    "index was built with encoder '{}' ({} dims) but '{}' ({} dims) was given",
+                    manifest.encoder,
+                    manifest.dimension,
+                    encoder.name(),
+                    encoder.dimension()
+                ),
+            ));
+        }
+        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
+        let graph = lprag_graph::load_link_graph(&dir.join(GRAPH))?;
+        if graph.num_chunks != chunks.len() {
+            return Err(Error::format(
+                dir.join(GRAPH),
+                format!(
+                    "graph has {} chunks, chunks.json has {}",
+                    graph.num_chunks,
+                    chunks.len()
+                ),
+            ));
+        }
+        if !already_loaded {
+            predictor.load(&dir.join(PREDICTOR_DIR))?;
+        }
+        Ok(Self {
+            chunks,
+            queries,
+            graph: Arc::new(graph),
+            encoder,
+            predictor: Arc::from(predictor),
+            config: manifest.config,
+            stats: manifest.stats,
+        })
+    }
+}
+
+mod erased {
+    /// Object-safe JSON serialisation for the save helper.
+    pub trait Json {
+        fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+            serde_json::to_vec(self)
+        }
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))
+}
+
+fn sibling(dir: &Path, tag: &str) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "index".into());
+    dir.with_file_name(format!(".{name}.{tag}-{}", std::process::id()))
+}
+
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+#[async_trait]
+impl Retriever for LpRag {
+    fn name(&self) -> &str {
+        "lprag"
+    }
+
+    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
+        }
+        let q = self.encoder.embed_one(query).await?;
+        self.retrieve_embedded(q, selection).await
+    }
+
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+}

@@ -1,0 +1,224 @@
+//! End-to-end behaviour of the `LpRag` pipeline with the offline defaults.
+
+use std::sync::Arc;
+
+use lprag::{
+    Document, Error, HashingEncoder, LpRag, LpRagConfig, PassageChunker, Retriever, Selection,
+    TrainConfig,
+};
+
+fn quick_config() -> LpRagConfig {
+    LpRagConfig {
+        train: TrainConfig {
+            epochs: 15,
+            ..TrainConfig::default()
+        },
+        ..LpRagConfig::default()
+    }
+}
+
+fn corpus() -> Vec<Document> {
+    vec![
+        Document::new("curie", "Marie Curie", "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. She also won the Nobel Prize in Chemistry in 1911."),
+        Document::new("warsaw", "Warsaw", "Warsaw is the capital of Poland. The city lies on the Vistula River. Its Old Town was rebuilt after 1945."),
+        Document::new("nobel", "Alfred Nobel", "Alfred Nobel invented dynamite in 1867. He was born in Stockholm. His will established the Nobel Prizes."),
+        Document::new("tokyo", "Tokyo", "Tokyo is the capital of Japan. The Sumida River flows through the city. Tokyo hosted the Summer Olympics in 1964."),
+        Document::new("kyoto", "Kyoto", "Kyoto was the imperial capital of Japan for over a thousand years. It is famous for its Buddhist temples and gardens."),
+        Document::new("everest", "Mount Everest", "Mount Everest is the highest mountain above sea level. It lies in the Himalayas on the border of Nepal and China."),
+    ]
+}
+
+async fn build(docs: &[Document]) -> lprag::Result<LpRag> {
+    LpRag::builder().config(quick_config()).build(docs).await
+}
+
+fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+#[test]
+fn retriever_types_are_send_sync() {
+    assert_send_sync::<LpRag>();
+    assert_send_sync::<Arc<dyn Retriever>>();
+    assert_send_sync::<Error>();
+}
+
+#[tokio::test]
+async fn ranks_the_answering_chunk_first_and_queries_differ() {
+    let rag = build(&corpus()).await.unwrap();
+    let stats = rag.stats();
+    assert!(stats.chunks >= 15, "{stats:?}");
+    assert!(stats.queries > 0 && stats.train.epochs_run > 0, "{stats:?}");
+
+    let everest = rag
+        .retrieve("highest mountain Himalayas Nepal", Selection::TopK(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        everest[0].chunk.provenance.document_id, "everest",
+        "{everest:#?}"
+    );
+    let tokyo = rag
+        .retrieve("Tokyo Summer Olympics 1964", Selection::TopK(3))
+        .await
+        .unwrap();
+    assert_eq!(tokyo[0].chunk.provenance.document_id, "tokyo", "{tokyo:#?}");
+    assert!(everest.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+    assert!(everest.windows(2).all(|w| w[0].score >= w[1].score));
+
+    // Threshold selection keeps exactly the chunks with σ(φ) ≥ τ.
+    let all = rag
+        .retrieve("Tokyo Summer Olympics 1964", Selection::TopK(1000))
+        .await
+        .unwrap();
+    let above = rag
+        .retrieve("Tokyo Summer Olympics 1964", Selection::Threshold(0.5))
+        .await
+        .unwrap();
+    assert_eq!(above.len(), all.iter().filter(|h| h.score >= 0.5).count());
+}
+
+#[tokio::test]
+async fn works_behind_arc_dyn_retriever_across_tasks() {
+    let rag: Arc<dyn Retriever> = Arc::new(build(&corpus()).await.unwrap());
+    let handles: Vec<_> = ["Kyoto temples", "Alfred Nobel dynamite"]
+        .into_iter()
+        .map(|q| {
+            let rag = rag.clone();
+            tokio::spawn(async move { rag.retrieve(q, Selection::TopK(2)).await })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.await.unwrap().unwrap().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn save_and_load_round_trip() {
+    let rag = build(&corpus()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    // Saving again over an existing index replaces it atomically.
+    rag.save(&path).unwrap();
+    let loaded = LpRag::load(&path, Arc::new(HashingEncoder::default())).unwrap();
+    assert_eq!(loaded.chunks(), rag.chunks());
+    let q = "Which river flows through Warsaw?";
+    let a = rag.retrieve(q, Selection::TopK(5)).await.unwrap();
+    let b = loaded.retrieve(q, Selection::TopK(5)).await.unwrap();
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.chunk.id, y.chunk.id);
+        assert!((x.score - y.score).abs() < 1e-5);
+    }
+
+    // A different encoder is refused with a message naming both.
+    let other = lprag::core::HashingEncoder::new(lprag::core::HashingEncoderConfig {
+        dim: 64,
+        ..Default::default()
+    })
+    .unwrap();
+    let err = LpRag::load(&path, Arc::new(other)).unwrap_err();
+    assert!(err.to_string().contains("encoder"), "{err}");
+
+    // A corrupt manifest is a format error naming the file.
+    std::fs::write(path.join("manifest.json"), b"{not json").unwrap();
+    let err = LpRag::load(&path, Arc::new(HashingEncoder::default())).unwrap_err();
+    assert!(err.to_string().contains("manifest.json"), "{err}");
+}
+
+#[tokio::test]
+async fn empty_and_whitespace_corpora_are_typed_errors() {
+    let err = build(&[]).await.unwrap_err();
+    assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
+    let err = build(&[
+        Document::new("a", "", "   \n\t "),
+        Document::new("b", "", ""),
+    ])
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
+}
+
+#[tokio::test]
+async fn empty_query_and_zero_k_are_typed_errors() {
+    let rag = build(&corpus()).await.unwrap();
+    assert!(matches!(
+        rag.retrieve("  ", Selection::TopK(3)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        rag.retrieve("Tokyo", Selection::TopK(0)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[tokio::test]
+async fn one_chunk_corpus_and_k_larger_than_corpus() {
+    let docs = [Document::new(
+        "only",
+        "Solo",
+        "The only fact in this corpus is about the Moon.",
+    )];
+    let rag = build(&docs).await.unwrap();
+    assert_eq!(rag.chunks().len(), 1);
+    let hits = rag
+        .retrieve("What is the fact about?", Selection::TopK(10))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+
+    // k larger than the corpus: every chunk comes back once.
+    let rag = build(&corpus()).await.unwrap();
+    let hits = rag
+        .retrieve("capital", Selection::TopK(10_000))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), rag.chunks().len());
+    let mut ids: Vec<usize> = hits.iter().map(|h| h.chunk.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), rag.chunks().len());
+}
+
+#[tokio::test]
+async fn duplicate_texts_and_non_ascii() {
+    let docs = vec![
+        Document::new(
+            "a",
+            "Zürich",
+            "Zürich liegt am Zürichsee. Die Stadt hat rund 420 000 Einwohner.",
+        ),
+        Document::new(
+            "b",
+            "Zürich (copy)",
+            "Zürich liegt am Zürichsee. Die Stadt hat rund 420 000 Einwohner.",
+        ),
+        Document::new("c", "東京", "東京は日本の首都です。人口は約1400万人です。"),
+        Document::new(
+            "d",
+            "Kraków",
+            "Kraków leży nad Wisłą. Było stolicą Polski do 1596 roku.",
+        ),
+    ];
+    let rag = LpRag::builder()
+        .chunker(Arc::new(PassageChunker))
+        .config(quick_config())
+        .build(&docs)
+        .await
+        .unwrap();
+    assert_eq!(rag.chunks().len(), 4);
+    let hits = rag
+        .retrieve("東京の人口", Selection::TopK(1))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].chunk.provenance.document_id, "c");
+    let hits = rag
+        .retrieve("Zürichsee Einwohner", Selection::TopK(2))
+        .await
+        .unwrap();
+    let mut top: Vec<&str> = hits
+        .iter()
+        .map(|h| h.chunk.provenance.document_id.as_str())
+        .collect();
+    top.sort_unstable();
+    assert_eq!(top, vec!["a", "b"]);
+}
