@@ -8,10 +8,11 @@ use std::time::Instant;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress, QueryGenerator,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress, QueryGenerator,
     Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
 };
 use lprag_graph::{ChunkGraph, KnnBackend};
+use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,7 @@ const EMBED_BATCH: usize = 256;
 /// Settings of the LP-RAG pipeline. Defaults follow the paper (mutual k-NN with k = 5,
 /// n_B = 2 queries per A.2 batch, NCN with Table 8 hyperparameters, τ = 0.5).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LpRagConfig {
     /// k of the mutual k-NN chunk graph.
     pub knn_k: usize,
@@ -78,13 +80,78 @@ pub struct IndexStats {
     pub seconds: Vec<(String, f64)>,
     /// The training report.
     pub train: TrainReport,
+    /// Warnings raised while indexing (for example the encoder fallback).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// The encoder [`LpRag`] chose by itself when none was given, recorded in the index so
+/// [`LpRag::open`] can rebuild it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DefaultEncoder {
+    /// A sentence-transformers model (all-MiniLM-L6-v2 unless `LPRAG_MODEL_DIR` points
+    /// elsewhere), found by [`lprag_model::bert::resolve_model_dir`].
+    SentenceTransformer {
+        /// The model id or directory that was resolved.
+        model: String,
+    },
+    /// The offline [`HashingEncoder`] with inverse document frequencies fitted on the
+    /// chunks' embedding texts (refitted on load: fitting is deterministic).
+    FittedHashing {
+        /// Its feature configuration.
+        config: HashingEncoderConfig,
+    },
+}
+
+impl DefaultEncoder {
+    /// Choose the default encoder for a corpus whose chunk embedding texts are
+    /// `chunk_texts`: the sentence-transformers model when it can be found locally,
+    /// otherwise the fitted [`HashingEncoder`]. The second value is the warning to show
+    /// when the fallback was taken.
+    pub fn choose(chunk_texts: &[String]) -> Result<(Self, Arc<dyn Encoder>, Option<String>)> {
+        match SentenceEncoder::load(None) {
+            Ok(enc) => {
+                let spec = DefaultEncoder::SentenceTransformer {
+                    model: enc.model_dir().display().to_string(),
+                };
+                Ok((spec, Arc::new(enc), None))
+            }
+            Err(e) => {
+                let config = HashingEncoderConfig::default();
+                let enc = HashingEncoder::fitted(config.clone(), chunk_texts)?;
+                let warning = format!(
+                    "no sentence-transformers model found ({e}); using the offline \
+                     HashingEncoder, which retrieves markedly worse. Run \
+                     scripts/fetch-model.sh or set LPRAG_MODEL_DIR to use all-MiniLM-L6-v2."
+                );
+                Ok((
+                    DefaultEncoder::FittedHashing { config },
+                    Arc::new(enc),
+                    Some(warning),
+                ))
+            }
+        }
+    }
+
+    /// Rebuild this encoder for an index whose chunk embedding texts are `chunk_texts`.
+    pub fn rebuild(&self, chunk_texts: &[String]) -> Result<Arc<dyn Encoder>> {
+        Ok(match self {
+            DefaultEncoder::SentenceTransformer { model } => {
+                Arc::new(SentenceEncoder::load(Some(model))?)
+            }
+            DefaultEncoder::FittedHashing { config } => {
+                Arc::new(HashingEncoder::fitted(config.clone(), chunk_texts)?)
+            }
+        })
+    }
 }
 
 /// Assembles an [`LpRag`] retriever; every component has an offline default.
 pub struct LpRagBuilder {
     chunker: Arc<dyn Chunker>,
     query_generator: Arc<dyn QueryGenerator>,
-    encoder: Arc<dyn Encoder>,
+    encoder: Option<Arc<dyn Encoder>>,
     predictor: Option<Box<dyn LinkPredictor>>,
     progress: Arc<dyn Progress>,
     config: LpRagConfig,
@@ -95,7 +162,7 @@ impl Default for LpRagBuilder {
         Self {
             chunker: Arc::new(SentenceChunker::default()),
             query_generator: Arc::new(HeuristicQueryGenerator::default()),
-            encoder: Arc::new(HashingEncoder::default()),
+            encoder: None,
             predictor: None,
             progress: Arc::new(NoProgress),
             config: LpRagConfig::default(),
@@ -116,10 +183,14 @@ impl LpRagBuilder {
         self
     }
 
-    /// Use this encoder for chunks, synthetic queries and user queries (default:
-    /// [`HashingEncoder`]).
+    /// Use this encoder for chunks, synthetic queries and user queries.
+    ///
+    /// Without one, [`DefaultEncoder::choose`] picks all-MiniLM-L6-v2 when it is found
+    /// locally (`LPRAG_MODEL_DIR` or the Hugging Face cache; `scripts/fetch-model.sh` puts
+    /// it there) and otherwise falls back to a [`HashingEncoder`] fitted on the chunks,
+    /// with one warning through [`Progress::warn`].
     pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
-        self.encoder = encoder;
+        self.encoder = Some(encoder);
         self
     }
 
@@ -179,13 +250,25 @@ impl LpRagBuilder {
         stats.chunks = chunks.len();
         lap(&mut stats, "chunk");
 
-        // 2. Chunk embeddings.
+        // 2. Chunk embeddings (choosing the default encoder first when none was given).
         let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let (encoder, default_encoder) = match encoder {
+            Some(e) => (e, None),
+            None => {
+                let t = texts.clone();
+                let (spec, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+                if let Some(w) = warning {
+                    progress.warn(&w);
+                    stats.warnings.push(w);
+                }
+                (enc, Some(spec))
+            }
+        };
         let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
         lap(&mut stats, "embed");
 
         // 3. Mutual k-NN chunk graph and A.2 batches.
-        let (k, backend, seed) = (config.knn_k, config.knn_backend.clone(), config.seed);
+        let (k, backend, seed) = (config.knn_k, config.knn_backend, config.seed);
         let emb = chunk_emb.clone();
         let (edges, batches, isolated) = blocking(move || {
             let edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
@@ -236,6 +319,7 @@ impl LpRagBuilder {
             queries,
             graph,
             encoder,
+            default_encoder,
             predictor: Arc::from(predictor),
             config,
             stats,
@@ -288,6 +372,7 @@ pub struct LpRag {
     queries: Vec<SyntheticQuery>,
     graph: Arc<LinkGraph>,
     encoder: Arc<dyn Encoder>,
+    default_encoder: Option<DefaultEncoder>,
     predictor: Arc<dyn LinkPredictor>,
     config: LpRagConfig,
     stats: IndexStats,
@@ -310,6 +395,8 @@ struct Manifest {
     encoder: String,
     dimension: usize,
     predictor: String,
+    #[serde(default)]
+    default_encoder: Option<DefaultEncoder>,
     config: LpRagConfig,
     stats: IndexStats,
 }
@@ -348,6 +435,16 @@ impl LpRag {
     /// The link predictor.
     pub fn predictor(&self) -> &Arc<dyn LinkPredictor> {
         &self.predictor
+    }
+
+    /// The encoder that embeds chunks and queries.
+    pub fn encoder(&self) -> &Arc<dyn Encoder> {
+        &self.encoder
+    }
+
+    /// The built-in encoder choice, when no encoder was given to the builder.
+    pub fn default_encoder(&self) -> Option<&DefaultEncoder> {
+        self.default_encoder.as_ref()
     }
 
     /// Rank chunks for an already embedded query (the encoder's vector).
@@ -413,13 +510,14 @@ impl LpRag {
                 encoder: self.encoder.name().to_string(),
                 dimension: self.encoder.dimension(),
                 predictor: self.predictor.name().to_string(),
+                default_encoder: self.default_encoder.clone(),
                 config: self.config.clone(),
                 stats: self.stats.clone(),
             },
         )?;
         write_json(CHUNKS, &self.chunks)?;
         write_json(QUERIES, &self.queries)?;
-        lprag_graph::save_link_graph(&self.graph, &tmp.join(GRAPH))?;
+        lprag_graph::save_link_graph(&self.graph, tmp.join(GRAPH))?;
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
         let old = sibling(dir, "old");
         if dir.exists() {
@@ -433,6 +531,31 @@ impl LpRag {
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }
         Ok(())
+    }
+
+    /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
+    /// the built-in [`GnnLinkPredictor`], rebuilding the encoder from the index.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the index was built with a custom encoder (use
+    /// [`LpRag::load`] and pass it); the errors of [`LpRag::load`] otherwise.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let manifest: Manifest = read_json(&dir.join(MANIFEST))?;
+        let Some(spec) = manifest.default_encoder else {
+            return Err(Error::invalid(
+                "LpRag::open",
+                format!(
+                    "the index in {} was built with the custom encoder '{}'; load it with \
+                     LpRag::load(dir, encoder)",
+                    dir.display(),
+                    manifest.encoder
+                ),
+            ));
+        };
+        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        Self::load(dir, spec.rebuild(&texts)?)
     }
 
     /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
@@ -477,7 +600,7 @@ impl LpRag {
         }
         let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
         let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
-        let graph = lprag_graph::load_link_graph(&dir.join(GRAPH))?;
+        let graph = lprag_graph::load_link_graph(dir.join(GRAPH))?;
         if graph.num_chunks != chunks.len() {
             return Err(Error::format(
                 dir.join(GRAPH),
@@ -496,6 +619,7 @@ impl LpRag {
             queries,
             graph: Arc::new(graph),
             encoder,
+            default_encoder: manifest.default_encoder,
             predictor: Arc::from(predictor),
             config: manifest.config,
             stats: manifest.stats,

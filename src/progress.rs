@@ -54,4 +54,8 @@ impl Progress for StderrProgress {
             .unwrap_or(0.0);
         eprintln!("[lprag] {stage}: done in {secs:.2} s");
     }
+
+    fn warn(&self, message: &str) {
+        eprintln!("[lprag] warning: {message}");
+    }
 }

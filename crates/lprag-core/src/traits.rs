@@ -72,6 +72,12 @@ pub trait Progress: Send + Sync {
     fn update(&self, _stage: &str, _done: u64, _message: &str) {}
     /// The stage is finished.
     fn finish(&self, _stage: &str) {}
+    /// Something the user should know about (a fallback was taken, input was skipped).
+    /// The default writes one line to standard error, so a warning is never lost silently;
+    /// override it to route warnings elsewhere.
+    fn warn(&self, message: &str) {
+        eprintln!("warning: {message}");
+    }
 }
 
 /// A [`Progress`] that ignores everything.

@@ -36,12 +36,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::datasets::{passage_text, Dataset};
 use crate::metrics::{mean, percentile, recall_at_k, whitespace_tokens, RECALL_KS};
-use crate::registry::build_retriever;
+use crate::registry::{build_retriever_with, RetrieverOptions};
 use crate::report::{RetrievalReport, RetrievalResult};
 use crate::{Error, Result};
 
 /// What [`evaluate_retrieval`] measures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EvalOptions {
     /// Recall@k cut-offs. Default `[1, 2, 5, 10]`.
@@ -51,6 +51,9 @@ pub struct EvalOptions {
     /// Keep each question's passage ranking in [`RetrievalResult::per_question`].
     /// Default false.
     pub keep_rankings: bool,
+    /// Settings passed to the retrievers (not serialised).
+    #[serde(skip)]
+    pub retrievers: RetrieverOptions,
 }
 
 impl Default for EvalOptions {
@@ -59,6 +62,7 @@ impl Default for EvalOptions {
             ks: RECALL_KS.to_vec(),
             token_passages: 5,
             keep_rankings: false,
+            retrievers: RetrieverOptions::default(),
         }
     }
 }
@@ -233,7 +237,7 @@ pub async fn run_retrieval(
         let stage = format!("index {name}");
         progress.start(&stage, None);
         let t = Instant::now();
-        let retriever = build_retriever(name, &dataset.corpus, encoder.clone()).await;
+        let retriever = build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers).await;
         let index_seconds = t.elapsed().as_secs_f64();
         progress.finish(&stage);
         let retriever = retriever?;
@@ -327,6 +331,7 @@ mod tests {
             ks: vec![1, 2, 3],
             token_passages: 2,
             keep_rankings: true,
+            ..EvalOptions::default()
         };
         let res = evaluate_retrieval(&r, &ds, 1.5, &opts, &NoProgress)
             .await
@@ -365,6 +370,7 @@ mod tests {
             ks: vec![2],
             token_passages: 1,
             keep_rankings: true,
+            ..EvalOptions::default()
         };
         let res = evaluate_retrieval(&r, &ds, 0.0, &opts, &NoProgress)
             .await

@@ -69,6 +69,15 @@ struct RetrievalArgs {
     /// Do not draw progress bars.
     #[arg(long)]
     no_progress: bool,
+    /// LP-RAG configuration as JSON (an `LpRagConfig`; missing fields take their defaults).
+    #[arg(long, value_name = "FILE")]
+    lprag_config: Option<PathBuf>,
+    /// LP-RAG indexes whole passages instead of atomic sentences.
+    #[arg(long)]
+    lprag_passages: bool,
+    /// Print LP-RAG's indexing and training progress.
+    #[arg(long)]
+    verbose: bool,
 }
 
 #[tokio::main]
@@ -147,12 +156,26 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
 
     let bars = Bars::new(!args.no_progress);
     let progress: &dyn Progress = if args.no_progress { &NoProgress } else { &bars };
+    let mut options = EvalOptions::default();
+    if let Some(path) = &args.lprag_config {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        options.retrievers.lprag =
+            serde_json::from_str(&text).map_err(|source| Error::Json {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    options.retrievers.lprag_passages = args.lprag_passages;
+    options.retrievers.verbose = args.verbose;
     let report = run_retrieval(
         &dataset,
         &names,
         encoder,
         encoder_kind.as_str(),
-        &EvalOptions::default(),
+        &options,
         progress,
     )
     .await?;

@@ -13,7 +13,28 @@ use crate::baselines::{
 use crate::{Error, Result};
 
 /// Names [`build_retriever`] knows, in the order `--help` lists them.
-pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid"];
+pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid", "lprag"];
+
+/// Settings for retrievers that have more than an encoder to choose.
+#[derive(Debug, Clone, Default)]
+pub struct RetrieverOptions {
+    /// Configuration of `lprag` (default: [`lprag::LpRagConfig::default`]).
+    pub lprag: lprag::LpRagConfig,
+    /// Chunker of `lprag`: `true` keeps each passage whole ([`lprag::PassageChunker`]),
+    /// `false` (default) splits it into atomic sentences ([`lprag::SentenceChunker`]).
+    pub lprag_passages: bool,
+    /// Print `lprag`'s indexing and training progress to standard error.
+    pub verbose: bool,
+}
+
+/// [`build_retriever_with`] with default [`RetrieverOptions`].
+pub async fn build_retriever(
+    name: &str,
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+) -> Result<Box<dyn Retriever>> {
+    build_retriever_with(name, docs, encoder, &RetrieverOptions::default()).await
+}
 
 /// Build the retriever called `name` over `docs` (each document is one passage; the
 /// harness ranks passages by `chunk.provenance.document_id`, so retrievers may index
@@ -21,7 +42,9 @@ pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid"];
 ///
 /// - `dense`: [`DenseRetriever`], exact flat cosine search with `encoder`;
 /// - `bm25`: [`Bm25Retriever`], Okapi BM25 (k1 = 1.5, b = 0.75, rank_bm25 IDF);
-/// - `hybrid`: [`HybridRetriever::dense_bm25`], reciprocal-rank fusion of the two.
+/// - `hybrid`: [`HybridRetriever::dense_bm25`], reciprocal-rank fusion of the two;
+/// - `lprag`: [`lprag::LpRag`] with `encoder`, the options' configuration and chunker, and
+///   the offline heuristic query generator.
 ///
 /// `encoder` is ignored by retrievers that need none. Index build time, as the harness
 /// reports it, is the wall time of this call.
@@ -29,17 +52,41 @@ pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid"];
 /// # Adding a retriever
 ///
 /// Add one match arm (and its name to [`RETRIEVERS`] for help texts), for example
-/// `"lprag" => Box::new(lprag::LpRag::builder().encoder(encoder).build(docs).await?)`:
-/// errors of lprag components convert with `?`.
-pub async fn build_retriever(
+/// `"mine" => Box::new(MyRetriever::build(docs, encoder).await?)`: errors of lprag
+/// components convert with `?`.
+pub async fn build_retriever_with(
     name: &str,
     docs: &[Document],
     encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
 ) -> Result<Box<dyn Retriever>> {
     Ok(match name {
         "dense" => Box::new(DenseRetriever::build(docs, encoder).await?),
         "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
         "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
+        "lprag" => {
+            let chunker: Arc<dyn lprag::Chunker> = if options.lprag_passages {
+                Arc::new(lprag::PassageChunker)
+            } else {
+                Arc::new(lprag::SentenceChunker::default())
+            };
+            let progress: Arc<dyn lprag::Progress> = if options.verbose {
+                Arc::new(lprag::StderrProgress::default())
+            } else {
+                Arc::new(lprag::NoProgress)
+            };
+            let rag = lprag::LpRag::builder()
+                .encoder(encoder)
+                .chunker(chunker)
+                .progress(progress)
+                .config(options.lprag.clone())
+                .build(docs)
+                .await?;
+            if options.verbose {
+                eprintln!("lprag index: {:?}", rag.stats());
+            }
+            Box::new(rag)
+        }
         other => {
             return Err(Error::UnknownRetriever {
                 name: other.to_string(),
@@ -70,7 +117,8 @@ pub enum EncoderKind {
     Hashing,
     /// [`HashingEncoder::default`]: no IDF, every feature weighs the same.
     HashingUnfitted,
-    /// all-MiniLM-L6-v2 (not available in this crate yet).
+    /// all-MiniLM-L6-v2 ([`lprag::SentenceEncoder`]) from `--model-dir`, `LPRAG_MODEL_DIR`
+    /// or the Hugging Face cache.
     MiniLm,
 }
 
@@ -128,16 +176,10 @@ pub fn build_encoder(
             )?))
         }
         EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::default())),
-        EncoderKind::MiniLm => Err(Error::not_available(
-            "--encoder minilm",
-            format!(
-                "the MiniLM encoder (lprag-model) is not wired into lprag-eval yet{}; use \
-                 --encoder hashing",
-                model_dir
-                    .map(|d| format!(" (model dir {})", d.display()))
-                    .unwrap_or_default()
-            ),
-        )),
+        EncoderKind::MiniLm => {
+            let model = model_dir.map(|d| d.display().to_string());
+            Ok(Arc::new(lprag::SentenceEncoder::load(model.as_deref())?))
+        }
     }
 }
 

@@ -67,6 +67,7 @@ pub enum Negatives {
 
 /// Architecture of a [`crate::GnnLinkPredictor`]. Defaults follow LP-RAG Table 8 for NCN.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelConfig {
     /// The architecture.
     pub kind: PredictorKind,
@@ -124,6 +125,7 @@ impl ModelConfig {
 
 /// Training hyperparameters. Defaults follow LP-RAG Table 8 for NCN.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TrainConfig {
     /// Adam learning rate (NCN: 0.0043).
     pub learning_rate: f64,

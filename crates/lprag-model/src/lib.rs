@@ -22,4 +22,5 @@ pub use config::{
     Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, Targets,
     TrainConfig,
 };
+pub use bert::SentenceEncoder;
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};

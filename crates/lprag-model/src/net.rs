@@ -228,8 +228,8 @@ impl LinkNet {
             let xj = x.clone().select(0, pairs.dst.clone());
             let cos: Tensor<1> = (xi * xj).sum_dim(1).reshape([pairs.len]);
             let r = res.val();
-            let a = r.clone().slice([0..1]);
-            let b = r.slice([1..2]);
+            let a = r.clone().narrow(0, 0, 1);
+            let b = r.narrow(0, 1, 1);
             logit = logit + cos * a + b;
         }
         logit

@@ -275,10 +275,10 @@ impl NegativeDraw {
 /// BCE with negative sampling: `−mean log σ(pos) − mean log(1 − σ(neg))`.
 fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
     let p = logits.dims()[0];
-    let pos = logits.clone().slice([0..positives]);
+    let pos = logits.clone().narrow(0, 0, positives);
     let loss = log_sigmoid(pos).mean().neg();
     if p > positives {
-        let neg = logits.slice([positives..p]);
+        let neg = logits.narrow(0, positives, p - positives);
         loss - log_sigmoid(neg.neg()).mean()
     } else {
         loss
@@ -379,7 +379,7 @@ impl LinkPredictor for GnnLinkPredictor {
         if tc.inference == InferenceMode::JoinAll {
             val_queries.truncate(MAX_JOIN_ALL_VALIDATION);
         }
-        let val_set: Vec<(Vec<f32>, Vec<u32>, usize)> = val_queries
+        let val_set: Vec<ValQuery> = val_queries
             .iter()
             .map(|&q| {
                 let pos: Vec<u32> = val_pos.iter().filter(|p| p.0 == q).map(|p| p.1).collect();
@@ -590,7 +590,7 @@ impl LinkPredictor for GnnLinkPredictor {
             num_chunks: st.ctx.num_chunks(),
             edges: st.ctx.edges.clone(),
         };
-        lprag_graph::save_link_graph(&graph, &dir.join(GRAPH_FILE))?;
+        lprag_graph::save_link_graph(&graph, dir.join(GRAPH_FILE))?;
         let weights = dir.join(WEIGHTS_FILE);
         let tmp = weights.with_extension("tmp");
         let mut store = BurnpackStore::from_file(&tmp)
@@ -604,7 +604,7 @@ impl LinkPredictor for GnnLinkPredictor {
 
     fn load(&mut self, dir: &Path) -> Result<()> {
         let meta = read_meta(dir)?;
-        let graph = lprag_graph::load_link_graph(&dir.join(GRAPH_FILE))?;
+        let graph = lprag_graph::load_link_graph(dir.join(GRAPH_FILE))?;
         if graph.features.dim() != meta.d_in {
             return Err(Error::format(
                 dir.join(GRAPH_FILE),
@@ -647,15 +647,18 @@ impl LinkPredictor for GnnLinkPredictor {
     }
 }
 
+/// A held-out validation query: embedding, candidate chunk ids, number of positives.
+type ValQuery = (Vec<f32>, Vec<u32>, usize);
+
 fn validation_loss(
     net: &LinkNet,
     st: &Trained,
     mc: &ModelConfig,
     mode: InferenceMode,
-    val: &[(Vec<f32>, Vec<u32>, usize)],
+    val: &[ValQuery],
     device: &Device,
 ) -> f32 {
-    let groups: Vec<&[(Vec<f32>, Vec<u32>, usize)]> = if mode == InferenceMode::JoinAll {
+    let groups: Vec<&[ValQuery]> = if mode == InferenceMode::JoinAll {
         val.chunks(1).collect()
     } else {
         vec![val]

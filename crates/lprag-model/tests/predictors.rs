@@ -53,10 +53,10 @@ fn toy_graph(seed: u64) -> (LinkGraph, Vec<Vec<f32>>) {
         }
     }
     let chunk_rows = rows.clone();
-    for chunk in 0..nc {
+    for (chunk, row) in chunk_rows.iter().enumerate().take(nc) {
         for _ in 0..3 {
             let q = rows.len() as u32;
-            rows.push(noisy(&chunk_rows[chunk], &mut rng, 0.3));
+            rows.push(noisy(row, &mut rng, 0.3));
             edges.push(LinkEdge {
                 a: q,
                 b: chunk as u32,
