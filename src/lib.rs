@@ -39,13 +39,16 @@ pub use lprag_model as model;
 
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig,    HeuristicQueryGenerator, LinkPredictor, NoProgress, PassageChunker, Progress, QueryGenerator,
-    Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkPredictor, NoProgress, PassageChunker,
+    Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SentenceChunker,
+    SyntheticQuery, TrainReport,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
     Aggregation, Decoder, GnnLinkPredictor, InferenceMode, ModelConfig, Negatives, PredictorKind,
     Targets, TrainConfig,
 };
-pub use pipeline::{DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, INDEX_FORMAT_VERSION};
+pub use pipeline::{
+    DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, INDEX_FORMAT_VERSION,
+};
 pub use progress::StderrProgress;

@@ -8,10 +8,11 @@ use std::time::Instant;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress, QueryGenerator,
-    Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress,
+    QueryGenerator, Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery,
+    TrainReport,
 };
-use lprag_graph::{ChunkGraph, KnnBackend};
+use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,8 @@ pub struct LpRagConfig {
     pub knn_k: usize,
     /// Exact or HNSW neighbour search.
     pub knn_backend: KnnBackend,
+    /// Bridge edges added beside mutual k-NN (title mentions, same-document neighbours).
+    pub bridges: BridgeConfig,
     /// Seed of A.2 batch sampling.
     pub seed: u64,
     /// The link predictor's architecture (used when no custom predictor is given).
@@ -53,6 +56,7 @@ impl Default for LpRagConfig {
         Self {
             knn_k: lprag_graph::DEFAULT_K,
             knn_backend: KnnBackend::default(),
+            bridges: BridgeConfig::default(),
             seed: 42,
             model: ModelConfig::default(),
             train: TrainConfig::default(),
@@ -70,8 +74,11 @@ pub struct IndexStats {
     pub chunks: usize,
     /// Synthetic queries written.
     pub queries: usize,
-    /// Chunk–chunk (mutual k-NN) edges.
+    /// Chunk–chunk edges (mutual k-NN and bridges).
     pub chunk_edges: usize,
+    /// Of those, bridge edges.
+    #[serde(default)]
+    pub bridge_edges: usize,
     /// Chunks with no mutual k-NN neighbour.
     pub isolated_chunks: usize,
     /// Query–chunk edges.
@@ -270,14 +277,20 @@ impl LpRagBuilder {
         // 3. Mutual k-NN chunk graph and A.2 batches.
         let (k, backend, seed) = (config.knn_k, config.knn_backend, config.seed);
         let emb = chunk_emb.clone();
-        let (edges, batches, isolated) = blocking(move || {
-            let edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
+        let bridges = config.bridges;
+        let bridge_chunks = chunks.clone();
+        let (edges, batches, isolated, n_bridges) = blocking(move || {
+            let mut edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
+            let bridge = lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?;
+            let n_bridges = bridge.len();
+            edges.extend(bridge);
             let graph = ChunkGraph::from_edges(emb.rows(), &edges)?;
             let batches = lprag_graph::sample_batches(&graph, seed);
-            Ok((edges, batches, graph.isolated_count()))
+            Ok((edges, batches, graph.isolated_count(), n_bridges))
         })
         .await?;
         stats.chunk_edges = edges.len();
+        stats.bridge_edges = n_bridges;
         stats.isolated_chunks = isolated;
         lap(&mut stats, "graph");
 

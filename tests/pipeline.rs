@@ -28,8 +28,14 @@ fn corpus() -> Vec<Document> {
     ]
 }
 
+/// The offline hashing encoder, given explicitly so these tests do not depend on whether
+/// the MiniLM model is installed.
 async fn build(docs: &[Document]) -> lprag::Result<LpRag> {
-    LpRag::builder().config(quick_config()).build(docs).await
+    LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .build(docs)
+        .await
 }
 
 fn assert_send_sync<T: Send + Sync + 'static>() {}
@@ -221,4 +227,47 @@ async fn duplicate_texts_and_non_ascii() {
         .collect();
     top.sort_unstable();
     assert_eq!(top, vec!["a", "b"]);
+}
+
+#[tokio::test]
+async fn default_encoder_is_recorded_and_open_rebuilds_it() {
+    // No encoder given: MiniLM when installed, else the fitted hashing encoder (warned).
+    let rag = LpRag::builder()
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let spec = rag
+        .default_encoder()
+        .cloned()
+        .expect("default encoder recorded");
+    match &spec {
+        lprag::DefaultEncoder::FittedHashing { .. } => {
+            assert_eq!(rag.stats().warnings.len(), 1);
+            assert!(rag.stats().warnings[0].contains("fetch-model.sh"));
+        }
+        lprag::DefaultEncoder::SentenceTransformer { .. } => {
+            assert!(rag.stats().warnings.is_empty());
+            assert_eq!(rag.encoder().dimension(), 384);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let opened = LpRag::open(&path).unwrap();
+    assert_eq!(opened.default_encoder(), Some(&spec));
+    let q = "Which river flows through Warsaw?";
+    let a = rag.retrieve(q, Selection::TopK(4)).await.unwrap();
+    let b = opened.retrieve(q, Selection::TopK(4)).await.unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.chunk.id, y.chunk.id);
+        assert!((x.score - y.score).abs() < 1e-4);
+    }
+
+    // An index built with a custom encoder cannot be opened without it.
+    let custom = build(&corpus()).await.unwrap();
+    let path2 = dir.path().join("custom");
+    custom.save(&path2).unwrap();
+    let err = LpRag::open(&path2).unwrap_err();
+    assert!(err.to_string().contains("LpRag::load"), "{err}");
 }

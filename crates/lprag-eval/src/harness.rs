@@ -237,7 +237,8 @@ pub async fn run_retrieval(
         let stage = format!("index {name}");
         progress.start(&stage, None);
         let t = Instant::now();
-        let retriever = build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers).await;
+        let retriever =
+            build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers).await;
         let index_seconds = t.elapsed().as_secs_f64();
         progress.finish(&stage);
         let retriever = retriever?;

@@ -56,6 +56,7 @@
 #![warn(missing_docs)]
 
 pub mod baselines;
+pub mod cache;
 pub mod datasets;
 mod error;
 pub mod harness;

@@ -75,6 +75,10 @@ struct RetrievalArgs {
     /// LP-RAG indexes whole passages instead of atomic sentences.
     #[arg(long)]
     lprag_passages: bool,
+    /// Cache embeddings in this directory (one file per dataset and encoder), so reruns
+    /// embed nothing twice.
+    #[arg(long, value_name = "DIR")]
+    embedding_cache: Option<PathBuf>,
     /// Print LP-RAG's indexing and training progress.
     #[arg(long)]
     verbose: bool,
@@ -146,7 +150,17 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     }
 
     let t = Instant::now();
-    let encoder = build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?;
+    let mut encoder = build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?;
+    if let Some(dir) = &args.embedding_cache {
+        let file = dir.join(format!("{}-{}.bin", dataset.name, encoder_kind.as_str()));
+        let cached = lprag_eval::cache::CachedEncoder::open(encoder, &file)?;
+        eprintln!(
+            "embedding cache {}: {} vectors",
+            file.display(),
+            cached.len()
+        );
+        encoder = std::sync::Arc::new(cached);
+    }
     eprintln!(
         "encoder {} (dimension {}) ready in {:.2} s",
         encoder_kind,
@@ -162,11 +176,10 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
             path: path.clone(),
             source,
         })?;
-        options.retrievers.lprag =
-            serde_json::from_str(&text).map_err(|source| Error::Json {
-                path: path.clone(),
-                source,
-            })?;
+        options.retrievers.lprag = serde_json::from_str(&text).map_err(|source| Error::Json {
+            path: path.clone(),
+            source,
+        })?;
     }
     options.retrievers.lprag_passages = args.lprag_passages;
     options.retrievers.verbose = args.verbose;

@@ -68,6 +68,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bridge;
 mod error;
 mod graph;
 mod knn;
@@ -75,6 +76,7 @@ mod link;
 mod persist;
 mod sampling;
 
+pub use bridge::{bridge_edges, BridgeConfig};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
 pub use knn::{knn, mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_HNSW_THRESHOLD, DEFAULT_K};

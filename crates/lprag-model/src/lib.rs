@@ -17,10 +17,10 @@ mod host;
 mod net;
 mod predictor;
 
+pub use bert::SentenceEncoder;
 pub use burn::tensor::Device;
 pub use config::{
     Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, Targets,
     TrainConfig,
 };
-pub use bert::SentenceEncoder;
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
