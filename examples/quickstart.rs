@@ -1,7 +1,9 @@
 //! # Quickstart: LP-RAG on a small corpus, offline
 //!
-//! This example walks through the whole LP-RAG pipeline with the offline defaults — no LLM,
-//! no downloaded weights — and prints the ranked chunks for a few questions.
+//! This example walks through the whole LP-RAG pipeline with the offline defaults — no LLM
+//! — and prints the ranked chunks for a few questions. It uses all-MiniLM-L6-v2 when the
+//! model is installed (`bash scripts/fetch-model.sh`, or `LPRAG_MODEL_DIR`); otherwise it
+//! warns once and falls back to the weight-free `HashingEncoder`.
 //!
 //! ```text
 //! cargo run --example quickstart
@@ -29,7 +31,7 @@ async fn main() -> lprag::Result<()> {
 
     // 2. Index. The builder runs every LP-RAG stage in order:
     //    documents → atomic chunks (SentenceChunker)
-    //              → embeddings (HashingEncoder: hashed words and character n-grams)
+    //              → embeddings (all-MiniLM-L6-v2 if installed, else HashingEncoder)
     //              → mutual k-NN chunk graph (k = 5)
     //              → synthetic queries per A.2 batch (HeuristicQueryGenerator, n_B = 2)
     //              → a trained NCN link predictor (burn, CPU).
@@ -39,6 +41,7 @@ async fn main() -> lprag::Result<()> {
         .build(&docs)
         .await?;
     let stats = rag.stats();
+    println!("encoder: {}", rag.encoder().name());
     println!(
         "indexed {} documents into {} chunks, {} synthetic queries, {} chunk edges; trained {} epochs",
         stats.documents, stats.chunks, stats.queries, stats.chunk_edges, stats.train.epochs_run
@@ -69,7 +72,9 @@ async fn main() -> lprag::Result<()> {
     // 4. Persist and reload: the whole index (chunks, graph, embeddings, model) round-trips.
     let dir = std::env::temp_dir().join(format!("lprag-quickstart-{}", std::process::id()));
     rag.save(&dir)?;
-    let reloaded = LpRag::load(&dir, Arc::new(lprag::HashingEncoder::default()))?;
+    // `open` rebuilds the default encoder recorded in the index; an index built with your
+    // own encoder is reloaded with `LpRag::load(dir, encoder)`.
+    let reloaded = LpRag::open(&dir)?;
     let again = reloaded
         .retrieve("Who invented dynamite?", Selection::TopK(1))
         .await?;

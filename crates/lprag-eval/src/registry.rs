@@ -207,7 +207,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag)"
         );
     }
 
@@ -222,8 +222,11 @@ mod tests {
             EncoderKind::Hashing
         );
         assert!("word2vec".parse::<EncoderKind>().is_err());
-        let e = build_encoder(EncoderKind::MiniLm, &[], None).err().unwrap();
-        assert!(e.to_string().contains("not available yet"), "{e}");
+        let missing = Path::new("/nonexistent/minilm-dir");
+        let e = build_encoder(EncoderKind::MiniLm, &[], Some(missing))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("minilm-dir"), "{e}");
         let docs = vec![Document::new("0", "T", "apple pie")];
         assert_eq!(
             build_encoder(EncoderKind::HashingUnfitted, &docs, None)
