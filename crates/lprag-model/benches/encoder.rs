@@ -30,11 +30,10 @@ fn peak_rss_mib() -> Option<f64> {
 
 fn main() {
     let corpus_path = std::env::var("LPRAG_BENCH_CORPUS").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/data/musique-100/corpus.json"
-        )
-        .to_string()
+        let data = std::env::var("LPRAG_DATA").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data").to_string()
+        });
+        format!("{data}/musique-100/corpus.json")
     });
     let require =
         std::env::var_os("LPRAG_REQUIRE_MODEL").is_some_and(|v| !v.is_empty() && v != "0");

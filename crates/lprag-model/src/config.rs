@@ -160,6 +160,10 @@ pub struct TrainConfig {
     pub inference: InferenceMode,
     /// Seed for parameter initialisation, splits and sampling.
     pub seed: u64,
+    /// With [`ModelConfig::residual`], add `λ · mean(correction²)` to the loss, where the
+    /// correction is the learned part of the logit: the model keeps the dense ranking
+    /// unless a change lowers the link loss by more than it costs. `0` disables it.
+    pub correction_penalty: f32,
 }
 
 impl Default for TrainConfig {
@@ -177,6 +181,7 @@ impl Default for TrainConfig {
             patience: 10,
             inference: InferenceMode::JoinTopK(3),
             seed: 42,
+            correction_penalty: 0.0,
         }
     }
 }

@@ -195,6 +195,20 @@ impl LinkNet {
     /// # Shapes
     /// `h: [N, hidden]`, `x: [N, d_in]` (normalised features, for the residual) `→ [P]`
     pub(crate) fn score_pairs(&self, h: Tensor<2>, x: &Tensor<2>, pairs: &PairBatch) -> Tensor<1> {
+        self.score_pairs_parts(h, x, pairs).0
+    }
+
+    /// Link logits and, separately, the learned part of them: with the dense residual the
+    /// logit is `correction + a·cos + b`, without it the two are the same.
+    ///
+    /// # Shapes
+    /// as [`LinkNet::score_pairs`], both outputs `[P]`
+    pub(crate) fn score_pairs_parts(
+        &self,
+        h: Tensor<2>,
+        x: &Tensor<2>,
+        pairs: &PairBatch,
+    ) -> (Tensor<1>, Tensor<1>) {
         let hi = h.clone().select(0, pairs.src.clone());
         let hj = h.clone().select(0, pairs.dst.clone());
         let had = hi.clone() * hj.clone();
@@ -222,16 +236,18 @@ impl LinkNet {
         } else {
             self.pair_mlp.as_ref().expect("decoder").forward(had)
         };
-        let mut logit = logit.reshape([pairs.len]);
-        if let Some(res) = &self.residual {
-            let xi = x.clone().select(0, pairs.src.clone());
-            let xj = x.clone().select(0, pairs.dst.clone());
-            let cos: Tensor<1> = (xi * xj).sum_dim(1).reshape([pairs.len]);
-            let r = res.val();
-            let a = r.clone().narrow(0, 0, 1);
-            let b = r.narrow(0, 1, 1);
-            logit = logit + cos * a + b;
+        let correction = logit.reshape([pairs.len]);
+        match &self.residual {
+            Some(res) => {
+                let xi = x.clone().select(0, pairs.src.clone());
+                let xj = x.clone().select(0, pairs.dst.clone());
+                let cos: Tensor<1> = (xi * xj).sum_dim(1).reshape([pairs.len]);
+                let r = res.val();
+                let a = r.clone().narrow(0, 0, 1);
+                let b = r.narrow(0, 1, 1);
+                (correction.clone() + cos * a + b, correction)
+            }
+            None => (correction.clone(), correction),
         }
-        logit
     }
 }

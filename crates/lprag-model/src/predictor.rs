@@ -308,6 +308,12 @@ impl LinkPredictor for GnnLinkPredictor {
         if tc.epochs == 0 {
             return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
         }
+        if !(tc.correction_penalty.is_finite() && tc.correction_penalty >= 0.0) {
+            return Err(Error::invalid(
+                "TrainConfig.correction_penalty",
+                format!("must be finite and >= 0, got {}", tc.correction_penalty),
+            ));
+        }
         if mc.hidden == 0 {
             return Err(Error::invalid("ModelConfig.hidden", "must be at least 1"));
         }
@@ -439,7 +445,14 @@ impl LinkPredictor for GnnLinkPredictor {
                 let g = host.to_device(mc.aggregation, &ad);
                 let pb = PairBatch::new(&pairs, &host, net.uses_common_neighbors(), &ad);
                 let h = net.encode(x.clone(), &g);
-                let loss = bce(net.score_pairs(h, &x, &pb), batch.len());
+                let (logits, correction) = net.score_pairs_parts(h, &x, &pb);
+                let mut loss = bce(logits, batch.len());
+                if tc.correction_penalty > 0.0 && mc.residual {
+                    loss = loss
+                        + (correction.clone() * correction)
+                            .mean()
+                            .mul_scalar(tc.correction_penalty);
+                }
                 let grads = GradientsParams::from_grads(loss.backward(), &net);
                 epoch_loss += scalar(loss.detach());
                 steps += 1;

@@ -756,15 +756,22 @@ struct ReferenceItem {
     embedding: Vec<f32>,
 }
 
-const REFERENCE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/data/reference/minilm_reference_vectors.json"
-);
+/// The shared benchmark data folder: `LPRAG_DATA`, else `shared/data` next to the
+/// workspace.
+fn data_dir() -> std::path::PathBuf {
+    std::env::var_os("LPRAG_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+        })
+}
 
 #[test]
 fn bert_minilm_matches_sentence_transformers() {
     let Some(enc) = real_model() else { return };
-    let raw = std::fs::read_to_string(REFERENCE).expect("reference vectors");
+    let path = data_dir().join("reference/minilm_reference_vectors.json");
+    let raw = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reference vectors {}: {e} (set LPRAG_DATA)", path.display()));
     let reference: Reference = serde_json::from_str(&raw).expect("reference JSON");
     assert!(!reference.items.is_empty());
     assert_eq!(enc.dimension(), 384);
@@ -799,10 +806,8 @@ fn bert_minilm_matches_sentence_transformers() {
 #[ignore]
 fn bert_musique_recall() {
     let Some(enc) = real_model() else { return };
-    let data = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/musique-100"
-    );
+    let data = data_dir().join("musique-100");
+    let data = data.display();
     let corpus: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(format!("{data}/corpus.json")).unwrap())
             .unwrap();
