@@ -30,11 +30,11 @@ async fn main() -> lprag::Result<()> {
         .collect();
 
     // 2. Index. The builder runs every LP-RAG stage in order:
-    //    documents → atomic chunks (SentenceChunker)
+    //    documents → chunks (PassageChunker: one per document; SentenceChunker for atomic ones)
     //              → embeddings (all-MiniLM-L6-v2 if installed, else HashingEncoder)
-    //              → mutual k-NN chunk graph (k = 5)
+    //              → mutual k-NN chunk graph (k = 5) plus bridge edges (title mentions)
     //              → synthetic queries per A.2 batch (HeuristicQueryGenerator, n_B = 2)
-    //              → a trained NCN link predictor (burn, CPU).
+    //              → a trained NCN link predictor anchored on cosine similarity (burn, CPU).
     //    Each component can be swapped for your own (`.encoder(..)`, `.chunker(..)`, ...).
     let rag = LpRag::builder()
         .progress(Arc::new(StderrProgress::new(25)))

@@ -8,9 +8,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress, Progress,
-    QueryGenerator, Result, Retriever, ScoredChunk, Selection, SentenceChunker, SyntheticQuery,
-    TrainReport,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress,
+    PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection,
+    SyntheticQuery, TrainReport,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_model::bert::SentenceEncoder;
@@ -167,7 +167,7 @@ pub struct LpRagBuilder {
 impl Default for LpRagBuilder {
     fn default() -> Self {
         Self {
-            chunker: Arc::new(SentenceChunker::default()),
+            chunker: Arc::new(PassageChunker),
             query_generator: Arc::new(HeuristicQueryGenerator::default()),
             encoder: None,
             predictor: None,
@@ -178,7 +178,13 @@ impl Default for LpRagBuilder {
 }
 
 impl LpRagBuilder {
-    /// Use this chunker (default: [`SentenceChunker`]).
+    /// Use this chunker (default: [`PassageChunker`], one chunk per document).
+    ///
+    /// The paper's atomic chunks come from an LLM that rewrites statements to stand alone;
+    /// the offline [`lprag_core::SentenceChunker`] cuts sentences as written ("She was born in …"),
+    /// which loses the subject, and measured 3–4 points below whole passages on
+    /// MuSiQue-100 (`docs/benchmarks.md`). Pass `Arc::new(SentenceChunker::default())` to
+    /// index sentences.
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
         self

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use lprag::{
     Document, Error, HashingEncoder, LpRag, LpRagConfig, PassageChunker, Retriever, Selection,
-    TrainConfig,
+    SentenceChunker, TrainConfig,
 };
 
 fn quick_config() -> LpRagConfig {
@@ -51,7 +51,8 @@ fn retriever_types_are_send_sync() {
 async fn ranks_the_answering_chunk_first_and_queries_differ() {
     let rag = build(&corpus()).await.unwrap();
     let stats = rag.stats();
-    assert!(stats.chunks >= 15, "{stats:?}");
+    // The default PassageChunker keeps each (short) document as one chunk.
+    assert_eq!(stats.chunks, corpus().len(), "{stats:?}");
     assert!(stats.queries > 0 && stats.train.epochs_run > 0, "{stats:?}");
 
     let everest = rag
@@ -80,6 +81,25 @@ async fn ranks_the_answering_chunk_first_and_queries_differ() {
         .await
         .unwrap();
     assert_eq!(above.len(), all.iter().filter(|h| h.score >= 0.5).count());
+}
+
+#[tokio::test]
+async fn sentence_chunker_gives_atomic_chunks_that_still_rank() {
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .chunker(Arc::new(SentenceChunker::default()))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let stats = rag.stats();
+    assert!(stats.chunks >= 15, "{stats:?}");
+    let hits = rag
+        .retrieve("Which river flows through Warsaw?", Selection::TopK(3))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].chunk.provenance.document_id, "warsaw", "{hits:#?}");
+    assert!(hits[0].chunk.text.contains("Vistula"), "{hits:#?}");
 }
 
 #[tokio::test]

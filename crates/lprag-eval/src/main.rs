@@ -72,9 +72,9 @@ struct RetrievalArgs {
     /// LP-RAG configuration as JSON (an `LpRagConfig`; missing fields take their defaults).
     #[arg(long, value_name = "FILE")]
     lprag_config: Option<PathBuf>,
-    /// LP-RAG indexes whole passages instead of atomic sentences.
+    /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
-    lprag_passages: bool,
+    lprag_sentences: bool,
     /// Cache embeddings in this directory (one file per dataset and encoder), so reruns
     /// embed nothing twice.
     #[arg(long, value_name = "DIR")]
@@ -181,7 +181,7 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
             source,
         })?;
     }
-    options.retrievers.lprag_passages = args.lprag_passages;
+    options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;
     let report = run_retrieval(
         &dataset,

@@ -20,9 +20,10 @@ pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid", "lprag"];
 pub struct RetrieverOptions {
     /// Configuration of `lprag` (default: [`lprag::LpRagConfig::default`]).
     pub lprag: lprag::LpRagConfig,
-    /// Chunker of `lprag`: `true` keeps each passage whole ([`lprag::PassageChunker`]),
-    /// `false` (default) splits it into atomic sentences ([`lprag::SentenceChunker`]).
-    pub lprag_passages: bool,
+    /// Chunker of `lprag`: `true` splits passages into atomic sentences
+    /// ([`lprag::SentenceChunker`]), `false` (default, as `LpRag`'s own default) keeps each
+    /// passage whole ([`lprag::PassageChunker`]).
+    pub lprag_sentences: bool,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
 }
@@ -65,10 +66,10 @@ pub async fn build_retriever_with(
         "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
         "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
         "lprag" => {
-            let chunker: Arc<dyn lprag::Chunker> = if options.lprag_passages {
-                Arc::new(lprag::PassageChunker)
-            } else {
+            let chunker: Arc<dyn lprag::Chunker> = if options.lprag_sentences {
                 Arc::new(lprag::SentenceChunker::default())
+            } else {
+                Arc::new(lprag::PassageChunker)
             };
             let progress: Arc<dyn lprag::Progress> = if options.verbose {
                 Arc::new(lprag::StderrProgress::default())

@@ -234,6 +234,58 @@ fn residual_model_starts_at_dense_ranking() {
     assert_eq!(by_model, by_cos);
 }
 
+/// Rankings by the trained residual model and by plain cosine, for every chunk as query.
+fn residual_vs_cosine(penalty: f32) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let (graph, chunks) = toy_graph(5);
+    let mut cfg = small(PredictorKind::Ncn, Aggregation::Sage);
+    cfg.residual = true;
+    let mut p = GnnLinkPredictor::new(
+        cfg,
+        TrainConfig {
+            correction_penalty: penalty,
+            ..fast_train(InferenceMode::JoinTopK(3))
+        },
+    );
+    p.fit(&graph, &NoProgress).unwrap();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let (mut model, mut dense) = (Vec::new(), Vec::new());
+    for q in &chunks {
+        let cos =
+            |a: &[f32]| a.iter().zip(q).map(|(x, y)| x * y).sum::<f32>() / (norm(a) * norm(q));
+        let mut by_cos: Vec<usize> = (0..chunks.len()).collect();
+        by_cos.sort_by(|&a, &b| cos(&chunks[b]).total_cmp(&cos(&chunks[a])));
+        model.push(ranking(&p, q, chunks.len())[..5].to_vec());
+        dense.push(by_cos[..5].to_vec());
+    }
+    (model, dense)
+}
+
+#[test]
+fn correction_penalty_keeps_the_dense_ranking() {
+    // Without the penalty, training reorders some top-5 lists; with a heavy one it may not.
+    let (free, dense) = residual_vs_cosine(0.0);
+    assert_ne!(
+        free, dense,
+        "training should change some ranking on the toy graph"
+    );
+    let (held, dense) = residual_vs_cosine(1000.0);
+    assert_eq!(held, dense);
+}
+
+#[test]
+fn negative_correction_penalty_is_rejected() {
+    let (graph, _) = toy_graph(5);
+    let mut p = GnnLinkPredictor::new(
+        ModelConfig::default(),
+        TrainConfig {
+            correction_penalty: -1.0,
+            ..fast_train(InferenceMode::JoinTopK(3))
+        },
+    );
+    let e = p.fit(&graph, &NoProgress).unwrap_err();
+    assert!(e.to_string().contains("correction_penalty"), "{e}");
+}
+
 #[test]
 fn save_load_round_trip_and_errors() {
     let (graph, chunks) = toy_graph(6);
