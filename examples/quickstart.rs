@@ -5,6 +5,11 @@
 //! model is installed (`bash scripts/fetch-model.sh`, or `LPRAG_MODEL_DIR`); otherwise it
 //! warns once and falls back to the weight-free `HashingEncoder`.
 //!
+//! With an OpenAI-compatible LLM configured (`LPRAG_LLM_MODEL`, optionally
+//! `LPRAG_LLM_BASE_URL` and `LPRAG_LLM_API_KEY`; see `examples/with_llm.rs`) it chunks and
+//! writes synthetic queries with the LLM instead, as the paper does, caching every answer
+//! under `target/lprag-llm-cache` so a rerun costs nothing.
+//!
 //! ```text
 //! cargo run --example quickstart
 //! ```
@@ -36,10 +41,14 @@ async fn main() -> lprag::Result<()> {
     //              → synthetic queries per A.2 batch (HeuristicQueryGenerator, n_B = 2)
     //              → a trained NCN link predictor anchored on cosine similarity (burn, CPU).
     //    Each component can be swapped for your own (`.encoder(..)`, `.chunker(..)`, ...).
-    let rag = LpRag::builder()
-        .progress(Arc::new(StderrProgress::new(25)))
-        .build(&docs)
-        .await?;
+    let mut builder = LpRag::builder().progress(Arc::new(StderrProgress::new(25)));
+    if let Some(config) = lprag::llm::OpenAiConfig::from_env() {
+        println!("using the LLM {} at {}", config.model, config.base_url);
+        let chat = lprag::llm::OpenAiChat::new(config)?;
+        let cached = lprag::llm::CachedChat::open(Arc::new(chat), "target/lprag-llm-cache")?;
+        builder = builder.llm(Arc::new(cached));
+    }
+    let rag = builder.build(&docs).await?;
     let stats = rag.stats();
     println!("encoder: {}", rag.encoder().name());
     println!(
@@ -47,9 +56,16 @@ async fn main() -> lprag::Result<()> {
         stats.documents, stats.chunks, stats.queries, stats.chunk_edges, stats.train.epochs_run
     );
     println!(
-        "example synthetic query: {:?}\n",
+        "example synthetic query: {:?}",
         rag.synthetic_queries().first().map(|q| &q.text)
     );
+    for (stage, usage) in &stats.llm_usage {
+        println!(
+            "LLM {stage}: {} calls ({} from cache), {} prompt + {} completion tokens",
+            usage.calls, usage.cached_calls, usage.prompt_tokens, usage.completion_tokens
+        );
+    }
+    println!();
 
     // 3. Retrieve. Each question becomes a new node of the graph; the trained model scores
     //    its link to every chunk, and the chunks come back best first with σ(φ(q, c)).

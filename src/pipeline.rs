@@ -1,6 +1,7 @@
 //! The LP-RAG pipeline: documents → chunks → embeddings → chunk graph → synthetic queries →
 //! trained link predictor → ranked chunks.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use lprag_core::{
     SyntheticQuery, TrainReport,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
+use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
@@ -90,6 +92,10 @@ pub struct IndexStats {
     /// Warnings raised while indexing (for example the encoder fallback).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// LLM calls and tokens per stage (`"chunking"`, `"queries"`) when the index was built
+    /// with [`LpRagBuilder::llm`]; empty otherwise.
+    #[serde(default)]
+    pub llm_usage: BTreeMap<String, StageUsage>,
 }
 
 /// The encoder [`LpRag`] chose by itself when none was given, recorded in the index so
@@ -158,6 +164,9 @@ impl DefaultEncoder {
 pub struct LpRagBuilder {
     chunker: Arc<dyn Chunker>,
     query_generator: Arc<dyn QueryGenerator>,
+    chunker_set: bool,
+    query_generator_set: bool,
+    llm: Option<Arc<dyn ChatModel>>,
     encoder: Option<Arc<dyn Encoder>>,
     predictor: Option<Box<dyn LinkPredictor>>,
     progress: Arc<dyn Progress>,
@@ -169,6 +178,9 @@ impl Default for LpRagBuilder {
         Self {
             chunker: Arc::new(PassageChunker),
             query_generator: Arc::new(HeuristicQueryGenerator::default()),
+            chunker_set: false,
+            query_generator_set: false,
+            llm: None,
             encoder: None,
             predictor: None,
             progress: Arc::new(NoProgress),
@@ -187,12 +199,37 @@ impl LpRagBuilder {
     /// index sentences.
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
+        self.chunker_set = true;
         self
     }
 
     /// Use this query generator (default: [`HeuristicQueryGenerator`]).
     pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
         self.query_generator = generator;
+        self.query_generator_set = true;
+        self
+    }
+
+    /// Index with an LLM, as the paper does: [`LlmChunker`] (C-PROMPT atomic statements)
+    /// and [`LlmQueryGenerator`] (S-PROMPT questions per A.2 batch) replace the offline
+    /// defaults, unless [`LpRagBuilder::chunker`] / [`LpRagBuilder::query_generator`]
+    /// chose others. Tokens per stage land in [`IndexStats::llm_usage`].
+    ///
+    /// Wrap the model in a [`CachedChat`](lprag_llm::CachedChat) so an interrupted build
+    /// resumes without paying again:
+    ///
+    /// ```no_run
+    /// # async fn run(docs: Vec<lprag::Document>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use lprag::llm::{CachedChat, OpenAiChat, OpenAiConfig};
+    /// let config = OpenAiConfig::from_env().ok_or("set LPRAG_LLM_MODEL")?;
+    /// let model = CachedChat::open(Arc::new(OpenAiChat::new(config)?), "llm-cache")?;
+    /// let rag = lprag::LpRag::builder().llm(Arc::new(model)).build(&docs).await?;
+    /// println!("{:?}", rag.stats().llm_usage);
+    /// # Ok(()) }
+    /// ```
+    pub fn llm(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.llm = Some(model);
         self
     }
 
@@ -230,8 +267,11 @@ impl LpRagBuilder {
     /// train the link predictor.
     pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
         let LpRagBuilder {
-            chunker,
-            query_generator,
+            mut chunker,
+            mut query_generator,
+            chunker_set,
+            query_generator_set,
+            llm,
             encoder,
             predictor,
             progress,
@@ -242,6 +282,23 @@ impl LpRagBuilder {
         }
         if config.knn_k == 0 {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
+        }
+        let meter = Arc::new(TokenMeter::new());
+        if let Some(model) = &llm {
+            if !chunker_set {
+                chunker = Arc::new(
+                    LlmChunker::new(model.clone())
+                        .with_meter(meter.clone())
+                        .with_progress(progress.clone()),
+                );
+            }
+            if !query_generator_set {
+                query_generator = Arc::new(
+                    LlmQueryGenerator::new(model.clone())
+                        .with_meter(meter.clone())
+                        .with_progress(progress.clone()),
+                );
+            }
         }
         let mut stats = IndexStats {
             documents: documents.len(),
@@ -332,6 +389,7 @@ impl LpRagBuilder {
         };
         stats.train = report;
         lap(&mut stats, "train");
+        stats.llm_usage = meter.snapshot();
 
         Ok(LpRag {
             chunks,

@@ -291,3 +291,93 @@ async fn default_encoder_is_recorded_and_open_rebuilds_it() {
     let err = LpRag::open(&path2).unwrap_err();
     assert!(err.to_string().contains("LpRag::load"), "{err}");
 }
+
+/// A deterministic in-process "LLM" that answers the paper's C-PROMPT (one statement per
+/// sentence, prefixed so the test can tell them from offline chunks) and S-PROMPT (one
+/// question per chunk of the bag).
+struct ScriptedLlm;
+
+#[async_trait::async_trait]
+impl lprag::llm::ChatModel for ScriptedLlm {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn complete(
+        &self,
+        request: &lprag::llm::ChatRequest,
+    ) -> Result<lprag::llm::ChatResponse, lprag::llm::LlmError> {
+        let system = &request.messages[0].content;
+        let user = &request.messages[1].content;
+        let body: Vec<&str> = user.lines().filter(|l| !l.starts_with("[The ")).collect();
+        let content = if system.contains("extract the Chunks") {
+            let mut out = String::from("[Extracted Chunks in Sentence 1]\n");
+            for s in body.join(" ").split_inclusive(". ") {
+                out.push_str(&format!("[LLM: {}]\n", s.trim()));
+            }
+            out
+        } else {
+            let mut out = String::new();
+            let mut i = 0;
+            for line in body {
+                if line.starts_with("[Chunk ") {
+                    i += 1;
+                    out.push_str(&format!("[Questions Chunk {i}]\n"));
+                } else {
+                    out.push_str(&format!("[What about {}?]\n", line.trim_end_matches('.')));
+                }
+            }
+            out
+        };
+        let mut r = lprag::llm::ChatResponse::text(content);
+        r.usage = Some(lprag::llm::Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+        });
+        Ok(r)
+    }
+}
+
+#[tokio::test]
+async fn an_llm_chunks_and_writes_queries_and_its_tokens_are_counted() {
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .llm(Arc::new(ScriptedLlm))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let stats = rag.stats();
+    assert!(stats.chunks >= 15, "{stats:?}");
+    assert!(rag.chunks().iter().all(|c| c.text.starts_with("LLM: ")));
+    assert!(rag
+        .synthetic_queries()
+        .iter()
+        .all(|q| q.text.starts_with("What about LLM: ")));
+    let chunking = stats.llm_usage["chunking"];
+    assert_eq!(chunking.calls, corpus().len() as u64);
+    assert_eq!(chunking.prompt_tokens, 10 * corpus().len() as u64);
+    let queries = stats.llm_usage["queries"];
+    assert_eq!(
+        queries.calls, stats.chunks as u64,
+        "one S-PROMPT call per A.2 batch"
+    );
+    let hits = rag
+        .retrieve("highest mountain Himalayas Nepal", Selection::TopK(3))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].chunk.provenance.document_id, "everest", "{hits:#?}");
+
+    // An explicit chunker wins over the LLM's; the LLM still writes the queries.
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .llm(Arc::new(ScriptedLlm))
+        .chunker(Arc::new(PassageChunker))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    assert_eq!(rag.stats().chunks, corpus().len());
+    assert!(!rag.stats().llm_usage.contains_key("chunking"));
+    assert!(rag.stats().llm_usage["queries"].calls > 0);
+}

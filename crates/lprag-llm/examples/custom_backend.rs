@@ -30,6 +30,8 @@ impl ChatModel for TinyOracle {
                     prompt_tokens: question.split_whitespace().count() as u64,
                     completion_tokens: 2,
                 }),
+                finish_reason: Some("stop".into()),
+                cached: false,
             })
         } else {
             Err(LlmError::Permanent(format!("no answer for {question:?}")))
@@ -45,14 +47,12 @@ async fn main() {
         "Which river flows through Warsaw?",
         "Who painted the Mona Lisa?",
     ] {
-        let request = ChatRequest {
-            messages: vec![
-                ChatMessage::system("Answer in one short sentence."),
-                ChatMessage::user(q),
-            ],
-            temperature: Some(0.0),
-            max_tokens: Some(32),
-        };
+        let request = ChatRequest::new(vec![
+            ChatMessage::system("Answer in one short sentence."),
+            ChatMessage::user(q),
+        ])
+        .temperature(0.0)
+        .max_tokens(32);
         match model.complete(&request).await {
             Ok(r) => println!("{q} -> {} (usage {:?})", r.content, r.usage),
             Err(e) => println!("{q} -> error: {e}"),

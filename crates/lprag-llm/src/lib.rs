@@ -1,17 +1,62 @@
 //! # lprag-llm
 //!
-//! The contract between lprag and large language models: a chat-completion trait that
-//! LLM backends implement ([`ChatModel`]) and the message types it speaks. The paper's LLM
-//! chunker, query generator and answer generator are built on it; HTTP backends
-//! (OpenAI-compatible, Ollama) land in a later release. Until then users plug their own
-//! client in by implementing [`ChatModel`].
+//! Everything lprag needs from a large language model, and nothing that ties you to one
+//! vendor:
+//!
+//! - the object-safe async [`ChatModel`] trait with its message types, and [`LlmError`],
+//!   which classifies failures as transient, context-length, permanent or unparseable;
+//! - HTTP backends: [`OpenAiChat`] (any OpenAI-compatible `/v1/chat/completions`: OpenAI,
+//!   Groq, vLLM, llama.cpp server, LM Studio…), [`OllamaChat`] (Ollama's native
+//!   `/api/chat`) and [`OpenAiEmbeddings`] (`/v1/embeddings`, an [`lprag_core::Encoder`]),
+//!   all on one [`HttpClient`] with bounded concurrency, per-request timeouts, retries with
+//!   exponential backoff and jitter that honour `Retry-After`, and detection of errors sent
+//!   with HTTP 200;
+//! - [`CachedChat`]: a persistent response cache, so an interrupted indexing run resumes
+//!   where it stopped and a rerun costs nothing;
+//! - the papers' prompts as overridable [`Template`]s ([`Prompts`]), parsers that survive
+//!   real model output ([`parse`]), and the components built on them: [`LlmChunker`]
+//!   (LP-RAG C-PROMPT), [`LlmQueryGenerator`] (LP-RAG S-PROMPT batches, or QCG-RAG's
+//!   Doc2Query pairs) and [`AnswerGenerator`] (COMBINE + the D.2 prompt);
+//! - [`TokenMeter`]: prompt/completion tokens per stage.
+//!
+//! API keys are held in [`ApiKey`], whose `Debug` and `Display` print `***`; they are sent
+//! only in the `Authorization` header and never appear in errors, logs or saved files.
 #![warn(missing_docs)]
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod answer;
+pub mod cache;
+mod chunker;
+mod embeddings;
+pub mod http;
+mod jobs;
+mod ollama;
+mod openai;
+pub mod parse;
+pub mod prompts;
+mod querygen;
+mod secret;
+mod usage;
+
+pub use answer::{Answer, AnswerGenerator};
+pub use cache::{CacheStats, CachedChat, ResponseCache};
+pub use chunker::LlmChunker;
+pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
+pub use http::{HttpClient, HttpConfig};
+pub use jobs::StageError;
+pub use ollama::{OllamaChat, OllamaConfig};
+pub use openai::{OpenAiChat, OpenAiConfig};
+pub use prompts::{Prompts, Template};
+pub use querygen::{LlmQueryGenerator, QueryMode};
+pub use secret::ApiKey;
+pub use usage::{StageUsage, TokenMeter};
+
 /// Who wrote a chat message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Instructions for the model.
@@ -23,7 +68,7 @@ pub enum Role {
 }
 
 /// One message of a chat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// Who wrote it.
     pub role: Role,
@@ -47,6 +92,14 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+
+    /// An assistant message (for few-shot turns).
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
 }
 
 /// A chat-completion request.
@@ -58,6 +111,29 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Most tokens to generate (`None`: the backend's default).
     pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and the backend's default sampling.
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Set the temperature.
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+
+    /// Set the most tokens to generate.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
 }
 
 /// Token counts of one completion.
@@ -76,21 +152,85 @@ pub struct ChatResponse {
     pub content: String,
     /// Token accounting, when the backend reports it.
     pub usage: Option<Usage>,
+    /// Why generation stopped, as the backend said (`"stop"`, `"length"`…), when it did.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// `true` when this answer came from a [`CachedChat`] cache instead of the backend
+    /// (nothing was paid for it this time). Never stored.
+    #[serde(skip)]
+    pub cached: bool,
+}
+
+impl ChatResponse {
+    /// A plain answer with no usage information.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            usage: None,
+            finish_reason: None,
+            cached: false,
+        }
+    }
+
+    /// `true` when the backend stopped because it hit the token limit.
+    pub fn truncated(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
 }
 
 /// Why an LLM call failed, classified so retry logic can decide.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LlmError {
-    /// Worth retrying (rate limit, server error, timeout, connection error).
-    #[error("transient LLM error: {0}")]
-    Transient(String),
-    /// The prompt does not fit the model's context window.
+    /// Worth retrying: rate limit, server error, timeout, connection error, a truncated
+    /// or malformed response body. `retry_after` is the server's `Retry-After`, if any.
+    #[error("transient LLM error: {message}")]
+    Transient {
+        /// What happened (never contains the API key).
+        message: String,
+        /// How long the server asked us to wait.
+        retry_after: Option<Duration>,
+    },
+    /// The prompt does not fit the model's context window: retrying will not help,
+    /// shortening the input will.
     #[error("prompt exceeds the model's context length: {0}")]
     ContextLength(String),
-    /// Retrying will not help (bad request, authentication, unparseable answer).
+    /// Retrying will not help (bad request, authentication, unknown model…).
     #[error("permanent LLM error: {0}")]
     Permanent(String),
+    /// The model answered but its output could not be parsed; `raw` is the full output.
+    #[error("could not parse the LLM's {what}: {reason}; raw output: {raw:?}")]
+    Parse {
+        /// What was being parsed (e.g. "chunk list for document `d1`").
+        what: String,
+        /// Why parsing failed.
+        reason: String,
+        /// The model's output, unchanged.
+        raw: String,
+    },
+    /// The response cache could not be used (its directory cannot be created).
+    #[error("LLM response cache at {path}: {message}")]
+    Cache {
+        /// The cache directory or entry.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl LlmError {
+    /// A transient error with no `Retry-After`.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::Transient {
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// `true` for errors worth retrying.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Transient { .. })
+    }
 }
 
 impl From<LlmError> for lprag_core::Error {
@@ -104,6 +244,12 @@ impl From<LlmError> for lprag_core::Error {
 pub trait ChatModel: Send + Sync {
     /// The model's name (part of cache keys).
     fn name(&self) -> &str;
+
+    /// The backend's kind, e.g. `"openai"` or `"ollama"` (part of cache keys; default
+    /// `"custom"`).
+    fn backend(&self) -> &str {
+        "custom"
+    }
 
     /// Complete the chat.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
@@ -126,28 +272,32 @@ mod tests {
                 .messages
                 .last()
                 .ok_or_else(|| LlmError::Permanent("no messages".into()))?;
-            Ok(ChatResponse {
-                content: last.content.clone(),
-                usage: None,
-            })
+            Ok(ChatResponse::text(last.content.clone()))
         }
     }
 
     #[tokio::test]
     async fn chat_model_is_object_safe_and_errors_convert() {
         let model: Arc<dyn ChatModel> = Arc::new(Echo);
-        let req = ChatRequest {
-            messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
-            temperature: None,
-            max_tokens: None,
-        };
+        let req = ChatRequest::new(vec![
+            ChatMessage::system("be brief"),
+            ChatMessage::user("hi"),
+        ]);
         assert_eq!(model.complete(&req).await.unwrap().content, "hi");
-        let empty = ChatRequest {
-            messages: vec![],
-            temperature: None,
-            max_tokens: None,
-        };
-        let err: lprag_core::Error = model.complete(&empty).await.unwrap_err().into();
+        assert_eq!(model.backend(), "custom");
+        let err: lprag_core::Error = model
+            .complete(&ChatRequest::new(vec![]))
+            .await
+            .unwrap_err()
+            .into();
         assert!(err.to_string().contains("no messages"), "{err}");
+    }
+
+    #[test]
+    fn errors_are_send_sync_static() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<LlmError>();
+        assert!(LlmError::transient("x").is_transient());
+        assert!(!LlmError::Permanent("x".into()).is_transient());
     }
 }

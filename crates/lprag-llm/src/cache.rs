@@ -1,0 +1,385 @@
+//! A persistent response cache: LLM indexing that never pays twice.
+//!
+//! Every successful completion is written to its own file, named by a SHA-256 of the
+//! backend kind, model name and the whole request (messages, temperature, max tokens), via
+//! a temporary file and an atomic rename, before the caller sees it. A run that is
+//! interrupted — crash, Ctrl-C, a permanent error on document 900 of 1,000 — resumes where
+//! it stopped when run again: every answer already paid for comes from disk. A corrupt or
+//! unreadable entry is reported (see [`CachedChat::warnings`] and the `Progress` sink),
+//! deleted and fetched again; it is never fatal. A failure to *write* an entry is reported
+//! the same way and the answer is still returned.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use lprag_core::Progress;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, Usage};
+
+const FORMAT_VERSION: u32 = 1;
+
+/// Hits, misses and problems of a cache since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheStats {
+    /// Answers served from disk.
+    pub hits: u64,
+    /// Answers fetched from the backend (and stored).
+    pub misses: u64,
+    /// Entries found corrupt, deleted and refetched.
+    pub corrupt: u64,
+    /// Entries that could not be written (the answer was still returned).
+    pub write_errors: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    version: u32,
+    key: String,
+    backend: String,
+    model: String,
+    content: String,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+}
+
+/// A directory of cached completions. Cheap to share (`Arc`); safe to use from many tasks
+/// and from several processes (writes are atomic renames, last writer wins with identical
+/// content).
+#[derive(Debug)]
+pub struct ResponseCache {
+    dir: PathBuf,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    corrupt: AtomicU64,
+    write_errors: AtomicU64,
+}
+
+impl ResponseCache {
+    /// Open (creating if needed) a cache in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, LlmError> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(|e| LlmError::Cache {
+            path: dir.clone(),
+            message: format!("cannot create the cache directory: {e}"),
+        })?;
+        Ok(Self {
+            dir,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            corrupt: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+        })
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Counters since the cache was opened.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            corrupt: self.corrupt.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The key of a request to `model` of `backend`: hex SHA-256 of a canonical JSON
+    /// rendering of all three.
+    pub fn key(backend: &str, model: &str, request: &ChatRequest) -> String {
+        let material = serde_json::json!({
+            "v": FORMAT_VERSION,
+            "backend": backend,
+            "model": model,
+            "request": request,
+        });
+        let digest = Sha256::digest(material.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Where the entry for `key` lives (two-level fan-out keeps directories small).
+    pub fn path_of(&self, key: &str) -> PathBuf {
+        self.dir.join(&key[..2]).join(format!("{key}.json"))
+    }
+
+    /// The cached answer for `key`. `Ok(None)` when absent; `Err(reason)` when present but
+    /// unreadable or corrupt — the entry has then been deleted.
+    pub fn get(&self, key: &str) -> Result<Option<ChatResponse>, String> {
+        let path = self.path_of(key);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let entry: Result<Entry, String> =
+            serde_json::from_slice(&bytes).map_err(|e| e.to_string());
+        match entry {
+            Ok(e) if e.version == FORMAT_VERSION && e.key == key => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(ChatResponse {
+                    content: e.content,
+                    usage: e.usage,
+                    finish_reason: e.finish_reason,
+                    cached: true,
+                }))
+            }
+            other => {
+                self.corrupt.fetch_add(1, Ordering::Relaxed);
+                let why = match other {
+                    Err(e) => e,
+                    Ok(_) => "version or key mismatch".into(),
+                };
+                let _ = fs::remove_file(&path);
+                Err(format!(
+                    "corrupt cache entry {} ({why}); deleted, fetching again",
+                    path.display()
+                ))
+            }
+        }
+    }
+
+    /// Store `response` under `key` atomically.
+    pub fn put(
+        &self,
+        key: &str,
+        backend: &str,
+        model: &str,
+        response: &ChatResponse,
+    ) -> Result<(), String> {
+        let path = self.path_of(key);
+        let result = (|| -> std::io::Result<()> {
+            let parent = path.parent().unwrap_or(&self.dir);
+            fs::create_dir_all(parent)?;
+            let entry = Entry {
+                version: FORMAT_VERSION,
+                key: key.to_string(),
+                backend: backend.to_string(),
+                model: model.to_string(),
+                content: response.content.clone(),
+                usage: response.usage,
+                finish_reason: response.finish_reason.clone(),
+            };
+            let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+            serde_json::to_writer(&mut tmp, &entry)?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(&path).map_err(|e| e.error)?;
+            Ok(())
+        })();
+        result.map_err(|e| {
+            self.write_errors.fetch_add(1, Ordering::Relaxed);
+            format!("cannot write cache entry {}: {e}", path.display())
+        })
+    }
+
+    /// Number of entries and their total size in bytes (file lengths).
+    pub fn disk_usage(&self) -> std::io::Result<(u64, u64)> {
+        let (mut n, mut bytes) = (0, 0);
+        for sub in fs::read_dir(&self.dir)? {
+            let sub = sub?;
+            if !sub.file_type()?.is_dir() {
+                continue;
+            }
+            for f in fs::read_dir(sub.path())? {
+                let f = f?;
+                if f.path().extension().is_some_and(|e| e == "json") {
+                    n += 1;
+                    bytes += f.metadata()?.len();
+                }
+            }
+        }
+        Ok((n, bytes))
+    }
+}
+
+/// A [`ChatModel`] that answers from a [`ResponseCache`] when it can and stores every new
+/// answer before returning it. Failed calls are not cached.
+pub struct CachedChat {
+    inner: Arc<dyn ChatModel>,
+    cache: Arc<ResponseCache>,
+    progress: Option<Arc<dyn Progress>>,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for CachedChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedChat")
+            .field("backend", &self.inner.backend())
+            .field("model", &self.inner.name())
+            .field("cache", &self.cache.dir)
+            .finish()
+    }
+}
+
+impl CachedChat {
+    /// Cache `inner`'s answers in `cache`.
+    pub fn new(inner: Arc<dyn ChatModel>, cache: Arc<ResponseCache>) -> Self {
+        Self {
+            inner,
+            cache,
+            progress: None,
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Cache `inner`'s answers in a cache opened at `dir`.
+    pub fn open(inner: Arc<dyn ChatModel>, dir: impl AsRef<Path>) -> Result<Self, LlmError> {
+        Ok(Self::new(inner, Arc::new(ResponseCache::open(dir)?)))
+    }
+
+    /// Also send warnings (corrupt or unwritable entries) to `progress`.
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<ResponseCache> {
+        &self.cache
+    }
+
+    /// Warnings so far (the first 1,000).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn warn(&self, message: String) {
+        if let Some(p) = &self.progress {
+            p.warn(&message);
+        }
+        let mut w = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+        if w.len() < 1000 {
+            w.push(message);
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for CachedChat {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn backend(&self) -> &str {
+        self.inner.backend()
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let (backend, model) = (self.inner.backend(), self.inner.name());
+        let key = ResponseCache::key(backend, model, request);
+        match self.cache.get(&key) {
+            Ok(Some(hit)) => return Ok(hit),
+            Ok(None) => {}
+            Err(why) => self.warn(why),
+        }
+        let response = self.inner.complete(request).await?;
+        self.cache.misses.fetch_add(1, Ordering::Relaxed);
+        if let Err(why) = self.cache.put(&key, backend, model, &response) {
+            self.warn(why);
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChatMessage;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Counting(AtomicUsize);
+
+    #[async_trait]
+    impl ChatModel for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            if request.messages[0].content == "fail" {
+                return Err(LlmError::Permanent("no".into()));
+            }
+            Ok(ChatResponse {
+                content: format!("answer {n} to {}", request.messages[0].content),
+                usage: Some(Usage {
+                    prompt_tokens: 3,
+                    completion_tokens: 4,
+                }),
+                finish_reason: Some("stop".into()),
+                cached: false,
+            })
+        }
+    }
+
+    fn req(text: &str) -> ChatRequest {
+        ChatRequest::new(vec![ChatMessage::user(text)])
+    }
+
+    #[tokio::test]
+    async fn hits_misses_corruption_and_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let chat = CachedChat::open(inner.clone(), dir.path()).unwrap();
+        let a = chat.complete(&req("a")).await.unwrap();
+        assert!(!a.cached);
+        let a2 = chat.complete(&req("a")).await.unwrap();
+        assert!(a2.cached);
+        assert_eq!(a.content, a2.content);
+        assert_eq!(a.usage, a2.usage);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        // Different parameters are a different key.
+        chat.complete(&req("a").temperature(0.5)).await.unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
+
+        // A failed call is not cached: it is attempted again next time.
+        assert!(chat.complete(&req("fail")).await.is_err());
+        assert!(chat.complete(&req("fail")).await.is_err());
+        assert_eq!(inner.0.load(Ordering::SeqCst), 4);
+
+        // Corrupt the entry: reported, refetched, repaired.
+        let key = ResponseCache::key("custom", "counting", &req("a"));
+        fs::write(chat.cache().path_of(&key), b"{\"version\":1,\"ke").unwrap();
+        let a3 = chat.complete(&req("a")).await.unwrap();
+        assert!(!a3.cached);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 5);
+        assert_eq!(chat.warnings().len(), 1);
+        assert!(
+            chat.warnings()[0].contains("corrupt"),
+            "{:?}",
+            chat.warnings()
+        );
+        assert!(chat.complete(&req("a")).await.unwrap().cached);
+        let s = chat.cache().stats();
+        assert_eq!((s.hits, s.misses, s.corrupt), (2, 3, 1));
+        assert_eq!(chat.cache().disk_usage().unwrap().0, 2);
+
+        // A new cache over the same directory (a new process) sees the same entries.
+        let again = CachedChat::open(inner.clone(), dir.path()).unwrap();
+        assert!(again.complete(&req("a")).await.unwrap().cached);
+        assert_eq!(inner.0.load(Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test]
+    async fn unwritable_cache_still_returns_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let chat = CachedChat::open(inner, dir.path()).unwrap();
+        // Block the fan-out directory with a file.
+        let key = ResponseCache::key("custom", "counting", &req("b"));
+        fs::write(dir.path().join(&key[..2]), b"not a dir").unwrap();
+        let r = chat.complete(&req("b")).await.unwrap();
+        assert!(r.content.contains("to b"));
+        assert_eq!(chat.cache().stats().write_errors, 1);
+        let w = chat.warnings();
+        assert!(w.iter().any(|w| w.contains("cannot write")), "{w:?}");
+    }
+}

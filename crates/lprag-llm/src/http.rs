@@ -1,0 +1,471 @@
+//! The HTTP layer shared by every backend: bounded concurrency, per-request timeouts,
+//! retries with exponential backoff and jitter that honour `Retry-After`, error
+//! classification (transient / context-length / permanent), and detection of errors that
+//! arrive with HTTP 200.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::{ApiKey, LlmError};
+
+/// How the HTTP backends talk to a server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    /// Whole-request timeout (connect, send, wait, read). Default 120 s: LLM calls are slow.
+    pub timeout: Duration,
+    /// Connection timeout. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Retries after the first attempt for transient errors. Default 5.
+    pub max_retries: u32,
+    /// First backoff; doubles per retry. Default 500 ms.
+    pub backoff_base: Duration,
+    /// Largest backoff. Default 30 s.
+    pub backoff_max: Duration,
+    /// Largest `Retry-After` honoured; a longer one is capped to this. Default 120 s.
+    pub max_retry_after: Duration,
+    /// Most requests in flight at once through one client (shared by every backend built
+    /// on it). Default 8.
+    pub max_concurrency: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(10),
+            max_retries: 5,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(120),
+            max_concurrency: 8,
+        }
+    }
+}
+
+/// A cheap-to-clone HTTP client with one concurrency limit for everything sent through it.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    config: Arc<HttpConfig>,
+    permits: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// A client with this configuration. TLS is rustls with the ring provider and the
+    /// bundled Mozilla root certificates (no process-wide state is touched).
+    pub fn new(config: HttpConfig) -> Result<Self, LlmError> {
+        if config.max_concurrency == 0 {
+            return Err(LlmError::Permanent(
+                "HttpConfig::max_concurrency must be at least 1".into(),
+            ));
+        }
+        if config.timeout.is_zero() {
+            return Err(LlmError::Permanent(
+                "HttpConfig::timeout must be positive".into(),
+            ));
+        }
+        let tls = tls_config()?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("lprag/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Permanent(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            permits: Arc::new(Semaphore::new(config.max_concurrency)),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    /// POST `body` as JSON to `url` and turn the JSON answer into a `T` with `parse`,
+    /// retrying transient failures (429, 408, 409, 425, 5xx, timeouts, connection errors,
+    /// malformed bodies, transient errors reported in-band with HTTP 200). A `Retry-After`
+    /// (or `retry-after-ms`) header replaces the computed backoff, capped at
+    /// [`HttpConfig::max_retry_after`]. Each attempt holds one concurrency permit.
+    pub async fn post_json<T>(
+        &self,
+        url: &str,
+        api_key: Option<&ApiKey>,
+        body: &Value,
+        parse: impl Fn(Value) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
+        let mut attempt = 0u32;
+        loop {
+            match self.attempt(url, api_key, body, &parse).await {
+                Ok(v) => return Ok(v),
+                Err(LlmError::Transient {
+                    message,
+                    retry_after,
+                }) => {
+                    if attempt >= self.config.max_retries {
+                        return Err(LlmError::Transient {
+                            message: format!("{message} (gave up after {} attempts)", attempt + 1),
+                            retry_after,
+                        });
+                    }
+                    let wait = match retry_after {
+                        Some(d) => d.min(self.config.max_retry_after),
+                        None => self.backoff(attempt),
+                    };
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Exponential backoff with "equal jitter": half the capped delay plus a random part
+    /// of the other half, so synchronised clients spread out.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .config
+            .backoff_base
+            .saturating_mul(1u32.checked_shl(attempt.min(20)).unwrap_or(u32::MAX));
+        let cap = exp.min(self.config.backoff_max);
+        let half = cap / 2;
+        half + half.mul_f64(rand::random::<f64>())
+    }
+
+    async fn attempt<T>(
+        &self,
+        url: &str,
+        api_key: Option<&ApiKey>,
+        body: &Value,
+        parse: &impl Fn(Value) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
+        let shown = redact_url(url);
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| LlmError::Permanent("HTTP client closed".into()))?;
+        let mut req = self
+            .client
+            .post(url)
+            .json(body)
+            .timeout(self.config.timeout);
+        if let Some(key) = api_key {
+            req = req.bearer_auth(key.expose());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| reqwest_error(e, &shown, self.config.timeout))?;
+        let status = resp.status();
+        let retry_after = parse_retry_after(resp.headers());
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| reqwest_error(e, &shown, self.config.timeout))?;
+        if !status.is_success() {
+            let (message, code) = error_fields(&text);
+            return Err(classify(
+                Some(status.as_u16()),
+                &format!("HTTP {} from {shown}: {message}", status.as_u16()),
+                code.as_deref(),
+                retry_after,
+            ));
+        }
+        let value: Value = serde_json::from_str(&text).map_err(|e| LlmError::Transient {
+            message: format!(
+                "malformed JSON from {shown} ({e}); body starts {:?}",
+                snippet(&text)
+            ),
+            retry_after: None,
+        })?;
+        if let Some((message, code)) = in_band_error(&value) {
+            return Err(classify(
+                None,
+                &format!("error reported with HTTP 200 by {shown}: {message}"),
+                code.as_deref(),
+                retry_after,
+            ));
+        }
+        parse(value)
+    }
+}
+
+fn tls_config() -> Result<rustls::ClientConfig, LlmError> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| LlmError::Permanent(format!("TLS setup failed: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(config)
+}
+
+/// The URL without its query string (which some providers use for keys).
+fn redact_url(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_string(),
+    }
+}
+
+fn snippet(text: &str) -> String {
+    const MAX: usize = 300;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn reqwest_error(e: reqwest::Error, url: &str, timeout: Duration) -> LlmError {
+    let e = e.without_url();
+    if e.is_timeout() {
+        LlmError::transient(format!(
+            "request to {url} timed out after {:.1} s",
+            timeout.as_secs_f64()
+        ))
+    } else if e.is_builder() {
+        LlmError::Permanent(format!("bad request to {url}: {e}"))
+    } else {
+        // Connection refused/reset, broken body, DNS…: worth another try.
+        let mut msg = format!("request to {url} failed: {e}");
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            msg.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        LlmError::transient(msg)
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date, or OpenAI's `retry-after-ms`.
+pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Message and code of an error body in the shapes servers use: OpenAI's
+/// `{"error": {"message", "type", "code"}}`, Ollama's `{"error": "…"}`, vLLM's
+/// `{"object": "error", "message"}`, or plain text.
+fn error_fields(text: &str) -> (String, Option<String>) {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => in_band_error(&v).unwrap_or_else(|| (snippet(text), None)),
+        Err(_) if text.trim().is_empty() => ("(empty body)".into(), None),
+        Err(_) => (snippet(text), None),
+    }
+}
+
+/// An error carried inside a JSON body, if there is one.
+fn in_band_error(v: &Value) -> Option<(String, Option<String>)> {
+    let obj = v.as_object()?;
+    let code_of = |o: &serde_json::Map<String, Value>| {
+        let parts: Vec<String> = ["code", "type"]
+            .iter()
+            .filter_map(|k| match o.get(*k) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(" "))
+    };
+    match obj.get("error") {
+        Some(Value::String(s)) => return Some((s.clone(), None)),
+        Some(Value::Object(e)) => {
+            let message = e
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| Value::Object(e.clone()).to_string());
+            return Some((message, code_of(e)));
+        }
+        Some(Value::Null) | None => {}
+        Some(other) => return Some((other.to_string(), None)),
+    }
+    if obj.get("object").and_then(Value::as_str) == Some("error") {
+        let message = obj
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("unspecified error")
+            .to_string();
+        return Some((message, code_of(obj)));
+    }
+    None
+}
+
+/// Decide what kind of failure a server-reported error is.
+pub(crate) fn classify(
+    status: Option<u16>,
+    message: &str,
+    code: Option<&str>,
+    retry_after: Option<Duration>,
+) -> LlmError {
+    let text = format!("{message} {}", code.unwrap_or("")).to_lowercase();
+    const CONTEXT: [&str; 8] = [
+        "context_length",
+        "context length",
+        "maximum context",
+        "context window",
+        "too many tokens",
+        "prompt is too long",
+        "input is too long",
+        "reduce the length",
+    ];
+    const TRANSIENT: [&str; 9] = [
+        "rate limit",
+        "rate_limit",
+        "overloaded",
+        "server_error",
+        "timeout",
+        "timed out",
+        "temporarily",
+        "unavailable",
+        "try again",
+    ];
+    if CONTEXT.iter().any(|p| text.contains(p)) {
+        return LlmError::ContextLength(message.to_string());
+    }
+    let transient = match status {
+        Some(s) => matches!(s, 408 | 409 | 425 | 429 | 500..=599),
+        None => TRANSIENT.iter().any(|p| text.contains(p)),
+    };
+    if transient {
+        LlmError::Transient {
+            message: message.to_string(),
+            retry_after,
+        }
+    } else {
+        LlmError::Permanent(message.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn classification() {
+        assert!(classify(Some(429), "slow down", None, None).is_transient());
+        assert!(classify(Some(503), "", None, None).is_transient());
+        assert!(matches!(
+            classify(Some(401), "bad key", None, None),
+            LlmError::Permanent(_)
+        ));
+        assert!(matches!(
+            classify(
+                Some(400),
+                "This model's maximum context length is 8192 tokens",
+                Some("context_length_exceeded"),
+                None
+            ),
+            LlmError::ContextLength(_)
+        ));
+        assert!(classify(None, "Rate limit reached", None, None).is_transient());
+        assert!(matches!(
+            classify(None, "model not found", None, None),
+            LlmError::Permanent(_)
+        ));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(parse_retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = HeaderMap::new();
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(30));
+        h.insert("retry-after", HeaderValue::from_str(&later).unwrap());
+        let d = parse_retry_after(&h).unwrap();
+        assert!(
+            d > Duration::from_secs(25) && d <= Duration::from_secs(30),
+            "{d:?}"
+        );
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(parse_retry_after(&h), None);
+    }
+
+    #[test]
+    fn error_bodies_in_every_shape() {
+        let (m, c) = error_fields(
+            r#"{"error":{"message":"nope","type":"invalid_request_error","code":"model_not_found"}}"#,
+        );
+        assert_eq!(m, "nope");
+        assert_eq!(c.as_deref(), Some("model_not_found invalid_request_error"));
+        assert_eq!(
+            error_fields(r#"{"error":"model 'x' not found"}"#).0,
+            "model 'x' not found"
+        );
+        assert_eq!(
+            error_fields(r#"{"object":"error","message":"overloaded"}"#).0,
+            "overloaded"
+        );
+        assert_eq!(error_fields("<html>502</html>").0, "<html>502</html>");
+        assert!(in_band_error(&serde_json::json!({"choices": [], "error": null})).is_none());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let c = HttpClient::new(HttpConfig {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(1),
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        for attempt in 0..30 {
+            let d = c.backoff(attempt);
+            let cap =
+                Duration::from_millis(100 * (1u64 << attempt.min(20))).min(Duration::from_secs(1));
+            assert!(d >= cap / 2 && d <= cap, "{attempt}: {d:?}");
+        }
+        assert!(HttpClient::new(HttpConfig {
+            max_concurrency: 0,
+            ..HttpConfig::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn urls_lose_their_query() {
+        assert_eq!(redact_url("https://x/v1?key=secret"), "https://x/v1?…");
+        assert_eq!(redact_url("http://x/v1"), "http://x/v1");
+    }
+}

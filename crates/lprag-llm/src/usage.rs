@@ -1,0 +1,106 @@
+//! Token accounting per indexing stage.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ChatResponse;
+
+/// What one stage (e.g. `"chunking"`, `"queries"`, `"answer"`) spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageUsage {
+    /// Completions obtained (paid or from the cache).
+    pub calls: u64,
+    /// Of those, answered by the response cache (not paid again).
+    pub cached_calls: u64,
+    /// Prompt tokens of the paid calls, as the backend reported them.
+    pub prompt_tokens: u64,
+    /// Completion tokens of the paid calls.
+    pub completion_tokens: u64,
+    /// Paid calls whose backend reported no token counts.
+    pub calls_without_usage: u64,
+}
+
+impl StageUsage {
+    /// Prompt plus completion tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// Thread-safe token counter shared by the LLM components of one pipeline. Clone the
+/// `Arc` it lives in; read it with [`TokenMeter::snapshot`].
+#[derive(Debug, Default)]
+pub struct TokenMeter {
+    stages: Mutex<BTreeMap<String, StageUsage>>,
+}
+
+impl TokenMeter {
+    /// An empty meter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Count one completion for `stage`.
+    pub fn record(&self, stage: &str, response: &ChatResponse) {
+        let mut stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        let s = stages.entry(stage.to_string()).or_default();
+        s.calls += 1;
+        if response.cached {
+            s.cached_calls += 1;
+        } else if let Some(u) = response.usage {
+            s.prompt_tokens += u.prompt_tokens;
+            s.completion_tokens += u.completion_tokens;
+        } else {
+            s.calls_without_usage += 1;
+        }
+    }
+
+    /// Usage per stage so far.
+    pub fn snapshot(&self) -> BTreeMap<String, StageUsage> {
+        self.stages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// All stages together.
+    pub fn total(&self) -> StageUsage {
+        let mut t = StageUsage::default();
+        for s in self.snapshot().values() {
+            t.calls += s.calls;
+            t.cached_calls += s.cached_calls;
+            t.prompt_tokens += s.prompt_tokens;
+            t.completion_tokens += s.completion_tokens;
+            t.calls_without_usage += s.calls_without_usage;
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Usage;
+
+    #[test]
+    fn counts_paid_and_cached_calls_per_stage() {
+        let m = TokenMeter::new();
+        let mut r = ChatResponse::text("x");
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 3,
+        });
+        m.record("chunking", &r);
+        r.cached = true;
+        m.record("chunking", &r);
+        m.record("queries", &ChatResponse::text("y"));
+        let s = m.snapshot();
+        assert_eq!(s["chunking"].calls, 2);
+        assert_eq!(s["chunking"].cached_calls, 1);
+        assert_eq!(s["chunking"].total_tokens(), 13);
+        assert_eq!(s["queries"].calls_without_usage, 1);
+        assert_eq!(m.total().calls, 3);
+    }
+}

@@ -1,0 +1,749 @@
+//! The HTTP backends against a real HTTP server on loopback (wiremock).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lprag_core::{Chunker, Document, Encoder, QueryGenerator};
+use lprag_llm::{
+    ApiKey, CachedChat, ChatMessage, ChatModel, ChatRequest, HttpConfig, LlmChunker, LlmError,
+    LlmQueryGenerator, OllamaChat, OllamaConfig, OpenAiChat, OpenAiConfig, OpenAiEmbeddings,
+    OpenAiEmbeddingsConfig, ResponseCache, TokenMeter,
+};
+use serde_json::{json, Value};
+use wiremock::matchers::{body_partial_json, header, method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const KEY: &str = "sk-test-0123456789";
+
+/// Fast retries so tests do not sleep for real backoff.
+fn fast() -> HttpConfig {
+    HttpConfig {
+        timeout: Duration::from_secs(5),
+        max_retries: 3,
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(5),
+        ..HttpConfig::default()
+    }
+}
+
+fn openai(server: &MockServer, http: HttpConfig) -> OpenAiChat {
+    let mut config =
+        OpenAiConfig::new(format!("{}/v1", server.uri()), "test-model").api_key(ApiKey::new(KEY));
+    config.http = http;
+    OpenAiChat::new(config).unwrap()
+}
+
+fn completion(content: &str) -> Value {
+    json!({
+        "id": "x", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    })
+}
+
+fn ask(text: &str) -> ChatRequest {
+    ChatRequest::new(vec![ChatMessage::user(text)])
+}
+
+async fn requests(server: &MockServer) -> usize {
+    server.received_requests().await.unwrap().len()
+}
+
+#[tokio::test]
+async fn openai_happy_path_sends_model_messages_and_key() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", format!("Bearer {KEY}").as_str()))
+        .and(body_partial_json(json!({
+            "model": "test-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0.0,
+            "max_tokens": 5
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("hello")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    let r = chat
+        .complete(&ask("hi").temperature(0.0).max_tokens(5))
+        .await
+        .unwrap();
+    assert_eq!(r.content, "hello");
+    assert_eq!(r.usage.unwrap().prompt_tokens, 11);
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(chat.backend(), "openai");
+}
+
+#[tokio::test]
+async fn ollama_happy_path() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat"))
+        .and(body_partial_json(json!({
+            "model": "llama3", "stream": false, "options": {"num_predict": 7}
+        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "model": "llama3", "message": {"role": "assistant", "content": "Warsaw."},
+            "done": true, "done_reason": "stop", "prompt_eval_count": 20, "eval_count": 2
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut config = OllamaConfig::new("llama3").base_url(server.uri());
+    config.http = fast();
+    let chat = OllamaChat::new(config).unwrap();
+    let r = chat.complete(&ask("where?").max_tokens(7)).await.unwrap();
+    assert_eq!(r.content, "Warsaw.");
+    assert_eq!(r.usage.unwrap().completion_tokens, 2);
+
+    // Ollama reports errors as {"error": "..."}.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(404).set_body_json(json!({"error": "model 'llama3' not found"})),
+        )
+        .mount(&server)
+        .await;
+    let mut config = OllamaConfig::new("llama3").base_url(server.uri());
+    config.http = fast();
+    let err = OllamaChat::new(config)
+        .unwrap()
+        .complete(&ask("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Permanent(_)), "{err}");
+    assert!(err.to_string().contains("not found"), "{err}");
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn embeddings_happy_path_batches_and_reorders() {
+    let server = MockServer::start().await;
+    struct Embed;
+    impl Respond for Embed {
+        fn respond(&self, req: &Request) -> ResponseTemplate {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let inputs = body["input"].as_array().unwrap();
+            // Answer in reverse order: the client must sort by `index`.
+            let data: Vec<Value> = inputs
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, t)| {
+                    let len = t.as_str().unwrap().len() as f32;
+                    json!({"object": "embedding", "index": i, "embedding": [len, 1.0, 0.0]})
+                })
+                .collect();
+            ResponseTemplate::new(200).set_body_json(json!({"object": "list", "data": data}))
+        }
+    }
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .and(header("authorization", format!("Bearer {KEY}").as_str()))
+        .respond_with(Embed)
+        .mount(&server)
+        .await;
+    let mut config = OpenAiEmbeddingsConfig::new(format!("{}/v1", server.uri()), "emb")
+        .api_key(ApiKey::new(KEY));
+    config.batch_size = 2;
+    config.normalize = false;
+    config.http = fast();
+    let enc = OpenAiEmbeddings::connect(config.clone()).await.unwrap();
+    assert_eq!(enc.dimension(), 3);
+    assert_eq!(requests(&server).await, 1, "one probe request");
+    let texts: Vec<String> = ["a", "bbb", "cc"].iter().map(|s| s.to_string()).collect();
+    let e = enc.embed(&texts).await.unwrap();
+    assert_eq!(e.rows(), 3);
+    assert_eq!(e.row(0)[0], 1.0);
+    assert_eq!(e.row(1)[0], 3.0);
+    assert_eq!(e.row(2)[0], 2.0);
+    assert_eq!(
+        requests(&server).await,
+        3,
+        "probe + two batches of at most 2"
+    );
+
+    // A declared dimension that the server does not honour is a typed error.
+    let wrong = OpenAiEmbeddings::new(config.dimension(5)).unwrap();
+    let err = wrong.embed(&texts).await.unwrap_err();
+    assert!(
+        matches!(err, lprag_core::Error::DimensionMismatch { .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn rate_limit_waits_for_retry_after() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "1")
+                .set_body_json(
+                    json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+                ),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    let t = Instant::now();
+    let r = chat.complete(&ask("x")).await.unwrap();
+    let waited = t.elapsed();
+    assert_eq!(r.content, "ok");
+    assert_eq!(requests(&server).await, 2);
+    // The backoff is ≤ 5 ms here, so a ≥ 1 s wait can only come from Retry-After.
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+}
+
+#[tokio::test]
+async fn server_error_then_success_and_giving_up() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).set_body_string("internal error"))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    assert_eq!(chat.complete(&ask("x")).await.unwrap().content, "ok");
+    assert_eq!(requests(&server).await, 3);
+
+    // Always 503: gives up after 1 + max_retries attempts with a transient error.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("overloaded"))
+        .mount(&server)
+        .await;
+    let err = openai(&server, fast())
+        .complete(&ask("x"))
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(
+        err.to_string().contains("gave up after 4 attempts"),
+        "{err}"
+    );
+    assert_eq!(requests(&server).await, 4);
+}
+
+#[tokio::test]
+async fn timeouts_are_retried_then_reported() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("late"))
+                .set_delay(Duration::from_secs(3)),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("on time")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let http = HttpConfig {
+        timeout: Duration::from_millis(300),
+        ..fast()
+    };
+    let chat = openai(&server, http.clone());
+    assert_eq!(chat.complete(&ask("x")).await.unwrap().content, "on time");
+
+    let slow = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("late"))
+                .set_delay(Duration::from_secs(3)),
+        )
+        .mount(&slow)
+        .await;
+    let err = openai(
+        &slow,
+        HttpConfig {
+            max_retries: 1,
+            ..http
+        },
+    )
+    .complete(&ask("x"))
+    .await
+    .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    assert_eq!(requests(&slow).await, 2);
+}
+
+#[tokio::test]
+async fn malformed_json_is_retried_and_reported_with_the_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [{\"mess"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        openai(&server, fast())
+            .complete(&ask("x"))
+            .await
+            .unwrap()
+            .content,
+        "ok"
+    );
+
+    let broken = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("<html>gateway</html>"))
+        .mount(&broken)
+        .await;
+    let err = openai(&broken, fast())
+        .complete(&ask("x"))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("malformed JSON") && msg.contains("<html>gateway"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn errors_sent_with_http_200_are_detected_and_classified() {
+    // Permanent in-band error: no retry.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "error": {"message": "The model `x` does not exist", "code": "model_not_found"}
+        })))
+        .mount(&server)
+        .await;
+    let err = openai(&server, fast())
+        .complete(&ask("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Permanent(_)), "{err}");
+    assert!(err.to_string().contains("HTTP 200"), "{err}");
+    assert_eq!(requests(&server).await, 1);
+
+    // Transient in-band error (a proxy's rate limit): retried.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "object": "error", "message": "Server overloaded, try again", "code": 503
+        })))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        openai(&server, fast())
+            .complete(&ask("x"))
+            .await
+            .unwrap()
+            .content,
+        "ok"
+    );
+
+    // Context length: its own class, not retried.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}
+        })))
+        .mount(&server)
+        .await;
+    let err = openai(&server, fast())
+        .complete(&ask("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::ContextLength(_)), "{err}");
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn the_api_key_never_appears_in_errors_debug_or_the_cache() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(header("authorization", format!("Bearer {KEY}").as_str()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+        )
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let chat = Arc::new(openai(&server, fast()));
+    assert!(!format!("{chat:?}").contains(KEY));
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedChat::open(chat.clone(), dir.path()).unwrap();
+    cached.complete(&ask("a")).await.unwrap();
+    let err = cached.complete(&ask("b")).await.unwrap_err();
+    assert!(matches!(err, LlmError::Permanent(_)), "{err}");
+    assert!(!err.to_string().contains(KEY) && !format!("{err:?}").contains(KEY));
+    for entry in walk(dir.path()) {
+        let text = std::fs::read_to_string(&entry).unwrap();
+        assert!(!text.contains(KEY), "{}", entry.display());
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Records when each request arrived and answers after `delay`.
+struct Recorder {
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+    delay: Duration,
+}
+
+impl Respond for Recorder {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        self.arrivals.lock().unwrap().push(Instant::now());
+        ResponseTemplate::new(200)
+            .set_body_json(completion("ok"))
+            .set_delay(self.delay)
+    }
+}
+
+/// Largest number of requests that arrived within any window shorter than `delay`. Each
+/// request holds its permit until its response (sent `delay` after arrival) is read, so
+/// with a limit of L no more than L can arrive within such a window.
+fn most_within(arrivals: &[Instant], delay: Duration) -> usize {
+    let mut a = arrivals.to_vec();
+    a.sort();
+    (0..a.len())
+        .map(|i| a[i..].iter().take_while(|t| **t - a[i] < delay).count())
+        .max()
+        .unwrap_or(0)
+}
+
+async fn fire(n: usize, limit: usize, delay: Duration) -> (Vec<Instant>, usize) {
+    let server = MockServer::start().await;
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .respond_with(Recorder {
+            arrivals: arrivals.clone(),
+            delay,
+        })
+        .mount(&server)
+        .await;
+    let chat = Arc::new(openai(
+        &server,
+        HttpConfig {
+            max_concurrency: limit,
+            ..fast()
+        },
+    ));
+    let calls = (0..n).map(|i| {
+        let chat = chat.clone();
+        async move { chat.complete(&ask(&format!("q{i}"))).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let a = arrivals.lock().unwrap().clone();
+    (a, ok)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_requests_never_exceed_the_limit_of_four() {
+    let delay = Duration::from_millis(150);
+    let (arrivals, ok) = fire(50, 4, delay).await;
+    assert_eq!(ok, 50);
+    assert_eq!(arrivals.len(), 50);
+    let peak = most_within(&arrivals, delay);
+    assert!(peak <= 4, "{peak} requests in flight at once");
+    // And the limit was actually used (the test is not passing by being serial).
+    assert_eq!(peak, 4);
+
+    // The same measurement does see a looser limit.
+    let (arrivals, _) = fire(20, 16, delay).await;
+    assert!(most_within(&arrivals, delay) > 4);
+}
+
+/// Answers a C-PROMPT with the paragraph's sentences as chunks; refuses paragraphs that
+/// contain "FAIL" with a permanent error while `fail` is set.
+struct ChunkServer {
+    seen: Arc<AtomicUsize>,
+    fail: bool,
+    delay: Duration,
+}
+
+impl Respond for ChunkServer {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let user = body["messages"][1]["content"].as_str().unwrap();
+        let paragraph = user
+            .lines()
+            .filter(|l| !l.starts_with("[The "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if self.fail && paragraph.contains("FAIL") {
+            return ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "content policy"}}));
+        }
+        let chunks: String = paragraph
+            .split_inclusive('.')
+            .map(|s| format!("[{}]\n", s.trim()))
+            .collect();
+        ResponseTemplate::new(200)
+            .set_body_json(completion(&format!(
+                "[Sentence 1]\n{paragraph}\n[Extracted Chunks in Sentence 1]\n{chunks}"
+            )))
+            .set_delay(self.delay)
+    }
+}
+
+fn docs(n: usize) -> Vec<Document> {
+    (0..n)
+        .map(|i| {
+            let extra = if i % 4 == 3 { " FAIL marker." } else { "" };
+            Document::new(
+                format!("d{i}"),
+                format!("Doc {i}"),
+                format!("Fact number {i} is true. Another fact about item {i}.{extra}"),
+            )
+        })
+        .collect()
+}
+
+async fn chunk_server(fail: bool, delay: Duration) -> (MockServer, Arc<AtomicUsize>) {
+    let server = MockServer::start().await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    Mock::given(method("POST"))
+        .respond_with(ChunkServer {
+            seen: seen.clone(),
+            fail,
+            delay,
+        })
+        .mount(&server)
+        .await;
+    (server, seen)
+}
+
+#[tokio::test]
+async fn a_killed_run_resumes_from_the_cache_without_repeating_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let documents = docs(12);
+
+    // Run 1: one document at a time, killed once five answers are cached.
+    let (server, seen1) = chunk_server(false, Duration::from_millis(30)).await;
+    let cached = Arc::new(CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap());
+    let cache: Arc<ResponseCache> = cached.cache().clone();
+    let chunker = LlmChunker::new(cached.clone()).concurrency(1);
+    let docs1 = documents.clone();
+    let run = tokio::spawn(async move { chunker.chunk(&docs1).await });
+    while cache.disk_usage().unwrap().0 < 5 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    let (cached_after_kill, _) = cache.disk_usage().unwrap();
+    assert!((5..12).contains(&(cached_after_kill as usize)));
+
+    // Run 2, a fresh process in effect: a new server, a new cache handle on the same dir.
+    let (server2, seen2) = chunk_server(false, Duration::ZERO).await;
+    let meter = Arc::new(TokenMeter::new());
+    let cached2 =
+        Arc::new(CachedChat::open(Arc::new(openai(&server2, fast())), dir.path()).unwrap());
+    let chunks = LlmChunker::new(cached2.clone())
+        .with_meter(meter.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    // Only the documents without a cached answer were requested again.
+    assert_eq!(
+        seen2.load(Ordering::SeqCst),
+        12 - cached_after_kill as usize
+    );
+    assert_eq!(cached2.cache().stats().hits, cached_after_kill);
+    let usage = meter.snapshot()["chunking"];
+    assert_eq!(usage.calls, 12);
+    assert_eq!(usage.cached_calls, cached_after_kill);
+    assert_eq!(usage.prompt_tokens, 11 * (12 - cached_after_kill));
+    // Every document produced its chunks, in document order, with provenance.
+    let ids: Vec<&str> = chunks
+        .iter()
+        .map(|c| c.provenance.document_id.as_str())
+        .collect();
+    assert_eq!(ids.iter().filter(|d| **d == "d0").count(), 2);
+    assert!(chunks.iter().enumerate().all(|(i, c)| c.id == i));
+    assert!(seen1.load(Ordering::SeqCst) >= 5);
+
+    // Run 3: everything cached, nothing requested.
+    let (server3, seen3) = chunk_server(false, Duration::ZERO).await;
+    let cached3 =
+        Arc::new(CachedChat::open(Arc::new(openai(&server3, fast())), dir.path()).unwrap());
+    let again = LlmChunker::new(cached3).chunk(&documents).await.unwrap();
+    assert_eq!(again, chunks);
+    assert_eq!(seen3.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn failures_midway_keep_the_successes_and_a_rerun_pays_only_for_the_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let documents = docs(12); // d3, d7, d11 contain FAIL
+    let (server, seen) = chunk_server(true, Duration::ZERO).await;
+    let cached = Arc::new(CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap());
+    let err = LlmChunker::new(cached)
+        .chunk(&documents)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("3 of 12"), "{err}");
+    assert!(err.contains("`d3`"), "{err}");
+    assert_eq!(seen.load(Ordering::SeqCst), 12);
+
+    let (server2, seen2) = chunk_server(false, Duration::ZERO).await;
+    let cached2 =
+        Arc::new(CachedChat::open(Arc::new(openai(&server2, fast())), dir.path()).unwrap());
+    let chunks = LlmChunker::new(cached2).chunk(&documents).await.unwrap();
+    assert_eq!(seen2.load(Ordering::SeqCst), 3);
+    assert!(chunks.iter().any(|c| c.text.contains("FAIL marker")));
+}
+
+#[tokio::test]
+async fn unparseable_answers_are_typed_errors_with_the_raw_text() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("I'm sorry, I can't help with that.")),
+        )
+        .mount(&server)
+        .await;
+    let chat = Arc::new(openai(&server, fast()));
+    let err = LlmChunker::new(chat.clone())
+        .chunk(&docs(1))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("chunk list for document `d0`"), "{msg}");
+    assert!(msg.contains("I'm sorry"), "{msg}");
+
+    let chunks = vec![lprag_core::Chunk {
+        id: 0,
+        text: "Warsaw is the capital of Poland.".into(),
+        provenance: lprag_core::Provenance {
+            document_id: "w".into(),
+            title: String::new(),
+            span: 0..10,
+        },
+    }];
+    let err = LlmQueryGenerator::doc2query(chat)
+        .generate(&chunks, &[vec![0]])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("Doc2Query pairs for chunk 0"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn query_generators_link_queries_to_their_batch_or_chunk() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"messages": [{"role": "system"}]})))
+        .respond_with(|req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let system = body["messages"][0]["content"].as_str().unwrap();
+            let answer = if system.contains("Doc2Query") {
+                r#"```json
+[{"index": 0, "query": "What is the capital of Poland?", "answer": "Warsaw"},
+ {"index": 1, "query": "Which country has Warsaw as capital?", "answer": "Poland"}]
+```"#
+            } else {
+                "[Questions Chunk 1]\n[What is the capital of Poland?]\n[Which city is Poland's capital?]\n[Questions Chunk 2]\n[Which river flows through Warsaw?]\n[What river runs through the Polish capital?]"
+            };
+            ResponseTemplate::new(200).set_body_json(completion(answer))
+        })
+        .mount(&server)
+        .await;
+    let chat: Arc<dyn ChatModel> = Arc::new(openai(&server, fast()));
+    let chunk = |id: usize, text: &str| lprag_core::Chunk {
+        id,
+        text: text.into(),
+        provenance: lprag_core::Provenance {
+            document_id: "w".into(),
+            title: "Warsaw".into(),
+            span: 0..1,
+        },
+    };
+    let chunks = vec![
+        chunk(0, "Warsaw is the capital of Poland."),
+        chunk(1, "The Vistula flows through Warsaw."),
+    ];
+    let meter = Arc::new(TokenMeter::new());
+    let q = LlmQueryGenerator::new(chat.clone())
+        .with_meter(meter.clone())
+        .generate(&chunks, &[vec![0, 1]])
+        .await
+        .unwrap();
+    assert_eq!(q.len(), 4);
+    assert!(q
+        .iter()
+        .all(|s| s.chunk_ids == vec![0, 1] && s.answer.is_none()));
+    assert_eq!(meter.snapshot()["queries"].calls, 1);
+
+    let q = LlmQueryGenerator::doc2query(chat.clone())
+        .generate(&chunks, &[vec![0, 1], vec![1]])
+        .await
+        .unwrap();
+    // One call per distinct chunk, pairs linked to that chunk only.
+    assert_eq!(q.len(), 4);
+    assert_eq!(q[0].chunk_ids, vec![0]);
+    assert_eq!(q[2].chunk_ids, vec![1]);
+    assert_eq!(q[0].answer.as_deref(), Some("Warsaw"));
+    assert_eq!(requests(&server).await, 3);
+
+    // Out-of-range batch ids are refused before any call.
+    let err = LlmQueryGenerator::new(chat)
+        .generate(&chunks, &[vec![0, 5]])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("batches[0]"), "{err}");
+    assert_eq!(requests(&server).await, 3);
+}
