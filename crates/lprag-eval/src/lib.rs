@@ -61,6 +61,7 @@ pub mod datasets;
 mod error;
 pub mod harness;
 pub mod metrics;
+pub mod qa;
 pub mod registry;
 pub mod report;
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! lprag-eval retrieval --dataset DIR --retriever dense,bm25,hybrid \
 //!     [--encoder hashing|hashing-unfitted|minilm] [--model-dir DIR] [--json OUT]
 //!     [--format hipporag|multihop-rag|jsonl] [--limit N] [--no-progress]
+//! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
+//!     [--llm-base-url URL] [--llm-model NAME] [--llm-cache DIR] [--json OUT]
 //! ```
 
 use std::collections::HashMap;
@@ -32,12 +34,32 @@ struct Cli {
 enum Command {
     /// Passage retrieval: Recall@1/2/5/10, index time, query latency, tokens per query.
     Retrieval(RetrievalArgs),
-    /// Answer quality (EM / F1 with an LLM reader): not available yet.
-    Qa {
-        /// Ignored for now.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
-    },
+    /// Answer quality: an LLM reader answers from each retriever's top chunks (LP-RAG's
+    /// D.2 prompt); EM and token F1 against the gold answers.
+    Qa(QaArgs),
+}
+
+#[derive(Debug, Args)]
+struct QaArgs {
+    #[command(flatten)]
+    common: RetrievalArgs,
+    /// Chunks given to the reader.
+    #[arg(long, default_value_t = 5, value_name = "K")]
+    top_k: usize,
+    /// OpenAI-compatible base URL of the reader (default: LPRAG_LLM_BASE_URL, else
+    /// OpenAI's).
+    #[arg(long, value_name = "URL")]
+    llm_base_url: Option<String>,
+    /// Reader model (default: LPRAG_LLM_MODEL). The API key comes from
+    /// LPRAG_LLM_API_KEY or OPENAI_API_KEY only, never from the command line.
+    #[arg(long, value_name = "NAME")]
+    llm_model: Option<String>,
+    /// Reader answers are cached here, so an interrupted run resumes and a rerun is free.
+    #[arg(long, value_name = "DIR", default_value = "target/lprag-llm-cache")]
+    llm_cache: PathBuf,
+    /// Reader calls in flight at once.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    concurrency: usize,
 }
 
 #[derive(Debug, Args)]
@@ -89,11 +111,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Retrieval(args) => retrieval(args).await,
-        Command::Qa { .. } => Err(Error::not_available(
-            "`lprag-eval qa`",
-            "answer evaluation needs an LLM reader (lprag-llm), which is not wired in yet; \
-             EM / F1 are implemented in lprag_eval::metrics",
-        )),
+        Command::Qa(args) => qa(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -109,7 +127,111 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Everything both commands set up: dataset, retriever names, encoder, options, bars.
+struct Prepared {
+    dataset: lprag_eval::datasets::Dataset,
+    names: Vec<String>,
+    encoder: std::sync::Arc<dyn lprag_core::Encoder>,
+    encoder_name: &'static str,
+    options: EvalOptions,
+    bars: Bars,
+}
+
 async fn retrieval(args: RetrievalArgs) -> Result<()> {
+    let p = prepare(&args)?;
+    let progress: &dyn Progress = if args.no_progress {
+        &NoProgress
+    } else {
+        &p.bars
+    };
+    let report = run_retrieval(
+        &p.dataset,
+        &p.names,
+        p.encoder,
+        p.encoder_name,
+        &p.options,
+        progress,
+    )
+    .await?;
+
+    println!(
+        "\n{}: {} questions, {} passages, encoder {}; passage-level Recall@k in %\n",
+        report.dataset, report.questions, report.passages, report.encoder
+    );
+    print!("{}", report.to_markdown());
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+async fn qa(args: QaArgs) -> Result<()> {
+    use lprag::llm::{CachedChat, OpenAiChat, OpenAiConfig};
+    let mut config = OpenAiConfig::from_env();
+    if let Some(model) = &args.llm_model {
+        let c = config
+            .get_or_insert_with(|| OpenAiConfig::new(OpenAiConfig::OPENAI_BASE_URL, model.clone()));
+        c.model = model.clone();
+    }
+    let Some(mut config) = config else {
+        return Err(Error::invalid(
+            "reader",
+            "no LLM configured: set LPRAG_LLM_MODEL (and LPRAG_LLM_BASE_URL, LPRAG_LLM_API_KEY \
+             as needed) or pass --llm-model",
+        ));
+    };
+    if let Some(url) = &args.llm_base_url {
+        config.base_url = url.clone();
+    }
+    config.http.max_concurrency = args.concurrency.max(1);
+    eprintln!("reader: {} at {}", config.model, config.base_url);
+    let chat = OpenAiChat::new(config).map_err(lprag_core::Error::from)?;
+    let reader = CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
+        .map_err(lprag_core::Error::from)?;
+    let cache = reader.cache().clone();
+    let p = prepare(&args.common)?;
+    let progress: &dyn Progress = if args.common.no_progress {
+        &NoProgress
+    } else {
+        &p.bars
+    };
+    let options = lprag_eval::qa::QaOptions {
+        top_k: args.top_k,
+        concurrency: args.concurrency,
+        keep_predictions: true,
+        eval: p.options,
+    };
+    let report = lprag_eval::qa::run_qa(
+        &p.dataset,
+        &p.names,
+        p.encoder,
+        p.encoder_name,
+        std::sync::Arc::new(reader),
+        &options,
+        progress,
+    )
+    .await?;
+    println!(
+        "\n{}: {} questions, reader {}, top {} chunks; EM / F1 / context recall in %\n",
+        report.dataset, report.questions, report.reader, report.top_k
+    );
+    print!("{}", report.to_markdown());
+    let s = cache.stats();
+    eprintln!(
+        "reader cache {}: {} hits, {} misses",
+        cache.dir().display(),
+        s.hits,
+        s.misses
+    );
+    if let Some(path) = &args.common.json {
+        report.write_json(path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     let names = parse_retriever_list(&args.retriever);
     if names.is_empty() {
         return Err(Error::invalid("--retriever", "no retriever named"));
@@ -169,7 +291,6 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     );
 
     let bars = Bars::new(!args.no_progress);
-    let progress: &dyn Progress = if args.no_progress { &NoProgress } else { &bars };
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
@@ -183,26 +304,14 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;
-    let report = run_retrieval(
-        &dataset,
-        &names,
+    Ok(Prepared {
+        dataset,
+        names,
         encoder,
-        encoder_kind.as_str(),
-        &options,
-        progress,
-    )
-    .await?;
-
-    println!(
-        "\n{}: {} questions, {} passages, encoder {}; passage-level Recall@k in %\n",
-        report.dataset, report.questions, report.passages, report.encoder
-    );
-    print!("{}", report.to_markdown());
-    if let Some(path) = &args.json {
-        report.write_json(path)?;
-        eprintln!("wrote {}", path.display());
-    }
-    Ok(())
+        encoder_name: encoder_kind.as_str(),
+        options,
+        bars,
+    })
 }
 
 /// Progress bars on stderr: a spinner per index stage, a bar per query stage.
