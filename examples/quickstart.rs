@@ -16,23 +16,15 @@
 
 use std::sync::Arc;
 
+#[path = "data/mini_corpus.rs"]
+mod mini_corpus;
+
 use lprag::{Document, LpRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
 async fn main() -> lprag::Result<()> {
     // 1. Documents. Any `Vec<Document>` works; here a small bundled corpus of ten articles.
-    let raw = include_str!("data/mini_corpus.json");
-    let docs: Vec<Document> = serde_json::from_str::<Vec<serde_json::Value>>(raw)
-        .expect("bundled corpus is valid JSON")
-        .into_iter()
-        .map(|d| {
-            Document::new(
-                d["id"].as_str().unwrap_or_default(),
-                d["title"].as_str().unwrap_or_default(),
-                d["text"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
+    let docs: Vec<Document> = mini_corpus::documents();
 
     // 2. Index. The builder runs every LP-RAG stage in order:
     //    documents → chunks (PassageChunker: one per document; SentenceChunker for atomic ones)

@@ -23,6 +23,9 @@
 
 use std::sync::Arc;
 
+#[path = "data/mini_corpus.rs"]
+mod mini_corpus;
+
 use lprag::llm::{AnswerGenerator, CachedChat, OpenAiChat, OpenAiConfig, TokenMeter};
 use lprag::{Document, LpRag, Retriever, Selection, StderrProgress};
 
@@ -49,17 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_progress(progress.clone());
     let chat = Arc::new(chat);
 
-    let raw = include_str!("data/mini_corpus.json");
-    let docs: Vec<Document> = serde_json::from_str::<Vec<serde_json::Value>>(raw)?
-        .into_iter()
-        .map(|d| {
-            Document::new(
-                d["id"].as_str().unwrap_or_default(),
-                d["title"].as_str().unwrap_or_default(),
-                d["text"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
+    let docs: Vec<Document> = mini_corpus::documents();
 
     let rag = LpRag::builder()
         .llm(chat.clone())

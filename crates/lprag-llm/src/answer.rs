@@ -5,8 +5,8 @@ use std::sync::Arc;
 use lprag_core::{ChunkId, ScoredChunk};
 use serde::{Deserialize, Serialize};
 
-use crate::prompts::Prompts;
-use crate::{ChatMessage, ChatModel, ChatRequest, LlmError, TokenMeter, Usage};
+use crate::jobs::{settings_methods, Settings};
+use crate::{ChatMessage, ChatModel, ChatRequest, LlmError, Usage};
 
 /// An LLM answer and what it was built from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,43 +21,18 @@ pub struct Answer {
 
 /// Answers a question from retrieved chunks.
 pub struct AnswerGenerator {
-    model: Arc<dyn ChatModel>,
-    prompts: Arc<Prompts>,
-    meter: Option<Arc<TokenMeter>>,
-    temperature: Option<f32>,
-    max_tokens: Option<u32>,
+    settings: Settings,
 }
 
 impl AnswerGenerator {
     /// The D.2 prompt on `model`, temperature 0.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            model,
-            prompts: Arc::new(Prompts::default()),
-            meter: None,
-            temperature: Some(0.0),
-            max_tokens: None,
+            settings: Settings::new(model),
         }
     }
 
-    /// Use these prompts (validated).
-    pub fn with_prompts(mut self, prompts: Arc<Prompts>) -> Result<Self, LlmError> {
-        prompts.validate()?;
-        self.prompts = prompts;
-        Ok(self)
-    }
-
-    /// Count tokens under the stage `"answer"`.
-    pub fn with_meter(mut self, meter: Arc<TokenMeter>) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
-    /// Token limit per answer.
-    pub fn max_tokens(mut self, n: Option<u32>) -> Self {
-        self.max_tokens = n;
-        self
-    }
+    settings_methods!("answer");
 
     /// COMBINE: the request for `query` over `chunks`, which are shown in descending score
     /// order whatever order they come in. Also returns the ids in the order shown.
@@ -66,40 +41,33 @@ impl AnswerGenerator {
         query: &str,
         chunks: &[ScoredChunk],
     ) -> Result<(ChatRequest, Vec<ChunkId>), LlmError> {
+        let p = &self.settings.prompts;
         let mut sorted: Vec<&ScoredChunk> = chunks.iter().collect();
         sorted.sort_by(|a, b| b.score.total_cmp(&a.score));
         let mut bag = Vec::with_capacity(sorted.len());
         for (i, c) in sorted.iter().enumerate() {
             let rank = (i + 1).to_string();
             let score = format!("{:.2}", c.score);
-            bag.push(self.prompts.answer_chunk.render(&[
+            bag.push(p.answer_chunk.render(&[
                 ("rank", &rank),
                 ("score", &score),
                 ("text", &c.chunk.text),
             ])?);
         }
-        let request = ChatRequest {
-            messages: vec![
-                ChatMessage::system(self.prompts.answer_system.render(&[])?),
-                ChatMessage::user(
-                    self.prompts
-                        .answer_user
-                        .render(&[("chunks", &bag.join("\n")), ("query", query)])?,
-                ),
-            ],
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-        };
+        let request = self.settings.request(vec![
+            ChatMessage::system(p.answer_system.render(&[])?),
+            ChatMessage::user(
+                p.answer_user
+                    .render(&[("chunks", &bag.join("\n")), ("query", query)])?,
+            ),
+        ]);
         Ok((request, sorted.iter().map(|c| c.chunk.id).collect()))
     }
 
     /// Ask the model.
     pub async fn answer(&self, query: &str, chunks: &[ScoredChunk]) -> Result<Answer, LlmError> {
         let (request, chunk_ids) = self.request(query, chunks)?;
-        let response = self.model.complete(&request).await?;
-        if let Some(m) = &self.meter {
-            m.record("answer", &response);
-        }
+        let response = self.settings.call("answer", &request).await?;
         Ok(Answer {
             text: response.content.trim().to_string(),
             chunk_ids,

@@ -3,14 +3,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, Chunker, Document, Error, NoProgress, Progress, Provenance, Result, SentenceChunker,
-};
+use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result, SentenceChunker};
 
-use crate::jobs::{collect, run_all};
+use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
 use crate::parse::chunk_statements;
-use crate::prompts::Prompts;
-use crate::{ChatMessage, ChatModel, ChatRequest, LlmError, TokenMeter};
+use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// Splits each document into atomic, self-contained statements with an LLM (pronouns
 /// resolved, as the C-PROMPT asks). One call per non-empty document, several in flight.
@@ -23,91 +20,39 @@ use crate::{ChatMessage, ChatModel, ChatRequest, LlmError, TokenMeter};
 /// raw answer) instead of silently contributing no chunk; all other documents are still
 /// processed, so with a [`crate::CachedChat`] a rerun pays only for the failures.
 pub struct LlmChunker {
-    model: Arc<dyn ChatModel>,
-    prompts: Arc<Prompts>,
-    meter: Option<Arc<TokenMeter>>,
-    progress: Arc<dyn Progress>,
-    concurrency: usize,
-    temperature: Option<f32>,
-    max_tokens: Option<u32>,
+    settings: Settings,
 }
 
 impl LlmChunker {
     /// A chunker on `model` with the paper's prompt, temperature 0, 8 documents in flight.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            model,
-            prompts: Arc::new(Prompts::default()),
-            meter: None,
-            progress: Arc::new(NoProgress),
-            concurrency: 8,
-            temperature: Some(0.0),
-            max_tokens: None,
+            settings: Settings::new(model),
         }
     }
 
-    /// Use these prompts (validated: a template missing `{{paragraph}}` is refused).
-    pub fn with_prompts(mut self, prompts: Arc<Prompts>) -> std::result::Result<Self, LlmError> {
-        prompts.validate()?;
-        self.prompts = prompts;
-        Ok(self)
-    }
-
-    /// Count tokens under the stage `"chunking"`.
-    pub fn with_meter(mut self, meter: Arc<TokenMeter>) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
-    /// Report progress per document.
-    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
-        self
-    }
-
-    /// Documents in flight at once (the HTTP client has its own limit too).
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
-        self
-    }
-
-    /// Sampling temperature (`None`: the backend's default).
-    pub fn temperature(mut self, t: Option<f32>) -> Self {
-        self.temperature = t;
-        self
-    }
-
-    /// Token limit per answer (`None`: the backend's default).
-    pub fn max_tokens(mut self, n: Option<u32>) -> Self {
-        self.max_tokens = n;
-        self
-    }
+    settings_methods!("chunking");
 
     /// The request sent for one document's text.
     pub fn request(&self, text: &str) -> std::result::Result<ChatRequest, LlmError> {
-        Ok(ChatRequest {
-            messages: vec![
-                ChatMessage::system(self.prompts.chunk_system.render(&[])?),
-                ChatMessage::user(self.prompts.chunk_user.render(&[("paragraph", text)])?),
-            ],
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-        })
+        let p = &self.settings.prompts;
+        Ok(self.settings.request(vec![
+            ChatMessage::system(p.chunk_system.render(&[])?),
+            ChatMessage::user(p.chunk_user.render(&[("paragraph", text)])?),
+        ]))
     }
 
     async fn statements(&self, doc: &Document) -> std::result::Result<Vec<String>, LlmError> {
-        let response = self.model.complete(&self.request(&doc.text)?).await?;
-        if let Some(m) = &self.meter {
-            m.record("chunking", &response);
-        }
-        chunk_statements(&response.content).map_err(|reason| LlmError::Parse {
-            what: format!("chunk list for document `{}`", doc.id),
-            reason: if response.truncated() {
-                format!("{reason} (the answer hit the token limit)")
-            } else {
-                reason
-            },
-            raw: response.content.clone(),
+        let response = self
+            .settings
+            .call("chunking", &self.request(&doc.text)?)
+            .await?;
+        chunk_statements(&response.content).map_err(|reason| {
+            parse_error(
+                format!("chunk list for document `{}`", doc.id),
+                reason,
+                &response,
+            )
         })
     }
 }
@@ -156,7 +101,8 @@ impl Chunker for LlmChunker {
             ));
         }
         let stage = "LLM chunking";
-        let results = run_all(docs.len(), self.concurrency, stage, &*self.progress, |i| {
+        let s = &self.settings;
+        let results = run_all(docs.len(), s.concurrency, stage, &*s.progress, |i| {
             self.statements(docs[i])
         })
         .await;

@@ -102,3 +102,116 @@ pub(crate) fn collect<T>(
         })),
     }
 }
+
+/// What every LLM component holds: the model, the prompts, where tokens and progress go,
+/// and the sampling settings of its calls.
+pub(crate) struct Settings {
+    pub(crate) model: std::sync::Arc<dyn crate::ChatModel>,
+    pub(crate) prompts: std::sync::Arc<crate::Prompts>,
+    pub(crate) meter: Option<std::sync::Arc<crate::TokenMeter>>,
+    pub(crate) progress: std::sync::Arc<dyn Progress>,
+    pub(crate) concurrency: usize,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
+}
+
+impl Settings {
+    /// The papers' prompts, temperature 0, 8 calls in flight, no meter, no progress.
+    pub(crate) fn new(model: std::sync::Arc<dyn crate::ChatModel>) -> Self {
+        Self {
+            model,
+            prompts: std::sync::Arc::new(crate::Prompts::default()),
+            meter: None,
+            progress: std::sync::Arc::new(lprag_core::NoProgress),
+            concurrency: 8,
+            temperature: Some(0.0),
+            max_tokens: None,
+        }
+    }
+
+    /// A request with these messages and the component's sampling settings.
+    pub(crate) fn request(&self, messages: Vec<crate::ChatMessage>) -> crate::ChatRequest {
+        crate::ChatRequest {
+            messages,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        }
+    }
+
+    /// Call the model and count the answer under `stage`.
+    pub(crate) async fn call(
+        &self,
+        stage: &str,
+        request: &crate::ChatRequest,
+    ) -> Result<crate::ChatResponse, LlmError> {
+        let response = self.model.complete(request).await?;
+        if let Some(m) = &self.meter {
+            m.record(stage, &response);
+        }
+        Ok(response)
+    }
+}
+
+/// A parse failure of `response`, noting when the answer was cut by the token limit.
+pub(crate) fn parse_error(
+    what: String,
+    reason: String,
+    response: &crate::ChatResponse,
+) -> LlmError {
+    LlmError::Parse {
+        what,
+        reason: if response.truncated() {
+            format!("{reason} (the answer hit the token limit)")
+        } else {
+            reason
+        },
+        raw: response.content.clone(),
+    }
+}
+
+/// The builder methods shared by the LLM components (they hold `settings: Settings`).
+macro_rules! settings_methods {
+    ($stage:literal) => {
+        /// Use these prompts. They are validated first: a template that lost a
+        /// placeholder its component fills in is refused before any call is paid for.
+        pub fn with_prompts(
+            mut self,
+            prompts: std::sync::Arc<$crate::Prompts>,
+        ) -> std::result::Result<Self, $crate::LlmError> {
+            prompts.validate()?;
+            self.settings.prompts = prompts;
+            Ok(self)
+        }
+
+        #[doc = concat!("Count calls and tokens under the stage `\"", $stage, "\"`.")]
+        pub fn with_meter(mut self, meter: std::sync::Arc<$crate::TokenMeter>) -> Self {
+            self.settings.meter = Some(meter);
+            self
+        }
+
+        /// Report progress per call (documents, batches or chunks).
+        pub fn with_progress(mut self, progress: std::sync::Arc<dyn lprag_core::Progress>) -> Self {
+            self.settings.progress = progress;
+            self
+        }
+
+        /// Calls in flight at once (the HTTP client has its own limit too). Default 8.
+        pub fn concurrency(mut self, n: usize) -> Self {
+            self.settings.concurrency = n.max(1);
+            self
+        }
+
+        /// Sampling temperature (`None`: the backend's default). Default 0.
+        pub fn temperature(mut self, t: Option<f32>) -> Self {
+            self.settings.temperature = t;
+            self
+        }
+
+        /// Token limit per answer (`None`: the backend's default).
+        pub fn max_tokens(mut self, n: Option<u32>) -> Self {
+            self.settings.max_tokens = n;
+            self
+        }
+    };
+}
+pub(crate) use settings_methods;

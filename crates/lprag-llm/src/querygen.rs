@@ -4,14 +4,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, ChunkId, Error, NoProgress, Progress, QueryGenerator, Result, SyntheticQuery,
-};
+use lprag_core::{Chunk, ChunkId, Error, QueryGenerator, Result, SyntheticQuery};
 
-use crate::jobs::{collect, run_all};
+use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
 use crate::parse::{grouped_questions, query_answer_pairs};
-use crate::prompts::Prompts;
-use crate::{ChatMessage, ChatModel, ChatRequest, ChatResponse, LlmError, TokenMeter};
+use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// Which paper's query generation to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,28 +26,16 @@ pub enum QueryMode {
 
 /// A [`QueryGenerator`] backed by a [`ChatModel`].
 pub struct LlmQueryGenerator {
-    model: Arc<dyn ChatModel>,
-    prompts: Arc<Prompts>,
+    settings: Settings,
     mode: QueryMode,
-    meter: Option<Arc<TokenMeter>>,
-    progress: Arc<dyn Progress>,
-    concurrency: usize,
-    temperature: Option<f32>,
-    max_tokens: Option<u32>,
 }
 
 impl LlmQueryGenerator {
     /// LP-RAG's S-PROMPT generator on `model` (temperature 0, 8 calls in flight).
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            model,
-            prompts: Arc::new(Prompts::default()),
+            settings: Settings::new(model),
             mode: QueryMode::LpRag,
-            meter: None,
-            progress: Arc::new(NoProgress),
-            concurrency: 8,
-            temperature: Some(0.0),
-            max_tokens: None,
         }
     }
 
@@ -65,66 +50,20 @@ impl LlmQueryGenerator {
         self
     }
 
-    /// Use these prompts (validated).
-    pub fn with_prompts(mut self, prompts: Arc<Prompts>) -> std::result::Result<Self, LlmError> {
-        prompts.validate()?;
-        self.prompts = prompts;
-        Ok(self)
-    }
-
-    /// Count tokens under the stage `"queries"`.
-    pub fn with_meter(mut self, meter: Arc<TokenMeter>) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
-    /// Report progress per call.
-    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
-        self
-    }
-
-    /// Calls in flight at once.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n.max(1);
-        self
-    }
-
-    /// Sampling temperature (`None`: the backend's default).
-    pub fn temperature(mut self, t: Option<f32>) -> Self {
-        self.temperature = t;
-        self
-    }
-
-    /// Token limit per answer (`None`: the backend's default).
-    pub fn max_tokens(mut self, n: Option<u32>) -> Self {
-        self.max_tokens = n;
-        self
-    }
+    settings_methods!("queries");
 
     /// The S-PROMPT request for a batch of chunk texts.
     pub fn batch_request(&self, texts: &[&str]) -> std::result::Result<ChatRequest, LlmError> {
+        let p = &self.settings.prompts;
         let mut bag = Vec::with_capacity(texts.len());
         for (i, t) in texts.iter().enumerate() {
             let index = (i + 1).to_string();
-            bag.push(
-                self.prompts
-                    .query_chunk
-                    .render(&[("index", &index), ("text", t)])?,
-            );
+            bag.push(p.query_chunk.render(&[("index", &index), ("text", t)])?);
         }
-        Ok(ChatRequest {
-            messages: vec![
-                ChatMessage::system(self.prompts.query_system.render(&[])?),
-                ChatMessage::user(
-                    self.prompts
-                        .query_user
-                        .render(&[("chunks", &bag.join("\n"))])?,
-                ),
-            ],
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-        })
+        Ok(self.settings.request(vec![
+            ChatMessage::system(p.query_system.render(&[])?),
+            ChatMessage::user(p.query_user.render(&[("chunks", &bag.join("\n"))])?),
+        ]))
     }
 
     /// The Doc2Query request for one chunk.
@@ -133,39 +72,12 @@ impl LlmQueryGenerator {
         text: &str,
         num_queries: usize,
     ) -> std::result::Result<ChatRequest, LlmError> {
+        let p = &self.settings.prompts;
         let n = num_queries.to_string();
-        Ok(ChatRequest {
-            messages: vec![
-                ChatMessage::system(
-                    self.prompts
-                        .doc2query_system
-                        .render(&[("num_queries", &n)])?,
-                ),
-                ChatMessage::user(self.prompts.doc2query_user.render(&[("chunk", text)])?),
-            ],
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-        })
-    }
-
-    async fn call(&self, request: ChatRequest) -> std::result::Result<ChatResponse, LlmError> {
-        let response = self.model.complete(&request).await?;
-        if let Some(m) = &self.meter {
-            m.record("queries", &response);
-        }
-        Ok(response)
-    }
-
-    fn parse_error(what: String, reason: String, response: &ChatResponse) -> LlmError {
-        LlmError::Parse {
-            what,
-            reason: if response.truncated() {
-                format!("{reason} (the answer hit the token limit)")
-            } else {
-                reason
-            },
-            raw: response.content.clone(),
-        }
+        Ok(self.settings.request(vec![
+            ChatMessage::system(p.doc2query_system.render(&[("num_queries", &n)])?),
+            ChatMessage::user(p.doc2query_user.render(&[("chunk", text)])?),
+        ]))
     }
 }
 
@@ -204,15 +116,18 @@ impl QueryGenerator for LlmQueryGenerator {
                 let stage = "LLM queries";
                 let results = run_all(
                     batches.len(),
-                    self.concurrency,
+                    self.settings.concurrency,
                     stage,
-                    &*self.progress,
+                    &*self.settings.progress,
                     |b| {
                         let batch = &batches[b];
                         async move {
                             let texts: Vec<&str> =
                                 batch.iter().map(|&c| chunks[c].text.as_str()).collect();
-                            let response = self.call(self.batch_request(&texts)?).await?;
+                            let response = self
+                                .settings
+                                .call("queries", &self.batch_request(&texts)?)
+                                .await?;
                             grouped_questions(&response.content)
                                 .map(|qs| {
                                     qs.into_iter()
@@ -224,11 +139,7 @@ impl QueryGenerator for LlmQueryGenerator {
                                         .collect::<Vec<_>>()
                                 })
                                 .map_err(|r| {
-                                    Self::parse_error(
-                                        format!("questions for batch {b}"),
-                                        r,
-                                        &response,
-                                    )
+                                    parse_error(format!("questions for batch {b}"), r, &response)
                                 })
                         }
                     },
@@ -249,32 +160,37 @@ impl QueryGenerator for LlmQueryGenerator {
                     .copied()
                     .filter(|&c| !std::mem::replace(&mut seen[c], true))
                     .collect();
-                let results = run_all(order.len(), self.concurrency, stage, &*self.progress, |i| {
-                    let c = order[i];
-                    async move {
-                        let response = self
-                            .call(self.doc2query_request(&chunks[c].text, num_queries)?)
-                            .await?;
-                        query_answer_pairs(&response.content)
-                            .map(|pairs| {
-                                pairs
-                                    .into_iter()
-                                    .map(|(q, a)| SyntheticQuery {
-                                        text: q,
-                                        chunk_ids: vec![c],
-                                        answer: (!a.is_empty()).then_some(a),
-                                    })
-                                    .collect::<Vec<_>>()
-                            })
-                            .map_err(|r| {
-                                Self::parse_error(
-                                    format!("Doc2Query pairs for chunk {c}"),
-                                    r,
-                                    &response,
-                                )
-                            })
-                    }
-                })
+                let results = run_all(
+                    order.len(),
+                    self.settings.concurrency,
+                    stage,
+                    &*self.settings.progress,
+                    |i| {
+                        let c = order[i];
+                        async move {
+                            let request = self.doc2query_request(&chunks[c].text, num_queries)?;
+                            let response = self.settings.call("queries", &request).await?;
+                            query_answer_pairs(&response.content)
+                                .map(|pairs| {
+                                    pairs
+                                        .into_iter()
+                                        .map(|(q, a)| SyntheticQuery {
+                                            text: q,
+                                            chunk_ids: vec![c],
+                                            answer: (!a.is_empty()).then_some(a),
+                                        })
+                                        .collect::<Vec<_>>()
+                                })
+                                .map_err(|r| {
+                                    parse_error(
+                                        format!("Doc2Query pairs for chunk {c}"),
+                                        r,
+                                        &response,
+                                    )
+                                })
+                        }
+                    },
+                )
                 .await;
                 let per_chunk = collect(stage, results, |i| format!("chunk {}", order[i]))
                     .map_err(|e| Error::backend(stage, e))?;

@@ -46,6 +46,21 @@ fn ask(text: &str) -> ChatRequest {
     ChatRequest::new(vec![ChatMessage::user(text)])
 }
 
+/// Answer the first `n` requests with `first`, every later one with `then`.
+async fn first_then(server: &MockServer, n: u64, first: ResponseTemplate, then: ResponseTemplate) {
+    Mock::given(method("POST"))
+        .respond_with(first)
+        .up_to_n_times(n)
+        .with_priority(1)
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(then)
+        .with_priority(2)
+        .mount(server)
+        .await;
+}
+
 async fn requests(server: &MockServer) -> usize {
     server.received_requests().await.unwrap().len()
 }
@@ -178,23 +193,15 @@ async fn embeddings_happy_path_batches_and_reorders() {
 #[tokio::test]
 async fn rate_limit_waits_for_retry_after() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("retry-after", "1")
-                .set_body_json(
-                    json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
-                ),
-        )
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", "1")
+            .set_body_json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
+        ResponseTemplate::new(200).set_body_json(completion("ok")),
+    )
+    .await;
     let chat = openai(&server, fast());
     let t = Instant::now();
     let r = chat.complete(&ask("x")).await.unwrap();
@@ -208,17 +215,13 @@ async fn rate_limit_waits_for_retry_after() {
 #[tokio::test]
 async fn server_error_then_success_and_giving_up() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500).set_body_string("internal error"))
-        .up_to_n_times(2)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    first_then(
+        &server,
+        2,
+        ResponseTemplate::new(500).set_body_string("internal error"),
+        ResponseTemplate::new(200).set_body_json(completion("ok")),
+    )
+    .await;
     let chat = openai(&server, fast());
     assert_eq!(chat.complete(&ask("x")).await.unwrap().content, "ok");
     assert_eq!(requests(&server).await, 3);
@@ -244,21 +247,15 @@ async fn server_error_then_success_and_giving_up() {
 #[tokio::test]
 async fn timeouts_are_retried_then_reported() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(completion("late"))
-                .set_delay(Duration::from_secs(3)),
-        )
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("on time")))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(200)
+            .set_body_json(completion("late"))
+            .set_delay(Duration::from_secs(3)),
+        ResponseTemplate::new(200).set_body_json(completion("on time")),
+    )
+    .await;
     let http = HttpConfig {
         timeout: Duration::from_millis(300),
         ..fast()
@@ -293,17 +290,13 @@ async fn timeouts_are_retried_then_reported() {
 #[tokio::test]
 async fn malformed_json_is_retried_and_reported_with_the_body() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [{\"mess"))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(200).set_body_string("{\"choices\": [{\"mess"),
+        ResponseTemplate::new(200).set_body_json(completion("ok")),
+    )
+    .await;
     assert_eq!(
         openai(&server, fast())
             .complete(&ask("x"))
@@ -349,19 +342,15 @@ async fn errors_sent_with_http_200_are_detected_and_classified() {
 
     // Transient in-band error (a proxy's rate limit): retried.
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(200).set_body_json(json!({
             "object": "error", "message": "Server overloaded, try again", "code": 503
-        })))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+        })),
+        ResponseTemplate::new(200).set_body_json(completion("ok")),
+    )
+    .await;
     assert_eq!(
         openai(&server, fast())
             .complete(&ask("x"))
