@@ -31,6 +31,7 @@
 
 mod pipeline;
 mod progress;
+pub mod qcg;
 
 pub use lprag_core as core;
 pub use lprag_graph as graph;
@@ -52,3 +53,4 @@ pub use pipeline::{
     DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, INDEX_FORMAT_VERSION,
 };
 pub use progress::StderrProgress;
+pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};

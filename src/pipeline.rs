@@ -404,7 +404,7 @@ impl LpRagBuilder {
     }
 }
 
-async fn embed_all(
+pub(crate) async fn embed_all(
     encoder: &dyn Encoder,
     texts: &[String],
     stage: &str,
@@ -429,7 +429,9 @@ async fn embed_all(
 }
 
 /// Run CPU-bound work off the async runtime when there is one.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle
             .spawn_blocking(f)

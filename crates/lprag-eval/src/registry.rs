@@ -13,7 +13,7 @@ use crate::baselines::{
 use crate::{Error, Result};
 
 /// Names [`build_retriever`] knows, in the order `--help` lists them.
-pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid", "lprag"];
+pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid", "lprag", "qcg"];
 
 /// Settings for retrievers that have more than an encoder to choose.
 #[derive(Debug, Clone, Default)]
@@ -26,6 +26,8 @@ pub struct RetrieverOptions {
     pub lprag_sentences: bool,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
+    /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
+    pub qcg: lprag::QcgConfig,
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -45,7 +47,9 @@ pub async fn build_retriever(
 /// - `bm25`: [`Bm25Retriever`], Okapi BM25 (k1 = 1.5, b = 0.75, rank_bm25 IDF);
 /// - `hybrid`: [`HybridRetriever::dense_bm25`], reciprocal-rank fusion of the two;
 /// - `lprag`: [`lprag::LpRag`] with `encoder`, the options' configuration and chunker, and
-///   the offline heuristic query generator.
+///   the offline heuristic query generator;
+/// - `qcg`: [`lprag::QcgRag`] (QCG-RAG, training-free query-centric graph) with `encoder`,
+///   passages as chunks and the offline heuristic (query) generator.
 ///
 /// `encoder` is ignored by retrievers that need none. Index build time, as the harness
 /// reports it, is the wall time of this call.
@@ -88,6 +92,13 @@ pub async fn build_retriever_with(
             }
             Box::new(rag)
         }
+        "qcg" => Box::new(
+            lprag::QcgRag::builder()
+                .encoder(encoder)
+                .config(options.qcg.clone())
+                .build(docs)
+                .await?,
+        ),
         other => {
             return Err(Error::UnknownRetriever {
                 name: other.to_string(),
@@ -208,7 +219,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg)"
         );
     }
 

@@ -1,0 +1,648 @@
+//! QCG-RAG (methods §2, `004_…txt`): a training-free, query-centric graph.
+//!
+//! Indexing: every chunk gets synthetic (query, answer) pairs — Doc2Query, from an LLM
+//! ([`lprag_llm::LlmQueryGenerator::doc2query`]) or, offline, from the
+//! [`HeuristicQueryGenerator`] — and the Doc2Query-- filter keeps the best fraction α per
+//! chunk by cos(embed(q ⊕ a), embed(chunk)). Kept queries are the graph's nodes (embedded
+//! as `q ⊕ a`), joined to their k most similar other queries and to their source chunk.
+//!
+//! Retrieval: s(q_u, q) = cos + 1; the seeds are the queries with s ≥ γ, at most n of them
+//! (best first); the seed set grows by h hops over query–query edges; a chunk's score is
+//! the **mean** cos(q_u, q) over its linked queries in the expanded set. Two cases the paper
+//! leaves open get lprag's documented choice: when no query passes γ, the n best queries
+//! are the seeds; when fewer chunks than asked are reached, the rest are filled by direct
+//! dense search over the chunks (their scores capped so the list stays sorted).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
+    HeuristicQueryGeneratorConfig, NoProgress, PassageChunker, Progress, QueryGenerator, Result,
+    Retriever, ScoredChunk, Selection, SyntheticQuery,
+};
+use lprag_graph::KnnBackend;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{blocking, embed_all};
+
+/// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QcgConfig {
+    /// (query, answer) pairs asked for per chunk, M. Default 20. The offline heuristic
+    /// generator writes as many distinct questions as it finds, often fewer.
+    pub queries_per_chunk: usize,
+    /// Fraction α of each chunk's queries kept by Doc2Query-- (at least one). Default 0.8.
+    pub keep_fraction: f32,
+    /// Query–query k-NN edges per query node, k. Default 3.
+    pub knn_k: usize,
+    /// Most seed queries, n. Default 15.
+    pub max_seeds: usize,
+    /// Seed threshold γ on cos + 1. Default 1.0 (cosine ≥ 0).
+    pub gamma: f32,
+    /// Expansion hops over query–query edges, h. Default 1.
+    pub hops: usize,
+    /// Fill a top-k list that the graph cannot fill with direct dense chunk search.
+    /// Default true.
+    pub pad_with_dense: bool,
+}
+
+impl Default for QcgConfig {
+    fn default() -> Self {
+        Self {
+            queries_per_chunk: 20,
+            keep_fraction: 0.8,
+            knn_k: 3,
+            max_seeds: 15,
+            gamma: 1.0,
+            hops: 1,
+            pad_with_dense: true,
+        }
+    }
+}
+
+impl QcgConfig {
+    fn validate(&self) -> Result<()> {
+        if !(self.keep_fraction > 0.0 && self.keep_fraction <= 1.0) {
+            return Err(Error::invalid(
+                "QcgConfig.keep_fraction",
+                format!("must be in (0, 1], got {}", self.keep_fraction),
+            ));
+        }
+        if self.knn_k == 0 || self.max_seeds == 0 || self.queries_per_chunk == 0 {
+            return Err(Error::invalid(
+                "QcgConfig",
+                "knn_k, max_seeds and queries_per_chunk must be at least 1",
+            ));
+        }
+        if !self.gamma.is_finite() {
+            return Err(Error::invalid("QcgConfig.gamma", "must be finite"));
+        }
+        Ok(())
+    }
+}
+
+/// The text a query node is embedded from: `q ⊕ a` (the answer appended when there is one).
+pub fn query_node_text(q: &SyntheticQuery) -> String {
+    match q.answer.as_deref() {
+        Some(a) if !a.trim().is_empty() => format!("{} {}", q.text, a.trim()),
+        _ => q.text.clone(),
+    }
+}
+
+/// Doc2Query--: for each chunk, the indices of its queries ranked by `relevance`
+/// (cos(q ⊕ a, chunk)), keeping the best ⌈α·m⌉ (at least one). A query belongs to the
+/// first chunk it links to. Returned indices are sorted.
+pub fn doc2query_filter(
+    queries: &[SyntheticQuery],
+    relevance: &[f32],
+    keep_fraction: f32,
+) -> Vec<usize> {
+    let mut by_chunk: BTreeMap<ChunkId, Vec<usize>> = BTreeMap::new();
+    for (i, q) in queries.iter().enumerate() {
+        if let Some(&c) = q.chunk_ids.first() {
+            by_chunk.entry(c).or_default().push(i);
+        }
+    }
+    let mut kept = Vec::new();
+    for (_, mut idx) in by_chunk {
+        idx.sort_by(|&a, &b| relevance[b].total_cmp(&relevance[a]).then(a.cmp(&b)));
+        let keep = ((keep_fraction * idx.len() as f32).ceil() as usize).clamp(1, idx.len());
+        kept.extend_from_slice(&idx[..keep]);
+    }
+    kept.sort_unstable();
+    kept
+}
+
+/// The seeds, the expanded query set and the chunk scores for one user query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QcgScores {
+    /// Seed query nodes, best first.
+    pub seeds: Vec<usize>,
+    /// Every query node reached (seeds and h-hop neighbours), sorted.
+    pub expanded: Vec<usize>,
+    /// `(chunk, mean cosine)` for every chunk linked to an expanded query, best first
+    /// (ties by lower chunk id).
+    pub chunks: Vec<(ChunkId, f32)>,
+}
+
+/// QCG-RAG's retrieval rule on a built graph. `cos[i]` is the cosine between the user
+/// query and query node `i`; `neighbors[i]` its query–query edges (used as undirected);
+/// `links[i]` its chunks.
+pub fn qcg_scores(
+    cos: &[f32],
+    neighbors: &[Vec<u32>],
+    links: &[Vec<ChunkId>],
+    config: &QcgConfig,
+) -> QcgScores {
+    let mut order: Vec<usize> = (0..cos.len()).collect();
+    order.sort_by(|&a, &b| cos[b].total_cmp(&cos[a]).then(a.cmp(&b)));
+    let passing: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&i| cos[i] + 1.0 >= config.gamma)
+        .take(config.max_seeds)
+        .collect();
+    // lprag's choice where the paper is silent: no query passes γ → the n best.
+    let seeds = if passing.is_empty() {
+        order.iter().copied().take(config.max_seeds).collect()
+    } else {
+        passing
+    };
+
+    // Undirected adjacency from the k-NN lists.
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); cos.len()];
+    for (i, ns) in neighbors.iter().enumerate() {
+        for &j in ns {
+            let j = j as usize;
+            if j < cos.len() && j != i {
+                adj[i].push(j);
+                adj[j].push(i);
+            }
+        }
+    }
+    let mut seen: HashSet<usize> = seeds.iter().copied().collect();
+    let mut frontier = seeds.clone();
+    for _ in 0..config.hops {
+        let mut next = Vec::new();
+        for &i in &frontier {
+            for &j in &adj[i] {
+                if seen.insert(j) {
+                    next.push(j);
+                }
+            }
+        }
+        frontier = next;
+    }
+    let mut expanded: Vec<usize> = seen.into_iter().collect();
+    expanded.sort_unstable();
+
+    let mut sums: BTreeMap<ChunkId, (f32, usize)> = BTreeMap::new();
+    for &i in &expanded {
+        for &c in &links[i] {
+            let e = sums.entry(c).or_insert((0.0, 0));
+            e.0 += cos[i];
+            e.1 += 1;
+        }
+    }
+    let mut chunks: Vec<(ChunkId, f32)> = sums
+        .into_iter()
+        .map(|(c, (s, n))| (c, s / n as f32))
+        .collect();
+    chunks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    QcgScores {
+        seeds,
+        expanded,
+        chunks,
+    }
+}
+
+/// What indexing produced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QcgStats {
+    /// Chunks made.
+    pub chunks: usize,
+    /// Queries generated.
+    pub queries_generated: usize,
+    /// Queries kept by Doc2Query--.
+    pub queries_kept: usize,
+    /// Seconds to build.
+    pub seconds: f64,
+}
+
+/// Assembles a [`QcgRag`].
+pub struct QcgRagBuilder {
+    chunker: Arc<dyn Chunker>,
+    query_generator: Option<Arc<dyn QueryGenerator>>,
+    encoder: Option<Arc<dyn Encoder>>,
+    progress: Arc<dyn Progress>,
+    config: QcgConfig,
+}
+
+impl QcgRagBuilder {
+    /// Use this chunker (default [`PassageChunker`]).
+    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
+        self.chunker = chunker;
+        self
+    }
+
+    /// Use this (query, answer) generator. Default: the offline
+    /// [`HeuristicQueryGenerator`] with `queries_per_batch = queries_per_chunk` (questions
+    /// without answers). The paper's is `LlmQueryGenerator::doc2query(model)`.
+    pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
+        self.query_generator = Some(generator);
+        self
+    }
+
+    /// Use this encoder (default: [`crate::DefaultEncoder::choose`], as `LpRag`).
+    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
+        self.encoder = Some(encoder);
+        self
+    }
+
+    /// Receive progress reports.
+    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Replace the configuration.
+    pub fn config(mut self, config: QcgConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Chunk, generate and filter queries, embed, and link the query graph.
+    pub async fn build(self, documents: &[Document]) -> Result<QcgRag> {
+        let t = std::time::Instant::now();
+        let config = self.config;
+        config.validate()?;
+        let chunks = self.chunker.chunk(documents).await?;
+        if chunks.is_empty() {
+            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+        }
+        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let encoder = match self.encoder {
+            Some(e) => e,
+            None => {
+                let t = texts.clone();
+                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
+                if let Some(w) = warning {
+                    self.progress.warn(&w);
+                }
+                enc
+            }
+        };
+        let generator = self.query_generator.unwrap_or_else(|| {
+            Arc::new(HeuristicQueryGenerator::new(
+                HeuristicQueryGeneratorConfig {
+                    queries_per_batch: config.queries_per_chunk,
+                    ..HeuristicQueryGeneratorConfig::default()
+                },
+            ))
+        });
+        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
+        // Doc2Query works chunk by chunk: one-chunk batches.
+        let batches: Vec<Vec<ChunkId>> = (0..chunks.len()).map(|c| vec![c]).collect();
+        let generated = generator.generate(&chunks, &batches).await?;
+        let generated: Vec<SyntheticQuery> = generated
+            .into_iter()
+            .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
+            .collect();
+        if let Some(q) = generated
+            .iter()
+            .find(|q| q.chunk_ids.iter().any(|&c| c >= chunks.len()))
+        {
+            return Err(Error::invalid(
+                "QCG query generator output",
+                format!("query {:?} links to a chunk out of range", q.text),
+            ));
+        }
+        let node_texts: Vec<String> = generated.iter().map(query_node_text).collect();
+        let all_emb = if node_texts.is_empty() {
+            Embeddings::empty(chunk_emb.dim())
+        } else {
+            embed_all(&*encoder, &node_texts, "embed queries", &*self.progress).await?
+        };
+        let relevance: Vec<f32> = generated
+            .iter()
+            .enumerate()
+            .map(|(i, q)| lprag_core::cosine(all_emb.row(i), chunk_emb.row(q.chunk_ids[0])))
+            .collect();
+        let kept = doc2query_filter(&generated, &relevance, config.keep_fraction);
+        let query_emb = all_emb.select(&kept);
+        let queries: Vec<SyntheticQuery> = kept.iter().map(|&i| generated[i].clone()).collect();
+        let k = config.knn_k;
+        let emb = query_emb.clone();
+        let neighbors: Vec<Vec<u32>> = if queries.len() > 1 {
+            blocking(move || {
+                Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?
+                    .into_iter()
+                    .map(|l| l.into_iter().map(|(j, _)| j).collect())
+                    .collect())
+            })
+            .await?
+        } else {
+            vec![Vec::new(); queries.len()]
+        };
+        let stats = QcgStats {
+            chunks: chunks.len(),
+            queries_generated: generated.len(),
+            queries_kept: queries.len(),
+            seconds: t.elapsed().as_secs_f64(),
+        };
+        Ok(QcgRag {
+            state: QcgState {
+                version: QCG_FORMAT_VERSION,
+                encoder: encoder.name().to_string(),
+                config,
+                chunks,
+                queries,
+                query_emb,
+                chunk_emb,
+                neighbors,
+                stats,
+            },
+            encoder,
+        })
+    }
+}
+
+/// Version of the file written by [`QcgRag::save`].
+pub const QCG_FORMAT_VERSION: u32 = 1;
+const QCG_FILE: &str = "qcg.json";
+
+#[derive(Serialize, Deserialize)]
+struct QcgState {
+    version: u32,
+    encoder: String,
+    config: QcgConfig,
+    chunks: Vec<Chunk>,
+    queries: Vec<SyntheticQuery>,
+    query_emb: Embeddings,
+    chunk_emb: Embeddings,
+    neighbors: Vec<Vec<u32>>,
+    stats: QcgStats,
+}
+
+/// The QCG-RAG retriever. `Send + Sync`; retrieval is read-only.
+pub struct QcgRag {
+    state: QcgState,
+    encoder: Arc<dyn Encoder>,
+}
+
+impl QcgRag {
+    /// A builder with the offline defaults.
+    pub fn builder() -> QcgRagBuilder {
+        QcgRagBuilder {
+            chunker: Arc::new(PassageChunker),
+            query_generator: None,
+            encoder: None,
+            progress: Arc::new(NoProgress),
+            config: QcgConfig::default(),
+        }
+    }
+
+    /// The kept (query, answer) nodes of the graph.
+    pub fn queries(&self) -> &[SyntheticQuery] {
+        &self.state.queries
+    }
+
+    /// Query–query k-NN lists, one per query node.
+    pub fn neighbors(&self) -> &[Vec<u32>] {
+        &self.state.neighbors
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &QcgConfig {
+        &self.state.config
+    }
+
+    /// What indexing produced.
+    pub fn stats(&self) -> &QcgStats {
+        &self.state.stats
+    }
+
+    /// Seeds, expansion and chunk scores for `query` (for inspection and tests).
+    pub async fn explain(&self, query: &str) -> Result<QcgScores> {
+        let e = self.embed_query(query).await?;
+        Ok(self.scores_for(&e))
+    }
+
+    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("query", "empty or whitespace"));
+        }
+        self.encoder.embed_one(query.trim()).await
+    }
+
+    fn scores_for(&self, e: &[f32]) -> QcgScores {
+        let cos: Vec<f32> = self
+            .state
+            .query_emb
+            .iter()
+            .map(|row| lprag_core::cosine(e, row))
+            .collect();
+        let links: Vec<Vec<ChunkId>> = self
+            .state
+            .queries
+            .iter()
+            .map(|q| q.chunk_ids.clone())
+            .collect();
+        qcg_scores(&cos, &self.state.neighbors, &links, &self.state.config)
+    }
+
+    /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(QCG_FILE);
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+        serde_json::to_writer(std::io::BufWriter::new(&mut tmp), &self.state)
+            .map_err(|e| Error::format(&path, e.to_string()))?;
+        tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+        Ok(())
+    }
+
+    /// Read an index written by [`QcgRag::save`]; `encoder` must be the one it was built
+    /// with (checked by name and dimension).
+    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
+        let path = dir.as_ref().join(QCG_FILE);
+        let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let state: QcgState = serde_json::from_reader(std::io::BufReader::new(file))
+            .map_err(|e| Error::format(&path, e.to_string()))?;
+        if state.version != QCG_FORMAT_VERSION {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "format version {} (this build reads {QCG_FORMAT_VERSION})",
+                    state.version
+                ),
+            ));
+        }
+        if state.encoder != encoder.name() || state.chunk_emb.dim() != encoder.dimension() {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                format!(
+                    "index built with encoder `{}` ({}-d), given `{}` ({}-d)",
+                    state.encoder,
+                    state.chunk_emb.dim(),
+                    encoder.name(),
+                    encoder.dimension()
+                ),
+            ));
+        }
+        if state.neighbors.len() != state.queries.len()
+            || state.query_emb.rows() != state.queries.len()
+            || state.chunk_emb.rows() != state.chunks.len()
+        {
+            return Err(Error::format(&path, "inconsistent sizes"));
+        }
+        Ok(Self { state, encoder })
+    }
+}
+
+#[async_trait]
+impl Retriever for QcgRag {
+    fn name(&self) -> &str {
+        "qcg"
+    }
+
+    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        if let Selection::TopK(0) = selection {
+            return Err(Error::invalid("selection", "k must be at least 1"));
+        }
+        let e = self.embed_query(query).await?;
+        let scores = self.scores_for(&e);
+        let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
+            chunk: self.state.chunks[c].clone(),
+            score: s,
+        };
+        match selection {
+            Selection::TopK(k) => {
+                let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
+                if out.len() < k && self.state.config.pad_with_dense {
+                    let have: HashSet<ChunkId> = out.iter().map(|&(c, _)| c).collect();
+                    let mut dense: Vec<(ChunkId, f32)> = self
+                        .state
+                        .chunk_emb
+                        .iter()
+                        .enumerate()
+                        .filter(|(c, _)| !have.contains(c))
+                        .map(|(c, row)| (c, lprag_core::cosine(&e, row)))
+                        .collect();
+                    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    let mut cap = out.last().map(|&(_, s)| s).unwrap_or(f32::INFINITY);
+                    for (c, s) in dense.into_iter().take(k - out.len()) {
+                        cap = cap.min(s);
+                        out.push((c, cap));
+                    }
+                }
+                Ok(out.into_iter().map(hit).collect())
+            }
+            // Thresholds apply to the graph's own scores (mean cosine); no padding.
+            other => Ok(other
+                .apply(scores.chunks, |&(_, s)| s)
+                .into_iter()
+                .map(hit)
+                .collect()),
+        }
+    }
+
+    fn chunks(&self) -> &[Chunk] {
+        &self.state.chunks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(text: &str, chunk: ChunkId) -> SyntheticQuery {
+        SyntheticQuery {
+            text: text.into(),
+            chunk_ids: vec![chunk],
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn doc2query_minus_keeps_the_best_fraction_per_chunk() {
+        // Chunk 0 has 5 queries, chunk 1 has 2: α = 0.8 keeps ⌈4⌉ = 4 and ⌈1.6⌉ = 2.
+        let qs: Vec<_> = (0..5)
+            .map(|i| q(&format!("a{i}"), 0))
+            .chain((0..2).map(|i| q(&format!("b{i}"), 1)))
+            .collect();
+        let rel = [0.9, 0.1, 0.5, 0.7, 0.3, 0.2, 0.4];
+        assert_eq!(doc2query_filter(&qs, &rel, 0.8), vec![0, 2, 3, 4, 5, 6]);
+        // α small keeps at least one per chunk: the most relevant.
+        assert_eq!(doc2query_filter(&qs, &rel, 0.01), vec![0, 6]);
+    }
+
+    #[test]
+    fn seeds_expansion_and_mean_scores_by_hand() {
+        // Five query nodes. cos to the user query:
+        let cos = [0.9, 0.2, -0.5, 0.6, -0.1];
+        // k-NN lists: 0→1, 1→2, 3→4 (undirected in use).
+        let neighbors = vec![vec![1], vec![2], vec![], vec![4], vec![]];
+        // Links: q0→c0, q1→c0, q2→c1, q3→c1, q4→c2.
+        let links = vec![vec![0], vec![0], vec![1], vec![1], vec![2]];
+        let config = QcgConfig {
+            max_seeds: 2,
+            gamma: 1.5, // cos ≥ 0.5: q0 (0.9) and q3 (0.6)
+            hops: 1,
+            ..QcgConfig::default()
+        };
+        let s = qcg_scores(&cos, &neighbors, &links, &config);
+        assert_eq!(s.seeds, vec![0, 3]);
+        // One hop: q0 brings q1, q3 brings q4 (q2 is two hops from q0).
+        assert_eq!(s.expanded, vec![0, 1, 3, 4]);
+        // c0 = mean(0.9, 0.2) = 0.55; c1 = mean(0.6) = 0.6 (q2 not expanded); c2 = -0.1.
+        assert_eq!(s.chunks.len(), 3);
+        assert_eq!(s.chunks[0].0, 1);
+        assert!((s.chunks[0].1 - 0.6).abs() < 1e-6);
+        assert_eq!(s.chunks[1].0, 0);
+        assert!((s.chunks[1].1 - 0.55).abs() < 1e-6);
+        assert_eq!(s.chunks[2], (2, -0.1));
+
+        // Two hops reach q2 and pull c1's mean down to (0.6 - 0.5) / 2 = 0.05.
+        let s2 = qcg_scores(
+            &cos,
+            &neighbors,
+            &links,
+            &QcgConfig {
+                hops: 2,
+                ..config.clone()
+            },
+        );
+        assert_eq!(s2.expanded, vec![0, 1, 2, 3, 4]);
+        let c1 = s2.chunks.iter().find(|(c, _)| *c == 1).unwrap().1;
+        assert!((c1 - 0.05).abs() < 1e-6);
+
+        // No hops: only the seeds' chunks.
+        let s0 = qcg_scores(
+            &cos,
+            &neighbors,
+            &links,
+            &QcgConfig {
+                hops: 0,
+                ..config.clone()
+            },
+        );
+        assert_eq!(s0.expanded, vec![0, 3]);
+        assert_eq!(s0.chunks.len(), 2);
+
+        // γ that nothing passes: the n best become the seeds (lprag's choice).
+        let none = QcgConfig {
+            gamma: 2.5,
+            ..config.clone()
+        };
+        assert_eq!(
+            qcg_scores(&cos, &neighbors, &links, &none).seeds,
+            vec![0, 3]
+        );
+
+        // γ = 1.0 (cos ≥ 0) with n = 15: every non-negative query seeds, best first.
+        let loose = QcgConfig {
+            max_seeds: 15,
+            gamma: 1.0,
+            hops: 0,
+            ..config
+        };
+        assert_eq!(
+            qcg_scores(&cos, &neighbors, &links, &loose).seeds,
+            vec![0, 3, 1]
+        );
+    }
+
+    #[test]
+    fn node_text_appends_the_answer() {
+        let mut x = q("Who founded it?", 0);
+        assert_eq!(query_node_text(&x), "Who founded it?");
+        x.answer = Some("Nobel".into());
+        assert_eq!(query_node_text(&x), "Who founded it? Nobel");
+    }
+}
