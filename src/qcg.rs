@@ -131,11 +131,11 @@ pub struct QcgScores {
 
 /// QCG-RAG's retrieval rule on a built graph. `cos[i]` is the cosine between the user
 /// query and query node `i`; `neighbors[i]` its query–query edges (used as undirected);
-/// `links[i]` its chunks.
-pub fn qcg_scores(
+/// `links(i)` its chunks.
+pub fn qcg_scores<'a>(
     cos: &[f32],
     neighbors: &[Vec<u32>],
-    links: &[Vec<ChunkId>],
+    links: impl Fn(usize) -> &'a [ChunkId],
     config: &QcgConfig,
 ) -> QcgScores {
     let mut order: Vec<usize> = (0..cos.len()).collect();
@@ -182,7 +182,7 @@ pub fn qcg_scores(
 
     let mut sums: BTreeMap<ChunkId, (f32, usize)> = BTreeMap::new();
     for &i in &expanded {
-        for &c in &links[i] {
+        for &c in links(i) {
             let e = sums.entry(c).or_insert((0.0, 0));
             e.0 += cos[i];
             e.1 += 1;
@@ -426,13 +426,13 @@ impl QcgRag {
             .iter()
             .map(|row| lprag_core::cosine(e, row))
             .collect();
-        let links: Vec<Vec<ChunkId>> = self
-            .state
-            .queries
-            .iter()
-            .map(|q| q.chunk_ids.clone())
-            .collect();
-        qcg_scores(&cos, &self.state.neighbors, &links, &self.state.config)
+        let queries = &self.state.queries;
+        qcg_scores(
+            &cos,
+            &self.state.neighbors,
+            |i| queries[i].chunk_ids.as_slice(),
+            &self.state.config,
+        )
     }
 
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
@@ -576,7 +576,7 @@ mod tests {
             hops: 1,
             ..QcgConfig::default()
         };
-        let s = qcg_scores(&cos, &neighbors, &links, &config);
+        let s = qcg_scores(&cos, &neighbors, |i| links[i].as_slice(), &config);
         assert_eq!(s.seeds, vec![0, 3]);
         // One hop: q0 brings q1, q3 brings q4 (q2 is two hops from q0).
         assert_eq!(s.expanded, vec![0, 1, 3, 4]);
@@ -592,7 +592,7 @@ mod tests {
         let s2 = qcg_scores(
             &cos,
             &neighbors,
-            &links,
+            |i| links[i].as_slice(),
             &QcgConfig {
                 hops: 2,
                 ..config.clone()
@@ -606,7 +606,7 @@ mod tests {
         let s0 = qcg_scores(
             &cos,
             &neighbors,
-            &links,
+            |i| links[i].as_slice(),
             &QcgConfig {
                 hops: 0,
                 ..config.clone()
@@ -621,7 +621,7 @@ mod tests {
             ..config.clone()
         };
         assert_eq!(
-            qcg_scores(&cos, &neighbors, &links, &none).seeds,
+            qcg_scores(&cos, &neighbors, |i| links[i].as_slice(), &none).seeds,
             vec![0, 3]
         );
 
@@ -633,7 +633,7 @@ mod tests {
             ..config
         };
         assert_eq!(
-            qcg_scores(&cos, &neighbors, &links, &loose).seeds,
+            qcg_scores(&cos, &neighbors, |i| links[i].as_slice(), &loose).seeds,
             vec![0, 3, 1]
         );
     }

@@ -61,6 +61,21 @@ async fn first_then(server: &MockServer, n: u64, first: ResponseTemplate, then: 
         .await;
 }
 
+/// A server answering every request with `template`.
+async fn always(template: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(template)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// One chat request ("x") to `server` with the fast retry settings.
+async fn ask_x(server: &MockServer) -> Result<lprag_llm::ChatResponse, LlmError> {
+    openai(server, fast()).complete(&ask("x")).await
+}
+
 async fn requests(server: &MockServer) -> usize {
     server.received_requests().await.unwrap().len()
 }
@@ -115,13 +130,10 @@ async fn ollama_happy_path() {
     assert_eq!(r.usage.unwrap().completion_tokens, 2);
 
     // Ollama reports errors as {"error": "..."}.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(404).set_body_json(json!({"error": "model 'llama3' not found"})),
-        )
-        .mount(&server)
-        .await;
+    let server = always(
+        ResponseTemplate::new(404).set_body_json(json!({"error": "model 'llama3' not found"})),
+    )
+    .await;
     let mut config = OllamaConfig::new("llama3").base_url(server.uri());
     config.http = fast();
     let err = OllamaChat::new(config)
@@ -227,15 +239,8 @@ async fn server_error_then_success_and_giving_up() {
     assert_eq!(requests(&server).await, 3);
 
     // Always 503: gives up after 1 + max_retries attempts with a transient error.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(503).set_body_string("overloaded"))
-        .mount(&server)
-        .await;
-    let err = openai(&server, fast())
-        .complete(&ask("x"))
-        .await
-        .unwrap_err();
+    let server = always(ResponseTemplate::new(503).set_body_string("overloaded")).await;
+    let err = ask_x(&server).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
     assert!(
         err.to_string().contains("gave up after 4 attempts"),
@@ -263,15 +268,12 @@ async fn timeouts_are_retried_then_reported() {
     let chat = openai(&server, http.clone());
     assert_eq!(chat.complete(&ask("x")).await.unwrap().content, "on time");
 
-    let slow = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(completion("late"))
-                .set_delay(Duration::from_secs(3)),
-        )
-        .mount(&slow)
-        .await;
+    let slow = always(
+        ResponseTemplate::new(200)
+            .set_body_json(completion("late"))
+            .set_delay(Duration::from_secs(3)),
+    )
+    .await;
     let err = openai(
         &slow,
         HttpConfig {
@@ -297,24 +299,10 @@ async fn malformed_json_is_retried_and_reported_with_the_body() {
         ResponseTemplate::new(200).set_body_json(completion("ok")),
     )
     .await;
-    assert_eq!(
-        openai(&server, fast())
-            .complete(&ask("x"))
-            .await
-            .unwrap()
-            .content,
-        "ok"
-    );
+    assert_eq!(ask_x(&server).await.unwrap().content, "ok");
 
-    let broken = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("<html>gateway</html>"))
-        .mount(&broken)
-        .await;
-    let err = openai(&broken, fast())
-        .complete(&ask("x"))
-        .await
-        .unwrap_err();
+    let broken = always(ResponseTemplate::new(200).set_body_string("<html>gateway</html>")).await;
+    let err = ask_x(&broken).await.unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("malformed JSON") && msg.contains("<html>gateway"),
@@ -325,17 +313,11 @@ async fn malformed_json_is_retried_and_reported_with_the_body() {
 #[tokio::test]
 async fn errors_sent_with_http_200_are_detected_and_classified() {
     // Permanent in-band error: no retry.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "error": {"message": "The model `x` does not exist", "code": "model_not_found"}
-        })))
-        .mount(&server)
-        .await;
-    let err = openai(&server, fast())
-        .complete(&ask("x"))
-        .await
-        .unwrap_err();
+    let server = always(ResponseTemplate::new(200).set_body_json(json!({
+        "error": {"message": "The model `x` does not exist", "code": "model_not_found"}
+    })))
+    .await;
+    let err = ask_x(&server).await.unwrap_err();
     assert!(matches!(err, LlmError::Permanent(_)), "{err}");
     assert!(err.to_string().contains("HTTP 200"), "{err}");
     assert_eq!(requests(&server).await, 1);
@@ -351,27 +333,13 @@ async fn errors_sent_with_http_200_are_detected_and_classified() {
         ResponseTemplate::new(200).set_body_json(completion("ok")),
     )
     .await;
-    assert_eq!(
-        openai(&server, fast())
-            .complete(&ask("x"))
-            .await
-            .unwrap()
-            .content,
-        "ok"
-    );
+    assert_eq!(ask_x(&server).await.unwrap().content, "ok");
 
     // Context length: its own class, not retried.
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+    let server = always(ResponseTemplate::new(400).set_body_json(json!({
             "error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}
-        })))
-        .mount(&server)
-        .await;
-    let err = openai(&server, fast())
-        .complete(&ask("x"))
-        .await
-        .unwrap_err();
+        }))).await;
+    let err = ask_x(&server).await.unwrap_err();
     assert!(matches!(err, LlmError::ContextLength(_)), "{err}");
     assert_eq!(requests(&server).await, 1);
 }
@@ -635,14 +603,10 @@ async fn failures_midway_keep_the_successes_and_a_rerun_pays_only_for_the_failur
 
 #[tokio::test]
 async fn unparseable_answers_are_typed_errors_with_the_raw_text() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(completion("I'm sorry, I can't help with that.")),
-        )
-        .mount(&server)
-        .await;
+    let server = always(
+        ResponseTemplate::new(200).set_body_json(completion("I'm sorry, I can't help with that.")),
+    )
+    .await;
     let chat = Arc::new(openai(&server, fast()));
     let err = LlmChunker::new(chat.clone())
         .chunk(&docs(1))
