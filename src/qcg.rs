@@ -569,7 +569,7 @@ mod tests {
         // k-NN lists: 0→1, 1→2, 3→4 (undirected in use).
         let neighbors = vec![vec![1], vec![2], vec![], vec![4], vec![]];
         // Links: q0→c0, q1→c0, q2→c1, q3→c1, q4→c2.
-        let links = vec![vec![0], vec![0], vec![1], vec![1], vec![2]];
+        let links = [vec![0], vec![0], vec![1], vec![1], vec![2]];
         let config = QcgConfig {
             max_seeds: 2,
             gamma: 1.5, // cos ≥ 0.5: q0 (0.9) and q3 (0.6)
