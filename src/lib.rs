@@ -29,6 +29,7 @@
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
+pub mod lesegr;
 mod pipeline;
 mod progress;
 pub mod qcg;
@@ -38,6 +39,7 @@ pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
 
+pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
     HashingEncoderConfig, HeuristicQueryGenerator, LinkPredictor, NoProgress, PassageChunker,

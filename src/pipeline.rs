@@ -428,6 +428,55 @@ pub(crate) async fn embed_all(
     Ok(out)
 }
 
+/// Write `value` as JSON to `dir/file` atomically (temporary file, then rename).
+pub(crate) fn save_json_atomic<T: serde::Serialize>(
+    dir: &Path,
+    file: &str,
+    value: &T,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let path = dir.join(file);
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+    serde_json::to_writer(std::io::BufWriter::new(&mut tmp), value)
+        .map_err(|e| Error::format(&path, e.to_string()))?;
+    tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+    Ok(())
+}
+
+/// Read a JSON index file written by [`save_json_atomic`] and check its format version
+/// (`version_of`) against `expected` and the encoder it was built with (name and
+/// dimension) against `encoder`.
+pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    expected: u32,
+    version_of: impl Fn(&T) -> u32,
+    encoder_of: impl Fn(&T) -> (&str, usize),
+    encoder: &dyn Encoder,
+) -> Result<T> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let state: T = serde_json::from_reader(std::io::BufReader::new(file))
+        .map_err(|e| Error::format(path, e.to_string()))?;
+    let version = version_of(&state);
+    if version != expected {
+        return Err(Error::format(
+            path,
+            format!("format version {version} (this build reads {expected})"),
+        ));
+    }
+    let (name, dim) = encoder_of(&state);
+    if name != encoder.name() || dim != encoder.dimension() {
+        return Err(Error::invalid(
+            path.display().to_string(),
+            format!(
+                "index built with encoder `{name}` ({dim}-d), given `{}` ({}-d)",
+                encoder.name(),
+                encoder.dimension()
+            ),
+        ));
+    }
+    Ok(state)
+}
+
 /// Run CPU-bound work off the async runtime when there is one.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,

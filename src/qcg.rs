@@ -26,7 +26,7 @@ use lprag_core::{
 use lprag_graph::KnnBackend;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, embed_all};
+use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -437,44 +437,20 @@ impl QcgRag {
 
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let path = dir.join(QCG_FILE);
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-        serde_json::to_writer(std::io::BufWriter::new(&mut tmp), &self.state)
-            .map_err(|e| Error::format(&path, e.to_string()))?;
-        tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
-        Ok(())
+        save_json_atomic(dir.as_ref(), QCG_FILE, &self.state)
     }
 
     /// Read an index written by [`QcgRag::save`]; `encoder` must be the one it was built
     /// with (checked by name and dimension).
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
         let path = dir.as_ref().join(QCG_FILE);
-        let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let state: QcgState = serde_json::from_reader(std::io::BufReader::new(file))
-            .map_err(|e| Error::format(&path, e.to_string()))?;
-        if state.version != QCG_FORMAT_VERSION {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "format version {} (this build reads {QCG_FORMAT_VERSION})",
-                    state.version
-                ),
-            ));
-        }
-        if state.encoder != encoder.name() || state.chunk_emb.dim() != encoder.dimension() {
-            return Err(Error::invalid(
-                path.display().to_string(),
-                format!(
-                    "index built with encoder `{}` ({}-d), given `{}` ({}-d)",
-                    state.encoder,
-                    state.chunk_emb.dim(),
-                    encoder.name(),
-                    encoder.dimension()
-                ),
-            ));
-        }
+        let state: QcgState = load_json_index(
+            &path,
+            QCG_FORMAT_VERSION,
+            |s: &QcgState| s.version,
+            |s: &QcgState| (s.encoder.as_str(), s.chunk_emb.dim()),
+            &*encoder,
+        )?;
         if state.neighbors.len() != state.queries.len()
             || state.query_emb.rows() != state.queries.len()
             || state.chunk_emb.rows() != state.chunks.len()

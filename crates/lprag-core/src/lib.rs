@@ -6,7 +6,7 @@
 //! [`QueryGenerator`], [`Encoder`], [`LinkPredictor`], [`Retriever`]), one error type
 //! ([`Error`]), and the offline defaults that need no LLM and no downloaded weights
 //! ([`SentenceChunker`], [`PassageChunker`], [`HeuristicQueryGenerator`],
-//! [`HashingEncoder`]).
+//! [`HashingEncoder`]) and sparse relevance ([`Bm25`] behind [`SparseEncoder`]).
 //!
 //! No burn, HTTP or petgraph type appears in this crate's API, so third-party backends can
 //! depend on it alone.
@@ -27,6 +27,7 @@ mod embeddings;
 mod error;
 mod hashing;
 mod querygen;
+pub mod sparse;
 mod traits;
 mod types;
 
@@ -35,6 +36,9 @@ pub use embeddings::{cosine, Embeddings};
 pub use error::{Error, Result};
 pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
+pub use sparse::{
+    bm25_tokens, Bm25, Bm25Config, Bm25Index, SparseEncoder, SparseIndex, SparseVector,
+};
 pub use traits::{
     Chunker, Encoder, LinkPredictor, NoProgress, Progress, QueryGenerator, Retriever, TrainReport,
 };

@@ -97,13 +97,29 @@ struct RetrievalArgs {
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
     lprag_sentences: bool,
+    /// LeSeGR configuration as JSON (a `LesegrConfig`; missing fields take their
+    /// defaults), for `lesegr` and `lesegr-lite`.
+    #[arg(long, value_name = "FILE")]
+    lesegr_config: Option<PathBuf>,
     /// Cache embeddings in this directory (one file per dataset and encoder), so reruns
     /// embed nothing twice.
     #[arg(long, value_name = "DIR")]
     embedding_cache: Option<PathBuf>,
-    /// Print LP-RAG's indexing and training progress.
+    /// Print LP-RAG's and LeSeGR's indexing and training progress.
     #[arg(long)]
     verbose: bool,
+}
+
+/// A JSON configuration file, missing fields defaulted by the type.
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[tokio::main]
@@ -293,14 +309,10 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     let bars = Bars::new(!args.no_progress);
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
-        options.retrievers.lprag = serde_json::from_str(&text).map_err(|source| Error::Json {
-            path: path.clone(),
-            source,
-        })?;
+        options.retrievers.lprag = read_json(path)?;
+    }
+    if let Some(path) = &args.lesegr_config {
+        options.retrievers.lesegr = read_json(path)?;
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;

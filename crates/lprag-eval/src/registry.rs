@@ -13,7 +13,15 @@ use crate::baselines::{
 use crate::{Error, Result};
 
 /// Names [`build_retriever`] knows, in the order `--help` lists them.
-pub const RETRIEVERS: &[&str] = &["dense", "bm25", "hybrid", "lprag", "qcg"];
+pub const RETRIEVERS: &[&str] = &[
+    "dense",
+    "bm25",
+    "hybrid",
+    "lprag",
+    "qcg",
+    "lesegr",
+    "lesegr-lite",
+];
 
 /// Settings for retrievers that have more than an encoder to choose.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +36,9 @@ pub struct RetrieverOptions {
     pub verbose: bool,
     /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
     pub qcg: lprag::QcgConfig,
+    /// Configuration of `lesegr` (default: [`lprag::LesegrConfig::default`]; `lesegr-lite`
+    /// uses the same with the lite variant).
+    pub lesegr: lprag::LesegrConfig,
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -49,7 +60,10 @@ pub async fn build_retriever(
 /// - `lprag`: [`lprag::LpRag`] with `encoder`, the options' configuration and chunker, and
 ///   the offline heuristic query generator;
 /// - `qcg`: [`lprag::QcgRag`] (QCG-RAG, training-free query-centric graph) with `encoder`,
-///   passages as chunks and the offline heuristic (query) generator.
+///   passages as chunks and the offline heuristic (query) generator;
+/// - `lesegr` / `lesegr-lite`: [`lprag::LesegrRag`] (CG-RAG's LeSeGR, BM25 × dense message
+///   passing on a chunk graph with k-NN document links), trained on synthetic queries or
+///   untrained, with `encoder` and passages as chunks.
 ///
 /// `encoder` is ignored by retrievers that need none. Index build time, as the harness
 /// reports it, is the wall time of this call.
@@ -75,15 +89,10 @@ pub async fn build_retriever_with(
             } else {
                 Arc::new(lprag::PassageChunker)
             };
-            let progress: Arc<dyn lprag::Progress> = if options.verbose {
-                Arc::new(lprag::StderrProgress::default())
-            } else {
-                Arc::new(lprag::NoProgress)
-            };
             let rag = lprag::LpRag::builder()
                 .encoder(encoder)
                 .chunker(chunker)
-                .progress(progress)
+                .progress(progress(options.verbose))
                 .config(options.lprag.clone())
                 .build(docs)
                 .await?;
@@ -99,6 +108,22 @@ pub async fn build_retriever_with(
                 .build(docs)
                 .await?,
         ),
+        "lesegr" | "lesegr-lite" => {
+            let mut config = options.lesegr.clone();
+            if name == "lesegr-lite" {
+                config.variant = lprag::LesegrVariant::Lite;
+            }
+            let rag = lprag::LesegrRag::builder()
+                .encoder(encoder)
+                .progress(progress(options.verbose))
+                .config(config)
+                .build(docs)
+                .await?;
+            if options.verbose {
+                eprintln!("{name} index: {:?}", rag.stats());
+            }
+            Box::new(rag)
+        }
         other => {
             return Err(Error::UnknownRetriever {
                 name: other.to_string(),
@@ -106,6 +131,14 @@ pub async fn build_retriever_with(
             })
         }
     })
+}
+
+fn progress(verbose: bool) -> Arc<dyn lprag::Progress> {
+    if verbose {
+        Arc::new(lprag::StderrProgress::default())
+    } else {
+        Arc::new(lprag::NoProgress)
+    }
 }
 
 /// Split a comma-separated list of retriever names (`"dense,bm25"`), trimming blanks and
@@ -219,7 +252,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite)"
         );
     }
 

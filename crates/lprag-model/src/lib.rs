@@ -14,6 +14,7 @@
 pub mod bert;
 mod config;
 mod host;
+pub mod lesegr;
 mod net;
 mod predictor;
 

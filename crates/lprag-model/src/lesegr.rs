@@ -1,0 +1,765 @@
+//! LeSeGR (CG-RAG's Lexical-Semantic Graph Retrieval, methods §4): the scoring rule on
+//! the host and its training in burn.
+//!
+//! For a query `q` with dense vector `q` and sparse relevance `δ_qj` to every chunk, the
+//! chunk representations are `h⁽⁰⁾_j = c_j` (the chunk embedding) and, for `k = 1 … K`,
+//!
+//! ```text
+//! h⁽ᵏ⁾_i = 1/(1 + |N(i)|) · Σ_{j ∈ {i} ∪ N(i)} δ_qj · α_ij · MSG⁽ᵏ⁾(h⁽ᵏ⁻¹⁾_j),   α_ii = 1
+//! s(q, c_i) = q · h⁽ᴷ⁾_i
+//! ```
+//!
+//! where `N(i)` are the chunks with an edge into `c_i`. lprag's choices where the paper
+//! leaves freedom (documented in `docs/methods.md`-style notes on [`LesegrTrainConfig`]):
+//! - **MSG⁽ᵏ⁾ is linear**, `h ↦ h·(I + Δ_k)` with `Δ_k` initialised to zero, and AGG is
+//!   the mean above. Both are linear in `h`, so the score factorises:
+//!   `s(q, ·) = A_K ⋯ A_1 (X·M·q)` with `M = (I + Δ_1)⋯(I + Δ_K)` and `A_k` the
+//!   δ·α-weighted mean operator. A query costs one `d × d` product (`q' = M q`), one dot
+//!   product per chunk it touches, and scalar propagation over the edges —
+//!   [`propagate`] — instead of `K` dense layers over the subgraph.
+//! - **α_ij = σ(MLP(c_i − c_j))**, a sigmoid keeping the gate in (0, 1) (the paper's MLP
+//!   output is unconstrained); the untrained "lite" variant uses `max(0, cos(c_i, c_j))`
+//!   ([`lite_alpha`]).
+//! - **δ_qj = 1 + w·bm25(q, c_j) / maxₖ bm25(q, c_k)** is built by the caller (the
+//!   retriever); lexical evidence can at most multiply a message by `1 + w`, and chunks
+//!   without it still pass their dense signal (the paper's δ = 0 would silence them).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use burn::module::{Module, Param};
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::activation::{log_softmax, sigmoid};
+use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
+use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::net::Mlp;
+
+/// A directed chunk graph stored by destination (CSR over in-edges): edge `e` carries a
+/// message from `sources()[e]` to the node whose range contains `e`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InEdges {
+    ptr: Vec<u32>,
+    src: Vec<u32>,
+}
+
+impl InEdges {
+    /// Build from `(source, destination)` pairs over `n` nodes. Self loops (α_ii = 1 is
+    /// implicit) and repeated pairs are dropped; an index ≥ `n` is an error naming the
+    /// pair.
+    pub fn from_edges(n: usize, edges: &[(u32, u32)]) -> Result<Self> {
+        if n > u32::MAX as usize {
+            return Err(Error::invalid("InEdges", "more than 2^32 - 1 nodes"));
+        }
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (k, &(s, d)) in edges.iter().enumerate() {
+            if s as usize >= n || d as usize >= n {
+                return Err(Error::invalid(
+                    format!("InEdges edge {k}"),
+                    format!("({s}, {d}) out of range for {n} nodes"),
+                ));
+            }
+            if s != d {
+                lists[d as usize].push(s);
+            }
+        }
+        let mut ptr = Vec::with_capacity(n + 1);
+        let mut src = Vec::new();
+        ptr.push(0u32);
+        for mut l in lists {
+            l.sort_unstable();
+            l.dedup();
+            src.extend_from_slice(&l);
+            ptr.push(src.len() as u32);
+        }
+        Ok(Self { ptr, src })
+    }
+
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.ptr.len() - 1
+    }
+
+    /// Number of edges.
+    pub fn num_edges(&self) -> usize {
+        self.src.len()
+    }
+
+    /// Edge ids of the in-edges of `i`.
+    pub fn range(&self, i: usize) -> std::ops::Range<usize> {
+        self.ptr[i] as usize..self.ptr[i + 1] as usize
+    }
+
+    /// The nodes with an edge into `i`, ascending.
+    pub fn in_neighbors(&self, i: usize) -> &[u32] {
+        &self.src[self.range(i)]
+    }
+
+    /// Source node of every edge, by edge id.
+    pub fn sources(&self) -> &[u32] {
+        &self.src
+    }
+
+    /// Destination node of every edge, by edge id.
+    pub fn destinations(&self) -> Vec<u32> {
+        (0..self.num_nodes())
+            .flat_map(|i| std::iter::repeat_n(i as u32, self.range(i).len()))
+            .collect()
+    }
+
+    /// `nodes` and everything with a path of at most `hops` edges into one of them,
+    /// sorted.
+    pub fn in_ball(&self, nodes: &[u32], hops: usize) -> Vec<u32> {
+        let mut seen: HashSet<u32> = nodes.iter().copied().collect();
+        let mut frontier: Vec<u32> = seen.iter().copied().collect();
+        for _ in 0..hops {
+            let mut next = Vec::new();
+            for &i in &frontier {
+                for &j in self.in_neighbors(i as usize) {
+                    if seen.insert(j) {
+                        next.push(j);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        let mut out: Vec<u32> = seen.into_iter().collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+/// The untrained gate: `α_e = max(0, cos(c_dst, c_src))` per edge of `graph`.
+pub fn lite_alpha(emb: &Embeddings, graph: &InEdges) -> Vec<f32> {
+    let dst = graph.destinations();
+    graph
+        .sources()
+        .iter()
+        .zip(&dst)
+        .map(|(&s, &d)| lprag_core::cosine(emb.row(d as usize), emb.row(s as usize)).max(0.0))
+        .collect()
+}
+
+/// LeSeGR's layers on scalars: from `h0[j] = c_j · q'` for the nodes in `nodes`, `layers`
+/// rounds of `h_i ← (δ_i h_i + Σ_{e: j→i} δ_j α_e h_j) / (1 + |N(i)|)` over the nodes in
+/// `nodes` (sorted). Nodes outside `nodes` count as `h = 0`, so the result is exact for
+/// every node whose `layers`-hop in-neighbourhood lies inside `nodes` (see
+/// [`InEdges::in_ball`]). `h0`, `delta` and the result are indexed by node id (length
+/// `graph.num_nodes()`); `alpha` by edge id.
+pub fn propagate(
+    h0: &[f32],
+    delta: &[f32],
+    graph: &InEdges,
+    alpha: &[f32],
+    layers: usize,
+    nodes: &[u32],
+) -> Vec<f32> {
+    let mut h = h0.to_vec();
+    let mut next = vec![0.0f32; h.len()];
+    for _ in 0..layers {
+        for &i in nodes {
+            let i = i as usize;
+            let r = graph.range(i);
+            let mut acc = delta[i] * h[i];
+            for e in r.clone() {
+                let j = graph.src[e] as usize;
+                acc += delta[j] * alpha[e] * h[j];
+            }
+            next[i] = acc / (1 + r.len()) as f32;
+        }
+        std::mem::swap(&mut h, &mut next);
+    }
+    h
+}
+
+/// The shape of each message transform `I + Δ_k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageTransform {
+    /// A full `d × d` matrix `Δ_k` (d² parameters per layer).
+    Full,
+    /// A diagonal `Δ_k` (d parameters per layer): a learned per-dimension reweighting,
+    /// much harder to overfit on synthetic queries.
+    Diagonal,
+}
+
+/// Training settings of the LeSeGR scorer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LesegrTrainConfig {
+    /// Message-passing layers K. Default 2 (the paper's).
+    pub layers: usize,
+    /// Hidden width of the α MLP. Default 64.
+    pub alpha_hidden: usize,
+    /// Shape of the message transforms. Default [`MessageTransform::Diagonal`].
+    pub messages: MessageTransform,
+    /// Most epochs. Default 30.
+    pub epochs: usize,
+    /// AdamW learning rate. Default 1e-3.
+    pub learning_rate: f64,
+    /// AdamW weight decay (pulls each `Δ_k` towards 0, i.e. MSG towards the identity).
+    /// Default 1e-2.
+    pub weight_decay: f32,
+    /// Queries per step. Default 64.
+    pub batch_size: usize,
+    /// Initial softmax temperature of the cross-entropy (learned afterwards). Default 0.05.
+    pub temperature: f32,
+    /// Fraction of the training queries held out for early stopping. Default 0.1.
+    pub validation_fraction: f32,
+    /// Epochs without a better validation loss before stopping. Default 3.
+    pub patience: usize,
+    /// Seed of initialisation, split and shuffling. Default 0.
+    pub seed: u64,
+}
+
+impl Default for LesegrTrainConfig {
+    fn default() -> Self {
+        Self {
+            layers: 2,
+            alpha_hidden: 64,
+            messages: MessageTransform::Diagonal,
+            epochs: 30,
+            learning_rate: 1e-3,
+            weight_decay: 1e-2,
+            batch_size: 64,
+            temperature: 0.05,
+            validation_fraction: 0.1,
+            patience: 3,
+            seed: 0,
+        }
+    }
+}
+
+impl LesegrTrainConfig {
+    /// Check the numbers.
+    pub fn validate(&self) -> Result<()> {
+        if self.layers == 0 || self.alpha_hidden == 0 || self.batch_size == 0 {
+            return Err(Error::invalid(
+                "LesegrTrainConfig",
+                "layers, alpha_hidden and batch_size must be at least 1",
+            ));
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return Err(Error::invalid(
+                "LesegrTrainConfig.learning_rate",
+                "must be finite and > 0",
+            ));
+        }
+        if !(self.temperature > 0.0 && self.temperature.is_finite()) {
+            return Err(Error::invalid(
+                "LesegrTrainConfig.temperature",
+                "must be finite and > 0",
+            ));
+        }
+        if !(0.0..1.0).contains(&self.validation_fraction) {
+            return Err(Error::invalid(
+                "LesegrTrainConfig.validation_fraction",
+                "must be in [0, 1)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One training query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LesegrExample {
+    /// The query's dense vector (any norm).
+    pub query: Vec<f32>,
+    /// `δ_qj − 1` for the chunks with lexical evidence, `(chunk, excess)`; every other
+    /// chunk has `δ = 1`.
+    pub delta_excess: Vec<(u32, f32)>,
+    /// The gold chunks (at least one).
+    pub positives: Vec<u32>,
+}
+
+/// What training produced, ready for [`propagate`]: the gate of every edge and the query
+/// transform `M = (I + Δ_1)⋯(I + Δ_K)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LesegrWeights {
+    /// α per edge of the graph it was trained on, by edge id.
+    pub alpha: Vec<f32>,
+    /// `M`, row-major `d × d`: the query is scored as `q' = M q`.
+    pub transform: Vec<f32>,
+    /// Width `d`.
+    pub dim: usize,
+}
+
+impl LesegrWeights {
+    /// `q' = M q`.
+    pub fn transform_query(&self, q: &[f32]) -> Vec<f32> {
+        let d = self.dim;
+        (0..d)
+            .map(|r| {
+                self.transform[r * d..(r + 1) * d]
+                    .iter()
+                    .zip(q)
+                    .map(|(a, b)| a * b)
+                    .sum()
+            })
+            .collect()
+    }
+}
+
+#[derive(Module, Debug)]
+struct LesegrNet {
+    alpha: Mlp,
+    deltas: Vec<Param<Tensor<2>>>,
+    log_scale: Param<Tensor<1>>,
+}
+
+impl LesegrNet {
+    fn new(d: usize, cfg: &LesegrTrainConfig, device: &Device) -> Self {
+        Self {
+            alpha: Mlp::new(&[d, cfg.alpha_hidden, 1], false, device),
+            deltas: (0..cfg.layers)
+                .map(|_| {
+                    let shape = match cfg.messages {
+                        MessageTransform::Full => [d, d],
+                        MessageTransform::Diagonal => [1, d],
+                    };
+                    Param::from_tensor(Tensor::zeros(shape, device))
+                })
+                .collect(),
+            log_scale: Param::from_tensor(Tensor::from_data(
+                TensorData::new(vec![(1.0 / cfg.temperature).ln()], [1]),
+                device,
+            )),
+        }
+    }
+
+    /// `M = Π (I + Δ_k)`, `[d, d]`.
+    fn transform(&self, d: usize, device: &Device) -> Tensor<2> {
+        let eye = eye(d, device);
+        let mut m = eye.clone();
+        for delta in &self.deltas {
+            let delta = delta.val();
+            let w = if delta.dims()[0] == 1 {
+                // Diagonal: I + diag(Δ) (the row broadcast scales column j by 1 + Δ_j).
+                eye.clone() * (delta + 1.0)
+            } else {
+                eye.clone() + delta
+            };
+            m = m.matmul(w);
+        }
+        m
+    }
+}
+
+fn eye(d: usize, device: &Device) -> Tensor<2> {
+    let mut v = vec![0.0f32; d * d];
+    for i in 0..d {
+        v[i * d + i] = 1.0;
+    }
+    Tensor::from_data(TensorData::new(v, [d, d]), device)
+}
+
+/// The graph and features on a device.
+struct DeviceGraph {
+    x: Tensor<2>,
+    src: Tensor<1, Int>,
+    dst: Tensor<1, Int>,
+    /// `[N, 1]`: `1 / (1 + |N(i)|)`.
+    deg_inv: Tensor<2>,
+    /// `[E, d]`: `c_dst − c_src`.
+    diff: Tensor<2>,
+    num_edges: usize,
+}
+
+impl DeviceGraph {
+    fn new(x: &Embeddings, graph: &InEdges, device: &Device) -> Self {
+        let (n, d, e) = (x.rows(), x.dim(), graph.num_edges());
+        let src: Vec<i64> = graph.sources().iter().map(|&s| s as i64).collect();
+        let dst_u = graph.destinations();
+        let dst: Vec<i64> = dst_u.iter().map(|&s| s as i64).collect();
+        let mut diff = Vec::with_capacity(e * d);
+        for (&s, &t) in graph.sources().iter().zip(&dst_u) {
+            diff.extend(
+                x.row(t as usize)
+                    .iter()
+                    .zip(x.row(s as usize))
+                    .map(|(a, b)| a - b),
+            );
+        }
+        let deg_inv: Vec<f32> = (0..n)
+            .map(|i| 1.0 / (1 + graph.range(i).len()) as f32)
+            .collect();
+        Self {
+            x: Tensor::from_data(TensorData::new(x.as_slice().to_vec(), [n, d]), device),
+            src: Tensor::from_data(TensorData::new(src, [e]), device),
+            dst: Tensor::from_data(TensorData::new(dst, [e]), device),
+            deg_inv: Tensor::from_data(TensorData::new(deg_inv, [n, 1]), device),
+            diff: Tensor::from_data(TensorData::new(diff, [e, d]), device),
+            num_edges: e,
+        }
+    }
+}
+
+/// Loss of one batch: scores of every chunk for every query, cross-entropy against the
+/// gold chunks (multi-positive: −log Σ_gold softmax).
+fn batch_loss(
+    net: &LesegrNet,
+    g: &DeviceGraph,
+    batch: &[&LesegrExample],
+    layers: usize,
+    device: &Device,
+) -> Tensor<1> {
+    let (n, d) = (g.x.dims()[0], g.x.dims()[1]);
+    let b = batch.len();
+    let mut q = Vec::with_capacity(b * d);
+    let mut delta = vec![1.0f32; n * b];
+    let mut mask = vec![0.0f32; b * n];
+    for (k, ex) in batch.iter().enumerate() {
+        q.extend_from_slice(&ex.query);
+        for &(j, v) in &ex.delta_excess {
+            delta[j as usize * b + k] += v;
+        }
+        for &p in &ex.positives {
+            mask[k * n + p as usize] = 1.0;
+        }
+    }
+    let q = Tensor::<2>::from_data(TensorData::new(q, [b, d]), device);
+    let delta = Tensor::<2>::from_data(TensorData::new(delta, [n, b]), device);
+    let mask = Tensor::<2>::from_data(TensorData::new(mask, [b, n]), device);
+    // q'ᵀ rows: Q·Mᵀ, then h⁽⁰⁾ = X·Q'ᵀ, [N, B].
+    let qp = q.matmul(net.transform(d, device).transpose());
+    let mut h = g.x.clone().matmul(qp.transpose());
+    let alpha = if g.num_edges > 0 {
+        Some(sigmoid(net.alpha.forward(g.diff.clone())))
+    } else {
+        None
+    };
+    for _ in 0..layers {
+        let m = delta.clone() * h;
+        let mut agg = m.clone();
+        if let Some(a) = &alpha {
+            let msgs = m.select(0, g.src.clone()) * a.clone();
+            agg = agg.select_assign(0, g.dst.clone(), msgs, IndexingUpdateOp::Add);
+        }
+        h = agg * g.deg_inv.clone();
+    }
+    let logits = h.transpose() * net.log_scale.val().exp().unsqueeze::<2>();
+    let lsm = log_softmax(logits, 1);
+    // log Σ_gold softmax, stably: a log-sum-exp over the gold entries only.
+    let masked = lsm + (mask - 1.0).mul_scalar(1e4);
+    let m = masked.clone().max_dim(1).detach();
+    let pos = (masked - m.clone()).exp().sum_dim(1).log() + m;
+    pos.mean().neg()
+}
+
+fn scalar(t: Tensor<1>) -> f32 {
+    t.into_data()
+        .try_into_vec::<f32>()
+        .map(|v| v[0])
+        .unwrap_or(f32::NAN)
+}
+
+/// Train LeSeGR's α MLP and message transforms on `examples` over the chunk graph
+/// (`x`: chunk embeddings, L2-normalised by the caller; `graph`: its in-edges), with
+/// cross-entropy over all chunks and AdamW, on `device` (its autodiff twin). A held-out
+/// fraction of the examples picks the epoch kept (early stopping). Every example must
+/// have a positive and indices in range.
+pub fn train_lesegr(
+    x: &Embeddings,
+    graph: &InEdges,
+    examples: &[LesegrExample],
+    cfg: &LesegrTrainConfig,
+    device: &Device,
+    progress: &dyn Progress,
+) -> Result<(LesegrWeights, TrainReport)> {
+    cfg.validate()?;
+    let started = Instant::now();
+    let (n, d) = (x.rows(), x.dim());
+    if graph.num_nodes() != n {
+        return Err(Error::DimensionMismatch {
+            location: "train_lesegr (graph nodes vs embeddings)".into(),
+            expected: n,
+            actual: graph.num_nodes(),
+        });
+    }
+    for (k, ex) in examples.iter().enumerate() {
+        if ex.query.len() != d {
+            return Err(Error::DimensionMismatch {
+                location: format!("train_lesegr example {k} query"),
+                expected: d,
+                actual: ex.query.len(),
+            });
+        }
+        if ex.positives.is_empty() {
+            return Err(Error::invalid(
+                format!("train_lesegr example {k}"),
+                "no gold chunk",
+            ));
+        }
+        if let Some(bad) = ex
+            .positives
+            .iter()
+            .chain(ex.delta_excess.iter().map(|(j, _)| j))
+            .find(|&&j| j as usize >= n)
+        {
+            return Err(Error::invalid(
+                format!("train_lesegr example {k}"),
+                format!("chunk {bad} out of range for {n} chunks"),
+            ));
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut order: Vec<usize> = (0..examples.len()).collect();
+    order.shuffle(&mut rng);
+    let n_val = if examples.len() >= 10 {
+        (examples.len() as f32 * cfg.validation_fraction) as usize
+    } else {
+        0
+    };
+    let (val_idx, train_idx) = order.split_at(n_val);
+    let mut train_idx = train_idx.to_vec();
+
+    let ad = device.clone().autodiff();
+    ad.seed(cfg.seed);
+    let g_ad = DeviceGraph::new(x, graph, &ad);
+    let g_val = DeviceGraph::new(x, graph, device);
+    let mut net = LesegrNet::new(d, cfg, &ad);
+    let mut optim = AdamWConfig::new()
+        .with_weight_decay(cfg.weight_decay)
+        .init();
+    let mut report = TrainReport::default();
+    let mut best: Option<(f32, LesegrNet)> = None;
+    let mut since_best = 0usize;
+    progress.start("train lesegr", Some(cfg.epochs as u64));
+    for epoch in 0..cfg.epochs {
+        if train_idx.is_empty() {
+            break;
+        }
+        train_idx.shuffle(&mut rng);
+        let (mut sum, mut steps) = (0.0f32, 0usize);
+        for chunk in train_idx.chunks(cfg.batch_size) {
+            let batch: Vec<&LesegrExample> = chunk.iter().map(|&i| &examples[i]).collect();
+            let loss = batch_loss(&net, &g_ad, &batch, cfg.layers, &ad);
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            sum += scalar(loss.detach());
+            steps += 1;
+            net = optim.step(cfg.learning_rate, net, grads);
+        }
+        let train_loss = sum / steps.max(1) as f32;
+        if !train_loss.is_finite() {
+            return Err(Error::backend(
+                "train_lesegr",
+                format!("loss became {train_loss} in epoch {}", epoch + 1),
+            ));
+        }
+        report.train_loss.push(train_loss);
+        report.epochs_run = epoch + 1;
+        let mut message = format!("loss {train_loss:.4}");
+        if val_idx.is_empty() {
+            report.best_epoch = epoch + 1;
+        } else {
+            let valid = net.valid();
+            let (mut vs, mut vn) = (0.0f32, 0usize);
+            for chunk in val_idx.chunks(cfg.batch_size) {
+                let batch: Vec<&LesegrExample> = chunk.iter().map(|&i| &examples[i]).collect();
+                vs += scalar(batch_loss(&valid, &g_val, &batch, cfg.layers, device))
+                    * batch.len() as f32;
+                vn += batch.len();
+            }
+            let vloss = vs / vn as f32;
+            report.val_loss.push(vloss);
+            message.push_str(&format!(", val {vloss:.4}"));
+            if best.as_ref().is_none_or(|(b, _)| vloss < *b) {
+                best = Some((vloss, valid));
+                report.best_epoch = epoch + 1;
+                since_best = 0;
+            } else {
+                since_best += 1;
+                if since_best >= cfg.patience.max(1) {
+                    report.stopped_early = true;
+                    progress.update("train lesegr", (epoch + 1) as u64, &message);
+                    break;
+                }
+            }
+        }
+        progress.update("train lesegr", (epoch + 1) as u64, &message);
+    }
+    progress.finish("train lesegr");
+    let net = match best {
+        Some((_, b)) => b,
+        None => net.valid(),
+    };
+    let weights = export(&net, &g_val, d, device);
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok((weights, report))
+}
+
+fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> LesegrWeights {
+    let alpha = if g.num_edges > 0 {
+        sigmoid(net.alpha.forward(g.diff.clone()))
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let transform = net
+        .transform(d, device)
+        .into_data()
+        .try_into_vec::<f32>()
+        .unwrap_or_default();
+    // M acts on row vectors as h·M in training (q' = Q·Mᵀ as rows), i.e. q' = M q as a
+    // column: exactly `transform_query`'s row-major product.
+    LesegrWeights {
+        alpha,
+        transform,
+        dim: d,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_edges_drop_loops_and_duplicates_and_check_range() {
+        let g = InEdges::from_edges(3, &[(0, 1), (2, 1), (0, 1), (1, 1), (1, 2)]).unwrap();
+        assert_eq!(g.num_edges(), 3);
+        assert_eq!(g.in_neighbors(1), &[0, 2]);
+        assert_eq!(g.in_neighbors(2), &[1]);
+        assert_eq!(g.destinations(), vec![1, 1, 2]);
+        assert_eq!(g.in_ball(&[2], 1), vec![1, 2]);
+        assert_eq!(g.in_ball(&[2], 2), vec![0, 1, 2]);
+        let err = InEdges::from_edges(3, &[(0, 3)]).unwrap_err().to_string();
+        assert!(err.contains("edge 0") && err.contains("(0, 3)"), "{err}");
+    }
+
+    #[test]
+    fn propagation_by_hand() {
+        // 0 → 1 ← 2, one layer. h0 = (0.5, 0.2, 0.8), δ = (2, 1, 1.5), α(0→1) = 0.5,
+        // α(2→1) = 1.
+        let g = InEdges::from_edges(3, &[(0, 1), (2, 1)]).unwrap();
+        let h0 = [0.5, 0.2, 0.8];
+        let delta = [2.0, 1.0, 1.5];
+        let alpha = [0.5, 1.0];
+        let all = [0, 1, 2];
+        let h = propagate(&h0, &delta, &g, &alpha, 1, &all);
+        // node 1: (1·0.2 + 2·0.5·0.5 + 1.5·1·0.8) / 3 = (0.2 + 0.5 + 1.2) / 3
+        assert!((h[1] - 1.9 / 3.0).abs() < 1e-6);
+        // nodes without in-edges: the self loop alone, α_ii = 1 → δ_i·h_i / 1
+        assert!((h[0] - 1.0).abs() < 1e-6);
+        assert!((h[2] - 1.2).abs() < 1e-6);
+        // δ = 0 on a neighbour gates its message off entirely; α = 0 too.
+        let h = propagate(&h0, &[2.0, 1.0, 0.0], &g, &alpha, 1, &all);
+        assert!((h[1] - 0.7 / 3.0).abs() < 1e-6);
+        let h = propagate(&h0, &delta, &g, &[0.0, 0.0], 1, &all);
+        assert!((h[1] - 0.2 / 3.0).abs() < 1e-6);
+        // Two layers: node 1 sees node 0 and 2 after their own first layer.
+        let h2 = propagate(&h0, &delta, &g, &alpha, 2, &all);
+        let expect = (1.0 * (1.9 / 3.0) + 2.0 * 0.5 * 1.0 + 1.5 * 1.0 * 1.2) / 3.0;
+        assert!((h2[1] - expect).abs() < 1e-6);
+    }
+
+    #[test]
+    fn restricted_propagation_is_exact_on_the_ball_centre() {
+        // A chain 0 → 1 → 2 → 3 → 4 plus 4 → 0; two layers; score node 3.
+        let g = InEdges::from_edges(5, &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]).unwrap();
+        let h0 = [0.3, -0.2, 0.9, 0.4, 0.1];
+        let delta = [1.0, 1.5, 1.2, 1.0, 2.0];
+        let alpha = [0.7, 0.4, 0.9, 0.2, 0.5];
+        let all: Vec<u32> = (0..5).collect();
+        let full = propagate(&h0, &delta, &g, &alpha, 2, &all);
+        let ball = g.in_ball(&[3], 2);
+        assert_eq!(ball, vec![1, 2, 3]);
+        // Outside the ball h = 0.
+        let mut masked = h0;
+        masked[0] = 0.0;
+        masked[4] = 0.0;
+        let part = propagate(&masked, &delta, &g, &alpha, 2, &ball);
+        assert!((part[3] - full[3]).abs() < 1e-7);
+    }
+
+    #[test]
+    fn lite_alpha_is_clamped_cosine() {
+        let emb =
+            Embeddings::from_rows(2, &[vec![1.0, 0.0], vec![0.6, 0.8], vec![-1.0, 0.0]]).unwrap();
+        let g = InEdges::from_edges(3, &[(0, 1), (2, 1), (0, 2)]).unwrap();
+        // Edge order by destination: (0→1), (2→1), (0→2).
+        let a = lite_alpha(&emb, &g);
+        assert!((a[0] - 0.6).abs() < 1e-6);
+        assert_eq!(a[1], 0.0);
+        assert_eq!(a[2], 0.0);
+    }
+
+    #[test]
+    fn transform_query_is_a_row_major_product() {
+        let w = LesegrWeights {
+            alpha: vec![],
+            transform: vec![1.0, 2.0, 3.0, 4.0],
+            dim: 2,
+        };
+        assert_eq!(w.transform_query(&[1.0, 1.0]), vec![3.0, 7.0]);
+    }
+
+    #[test]
+    fn training_learns_to_use_the_graph() {
+        // Eight chunks in 2-d; gold chunk g of a query is the *neighbour* of the chunk the
+        // query looks like: edges i → i+4, queries equal to c_i, gold c_{i+4}, whose own
+        // embedding is orthogonal-ish. Dense alone ranks the wrong chunk; the learned
+        // transform and gates must move mass along the edges.
+        let rows: Vec<Vec<f32>> = (0..8)
+            .map(|i| {
+                let a = i as f32 * 0.7;
+                vec![a.cos(), a.sin()]
+            })
+            .collect();
+        let x = Embeddings::from_rows(2, &rows).unwrap();
+        let edges: Vec<(u32, u32)> = (0..4).map(|i| (i, i + 4)).collect();
+        let g = InEdges::from_edges(8, &edges).unwrap();
+        let examples: Vec<LesegrExample> = (0..4u32)
+            .flat_map(|i| {
+                let q = rows[i as usize].clone();
+                (0..5).map(move |_| LesegrExample {
+                    query: q.clone(),
+                    delta_excess: vec![(i, 1.0)],
+                    positives: vec![i + 4],
+                })
+            })
+            .collect();
+        let cfg = LesegrTrainConfig {
+            epochs: 15,
+            batch_size: 4,
+            learning_rate: 1e-2,
+            validation_fraction: 0.0,
+            ..LesegrTrainConfig::default()
+        };
+        let (w, report) = train_lesegr(
+            &x,
+            &g,
+            &examples,
+            &cfg,
+            &Device::flex(),
+            &lprag_core::NoProgress,
+        )
+        .unwrap();
+        assert_eq!(report.epochs_run, 15);
+        let first = report.train_loss[0];
+        let last = *report.train_loss.last().unwrap();
+        assert!(last < first, "loss {first} -> {last}");
+        assert_eq!(w.alpha.len(), 4);
+        assert!(w.alpha.iter().all(|a| (0.0..=1.0).contains(a)));
+        assert_eq!(w.transform.len(), 4);
+
+        // Bad input is refused with the example named.
+        let bad = vec![LesegrExample {
+            query: vec![1.0, 0.0],
+            delta_excess: vec![],
+            positives: vec![9],
+        }];
+        let err = train_lesegr(&x, &g, &bad, &cfg, &Device::flex(), &lprag_core::NoProgress)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("example 0") && err.contains("chunk 9"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,827 @@
+//! CG-RAG's **LeSeGR** (Lexical-Semantic Graph Retrieval, methods §4, `003_…txt`): sparse
+//! and dense relevance inside message passing over a contextual chunk graph.
+//!
+//! # The chunk graph
+//! - **Intra-document edges**: consecutive chunks of a document, `c_j → c_i` when `c_j`
+//!   precedes `c_i` (the paper's adjacency; explicit cross-references are not detected).
+//! - **Inter-document edges**: for every document link `(v, u)` — `u` cites `v` — each
+//!   chunk `c_i` of `u` gets edges from the top-n (n = 4) chunks `c_j` of `v` by
+//!   `r_ij = cos(sparse_i, sparse_j) + cos(dense_i, dense_j)`. Citations come from
+//!   [`LesegrRagBuilder::document_links`]; a corpus without them (the default, and every
+//!   HippoRAG-format benchmark) links each document to its `document_knn` nearest
+//!   documents by mean chunk embedding.
+//!
+//! # Scoring
+//! Per query, `δ_qj = 1 + w · bm25(q, c_j) / maxₖ bm25(q, c_k)` (1 everywhere when no chunk
+//! shares a term with the query), gates `α_ij` per edge (`α_ii = 1`), and `K` layers of
+//! δ·α-weighted mean aggregation; the score is `q · h⁽ᴷ⁾_i`
+//! ([`lprag_model::lesegr`] has the formulas and lprag's choices). Two variants:
+//! - [`LesegrVariant::Trained`] (default): α = σ(MLP(c_i − c_j)) and linear messages
+//!   `h·(I + Δ_k)`, K = 2, trained in burn with cross-entropy over all chunks on gold
+//!   chunks — from [`LesegrRagBuilder::labelled`] questions when the user has them, else
+//!   from synthetic queries (the offline [`HeuristicQueryGenerator`] over pairs of linked
+//!   chunks, as LP-RAG trains on its own).
+//! - [`LesegrVariant::Lite`] (zero-shot): α = max(0, cos(c_i, c_j)), identity messages,
+//!   one layer.
+//!
+//! # Per-query cost: the candidate subgraph
+//! With `candidates = M > 0` (default 100), a query scores only the union of the dense
+//! top-M and the BM25 top-M chunks (at least `k` of each), passing messages over those
+//! chunks and their `K`-hop in-neighbours. What that changes: **the scores of the
+//! candidates are exactly the whole-graph scores** (everything within `K` hops is in the
+//! subgraph), but a chunk outside both top-M lists cannot be returned, however high its
+//! graph score would have been. `candidates = 0` scores every chunk.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lprag_core::{
+    Bm25, Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
+    NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoredChunk,
+    Selection, SparseEncoder, SparseIndex, TrainReport,
+};
+use lprag_graph::KnnBackend;
+use lprag_model::lesegr::{
+    lite_alpha, propagate, train_lesegr, InEdges, LesegrExample, LesegrTrainConfig, LesegrWeights,
+};
+use lprag_model::Device;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
+
+/// Which LeSeGR scorer to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LesegrVariant {
+    /// Learned gates and message transforms (K = `train.layers`).
+    Trained,
+    /// Zero-shot: α = max(0, cos), identity messages, `lite_layers` layers.
+    Lite,
+}
+
+/// LeSeGR's settings. Every number the paper leaves unstated is a field here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LesegrConfig {
+    /// Trained or lite. Default [`LesegrVariant::Trained`].
+    pub variant: LesegrVariant,
+    /// Layers of the lite variant. Default 1.
+    pub lite_layers: usize,
+    /// Inter-document edges per chunk and linked document, n. Default 4 (the paper's).
+    pub inter_top_n: usize,
+    /// Nearest documents linked to each document when no citations are given. Default 5;
+    /// 0 adds no k-NN links.
+    pub document_knn: usize,
+    /// Weight w of the lexical signal in δ = 1 + w·bm25/max bm25. Default 1.
+    pub sparse_weight: f32,
+    /// Candidate chunks per retrieval list, M (dense top-M ∪ sparse top-M); 0 scores every
+    /// chunk. Default 100.
+    pub candidates: usize,
+    /// Synthetic training questions per chunk pair (trained variant without labels).
+    /// Default 2.
+    pub queries_per_batch: usize,
+    /// Training of the trained variant.
+    pub train: LesegrTrainConfig,
+}
+
+impl Default for LesegrConfig {
+    fn default() -> Self {
+        Self {
+            variant: LesegrVariant::Trained,
+            lite_layers: 1,
+            inter_top_n: 4,
+            document_knn: 5,
+            sparse_weight: 1.0,
+            candidates: 100,
+            queries_per_batch: 2,
+            train: LesegrTrainConfig::default(),
+        }
+    }
+}
+
+impl LesegrConfig {
+    /// The untrained "LeSeGR-lite" settings (everything else default).
+    pub fn lite() -> Self {
+        Self {
+            variant: LesegrVariant::Lite,
+            ..Self::default()
+        }
+    }
+
+    /// Layers used at retrieval.
+    pub fn layers(&self) -> usize {
+        match self.variant {
+            LesegrVariant::Trained => self.train.layers,
+            LesegrVariant::Lite => self.lite_layers,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.layers() == 0 {
+            return Err(Error::invalid("LesegrConfig", "at least one layer"));
+        }
+        if !(self.sparse_weight.is_finite() && self.sparse_weight >= 0.0) {
+            return Err(Error::invalid(
+                "LesegrConfig.sparse_weight",
+                format!("must be finite and >= 0, got {}", self.sparse_weight),
+            ));
+        }
+        if self.queries_per_batch == 0 {
+            return Err(Error::invalid(
+                "LesegrConfig.queries_per_batch",
+                "must be at least 1",
+            ));
+        }
+        self.train.validate()
+    }
+}
+
+/// What indexing produced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LesegrStats {
+    /// Chunks (graph nodes).
+    pub chunks: usize,
+    /// Intra-document (adjacency) edges.
+    pub intra_edges: usize,
+    /// Inter-document edges (after removing repeats of intra-document ones).
+    pub inter_edges: usize,
+    /// Document links used (citations or k-NN).
+    pub document_links: usize,
+    /// Training queries (0 for the lite variant).
+    pub training_queries: usize,
+    /// The training run, when there was one.
+    pub train: Option<TrainReport>,
+    /// Seconds to build.
+    pub seconds: f64,
+}
+
+/// One query's candidates, lexical gates and scores (see [`LesegrRag::explain`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LesegrScores {
+    /// Candidate chunks with their score and δ, best first (ties by lower id).
+    pub chunks: Vec<(ChunkId, f32)>,
+    /// δ_qj of each candidate, in the order of `chunks`.
+    pub delta: Vec<f32>,
+    /// Nodes the messages ran over (candidates and their K-hop in-neighbours).
+    pub subgraph_size: usize,
+}
+
+/// Assembles a [`LesegrRag`].
+pub struct LesegrRagBuilder {
+    chunker: Arc<dyn Chunker>,
+    encoder: Option<Arc<dyn Encoder>>,
+    sparse: Arc<dyn SparseEncoder>,
+    query_generator: Option<Arc<dyn QueryGenerator>>,
+    labelled: Vec<(String, Vec<String>)>,
+    document_links: Option<Vec<(String, String)>>,
+    device: Device,
+    progress: Arc<dyn Progress>,
+    config: LesegrConfig,
+}
+
+impl LesegrRagBuilder {
+    /// Use this chunker (default [`PassageChunker`]; the intra-document edges need a chunker
+    /// that splits documents, such as [`crate::SentenceChunker`]).
+    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
+        self.chunker = chunker;
+        self
+    }
+
+    /// Use this dense encoder (default: [`crate::DefaultEncoder::choose`], as `LpRag`).
+    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
+        self.encoder = Some(encoder);
+        self
+    }
+
+    /// Use this sparse encoder for δ and for inter-document relevance (default [`Bm25`]).
+    pub fn sparse(mut self, sparse: Arc<dyn SparseEncoder>) -> Self {
+        self.sparse = sparse;
+        self
+    }
+
+    /// Generate the synthetic training questions with this generator (trained variant
+    /// without labels). Default: [`HeuristicQueryGenerator`] with
+    /// `queries_per_batch` from the config.
+    pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
+        self.query_generator = Some(generator);
+        self
+    }
+
+    /// Train on these `(question, gold document ids)` pairs instead of synthetic queries
+    /// (all chunks of a gold document are gold). Unknown document ids are an error.
+    pub fn labelled(mut self, pairs: Vec<(String, Vec<String>)>) -> Self {
+        self.labelled = pairs;
+        self
+    }
+
+    /// Document links as `(citing, cited)` document ids; they replace the k-NN links.
+    /// Unknown ids are an error.
+    pub fn document_links(mut self, links: Vec<(String, String)>) -> Self {
+        self.document_links = Some(links);
+        self
+    }
+
+    /// Train on this burn device (default CPU; `Device::cuda(0)` etc. with the GPU
+    /// features). Retrieval runs on the host.
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Receive progress reports.
+    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Replace the configuration.
+    pub fn config(mut self, config: LesegrConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Chunk, embed, fit the sparse index, build the chunk graph and (trained variant)
+    /// train the scorer.
+    pub async fn build(self, documents: &[Document]) -> Result<LesegrRag> {
+        let started = std::time::Instant::now();
+        let config = self.config.clone();
+        config.validate()?;
+        let chunks = self.chunker.chunk(documents).await?;
+        if chunks.is_empty() {
+            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+        }
+        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let encoder = match self.encoder {
+            Some(e) => e,
+            None => {
+                let t = texts.clone();
+                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
+                if let Some(w) = warning {
+                    self.progress.warn(&w);
+                }
+                enc
+            }
+        };
+        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
+        emb.normalize();
+        let sparse_index: Arc<dyn SparseIndex> = Arc::from(self.sparse.fit(&texts)?);
+        check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
+
+        // Documents in order of first appearance, their chunks in chunk order.
+        let mut doc_of: HashMap<String, usize> = HashMap::new();
+        let mut doc_chunks: Vec<Vec<u32>> = Vec::new();
+        for c in &chunks {
+            let next = doc_of.len();
+            let d = *doc_of
+                .entry(c.provenance.document_id.clone())
+                .or_insert(next);
+            if d == doc_chunks.len() {
+                doc_chunks.push(Vec::new());
+            }
+            doc_chunks[d].push(c.id as u32);
+        }
+        let links: Vec<(usize, usize)> = match &self.document_links {
+            Some(pairs) => pairs
+                .iter()
+                .enumerate()
+                .map(|(k, (citing, cited))| {
+                    let find = |id: &str| {
+                        doc_of.get(id).copied().ok_or_else(|| {
+                            Error::invalid(
+                                format!("document_links[{k}]"),
+                                format!("unknown document id {id:?}"),
+                            )
+                        })
+                    };
+                    Ok((find(cited)?, find(citing)?))
+                })
+                .collect::<Result<_>>()?,
+            None => knn_document_links(&emb, &doc_chunks, config.document_knn).await?,
+        };
+
+        let (graph, intra, inter) = {
+            let vectors = sparse_index.vectors();
+            let emb = emb.clone();
+            let top_n = config.inter_top_n;
+            let doc_chunks = doc_chunks.clone();
+            let links = links.clone();
+            blocking(move || chunk_graph(&emb, &vectors, &doc_chunks, &links, top_n)).await?
+        };
+
+        let mut stats = LesegrStats {
+            chunks: chunks.len(),
+            intra_edges: intra,
+            inter_edges: inter,
+            document_links: links.len(),
+            ..LesegrStats::default()
+        };
+        let (alpha, transform) = match config.variant {
+            LesegrVariant::Lite => (lite_alpha(&emb, &graph), None),
+            LesegrVariant::Trained => {
+                let questions: Vec<(String, Vec<u32>)> = if self.labelled.is_empty() {
+                    let generator = self.query_generator.unwrap_or_else(|| {
+                        Arc::new(HeuristicQueryGenerator::new(
+                            lprag_core::HeuristicQueryGeneratorConfig {
+                                queries_per_batch: config.queries_per_batch,
+                                ..Default::default()
+                            },
+                        ))
+                    });
+                    // One batch per chunk: the chunk and one of its in-neighbours (in
+                    // turn), so two-chunk questions follow the graph's edges.
+                    let batches: Vec<Vec<ChunkId>> = (0..chunks.len())
+                        .map(|i| {
+                            let nb = graph.in_neighbors(i);
+                            match nb.get(i % nb.len().max(1)) {
+                                Some(&j) => vec![i, j as usize],
+                                None => vec![i],
+                            }
+                        })
+                        .collect();
+                    generator
+                        .generate(&chunks, &batches)
+                        .await?
+                        .into_iter()
+                        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
+                        .map(|q| {
+                            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
+                                return Err(Error::invalid(
+                                    "LeSeGR query generator output",
+                                    format!("query {:?} links to chunk {c}, out of range", q.text),
+                                ));
+                            }
+                            Ok((q.text, q.chunk_ids.iter().map(|&c| c as u32).collect()))
+                        })
+                        .collect::<Result<_>>()?
+                } else {
+                    self.labelled
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (question, docs))| {
+                            let mut gold = Vec::new();
+                            for id in docs {
+                                let d = doc_of.get(id).ok_or_else(|| {
+                                    Error::invalid(
+                                        format!("labelled[{k}]"),
+                                        format!("unknown document id {id:?}"),
+                                    )
+                                })?;
+                                gold.extend_from_slice(&doc_chunks[*d]);
+                            }
+                            Ok((question.clone(), gold))
+                        })
+                        .filter(|r| r.as_ref().map_or(true, |(_, g)| !g.is_empty()))
+                        .collect::<Result<_>>()?
+                };
+                let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
+                let qemb = embed_all(&*encoder, &qtexts, "embed queries", &*self.progress).await?;
+                let examples: Vec<LesegrExample> = questions
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, (text, positives))| LesegrExample {
+                        query: qemb.row(k).to_vec(),
+                        delta_excess: delta_excess(
+                            &sparse_index.scores(&text),
+                            config.sparse_weight,
+                        ),
+                        positives,
+                    })
+                    .collect();
+                stats.training_queries = examples.len();
+                let (e2, g2, tc, dev, progress) = (
+                    emb.clone(),
+                    graph.clone(),
+                    config.train.clone(),
+                    self.device.clone(),
+                    self.progress.clone(),
+                );
+                let (weights, report) =
+                    blocking(move || train_lesegr(&e2, &g2, &examples, &tc, &dev, &*progress))
+                        .await?;
+                stats.train = Some(report);
+                let LesegrWeights {
+                    alpha, transform, ..
+                } = weights;
+                (alpha, Some(transform))
+            }
+        };
+        stats.seconds = started.elapsed().as_secs_f64();
+        Ok(LesegrRag {
+            state: LesegrState {
+                version: LESEGR_FORMAT_VERSION,
+                encoder: encoder.name().to_string(),
+                sparse: self.sparse.name().to_string(),
+                config,
+                chunks,
+                emb,
+                graph,
+                alpha,
+                transform,
+                stats,
+            },
+            encoder,
+            sparse: sparse_index,
+        })
+    }
+}
+
+fn check_sparse_len(index: &dyn SparseIndex, n: usize, what: &str) -> Result<()> {
+    if index.len() != n {
+        return Err(Error::DimensionMismatch {
+            location: format!("{what} (texts fitted vs chunks)"),
+            expected: n,
+            actual: index.len(),
+        });
+    }
+    Ok(())
+}
+
+/// δ_qj − 1 = w · s_j / max s for the chunks with `s_j > 0`.
+fn delta_excess(scores: &[f64], weight: f32) -> Vec<(u32, f32)> {
+    let max = scores.iter().copied().fold(0.0f64, f64::max);
+    if max <= 0.0 || weight == 0.0 {
+        return Vec::new();
+    }
+    scores
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s > 0.0)
+        .map(|(j, &s)| (j as u32, weight * (s / max) as f32))
+        .collect()
+}
+
+/// `(cited, citing)` document pairs: each document's `k` nearest by normalised mean chunk
+/// embedding.
+async fn knn_document_links(
+    emb: &Embeddings,
+    doc_chunks: &[Vec<u32>],
+    k: usize,
+) -> Result<Vec<(usize, usize)>> {
+    if k == 0 || doc_chunks.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let d = emb.dim();
+    let mut rows = Vec::with_capacity(doc_chunks.len());
+    for cs in doc_chunks {
+        let mut m = vec![0.0f32; d];
+        for &c in cs {
+            for (a, b) in m.iter_mut().zip(emb.row(c as usize)) {
+                *a += b;
+            }
+        }
+        rows.push(m);
+    }
+    let mut docs = Embeddings::from_rows(d, &rows)?;
+    docs.normalize();
+    let lists = blocking(move || Ok(lprag_graph::knn(&docs, k, &KnnBackend::default())?)).await?;
+    Ok(lists
+        .into_iter()
+        .enumerate()
+        .flat_map(|(u, l)| l.into_iter().map(move |(v, _)| (v as usize, u)))
+        .collect())
+}
+
+/// The contextual chunk graph: adjacency within documents and top-n inter-document edges
+/// per `(cited, citing)` link. Returns the graph and the intra / inter edge counts.
+fn chunk_graph(
+    emb: &Embeddings,
+    sparse: &[lprag_core::SparseVector],
+    doc_chunks: &[Vec<u32>],
+    links: &[(usize, usize)],
+    top_n: usize,
+) -> Result<(InEdges, usize, usize)> {
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for cs in doc_chunks {
+        for w in cs.windows(2) {
+            edges.push((w[0], w[1]));
+        }
+    }
+    let intra: HashSet<(u32, u32)> = edges.iter().copied().collect();
+    let mut inter: HashSet<(u32, u32)> = HashSet::new();
+    if top_n > 0 {
+        for &(v, u) in links {
+            if v == u {
+                continue;
+            }
+            for &i in &doc_chunks[u] {
+                let mut r: Vec<(u32, f32)> = doc_chunks[v]
+                    .iter()
+                    .map(|&j| {
+                        let dense = lprag_core::cosine(emb.row(i as usize), emb.row(j as usize));
+                        (j, sparse[i as usize].cosine(&sparse[j as usize]) + dense)
+                    })
+                    .collect();
+                r.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                for &(j, _) in r.iter().take(top_n) {
+                    if !intra.contains(&(j, i)) {
+                        inter.insert((j, i));
+                    }
+                }
+            }
+        }
+    }
+    let n_inter = inter.len();
+    edges.extend(inter);
+    let g = InEdges::from_edges(emb.rows(), &edges)?;
+    Ok((g, intra.len(), n_inter))
+}
+
+/// Version of the file written by [`LesegrRag::save`].
+pub const LESEGR_FORMAT_VERSION: u32 = 1;
+const LESEGR_FILE: &str = "lesegr.json";
+
+#[derive(Serialize, Deserialize)]
+struct LesegrState {
+    version: u32,
+    encoder: String,
+    sparse: String,
+    config: LesegrConfig,
+    chunks: Vec<Chunk>,
+    /// Normalised chunk embeddings.
+    emb: Embeddings,
+    graph: InEdges,
+    alpha: Vec<f32>,
+    /// `M`, row-major, for the trained variant.
+    transform: Option<Vec<f32>>,
+    stats: LesegrStats,
+}
+
+/// The LeSeGR retriever. `Send + Sync`; retrieval is read-only and runs on the host.
+pub struct LesegrRag {
+    state: LesegrState,
+    encoder: Arc<dyn Encoder>,
+    sparse: Arc<dyn SparseIndex>,
+}
+
+impl LesegrRag {
+    /// A builder with the offline defaults (passages, default encoder, BM25, trained).
+    pub fn builder() -> LesegrRagBuilder {
+        LesegrRagBuilder {
+            chunker: Arc::new(PassageChunker),
+            encoder: None,
+            sparse: Arc::new(Bm25::default()),
+            query_generator: None,
+            labelled: Vec::new(),
+            document_links: None,
+            device: Device::flex(),
+            progress: Arc::new(NoProgress),
+            config: LesegrConfig::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LesegrConfig {
+        &self.state.config
+    }
+
+    /// What indexing produced.
+    pub fn stats(&self) -> &LesegrStats {
+        &self.state.stats
+    }
+
+    /// The chunk graph (in-edges by destination).
+    pub fn graph(&self) -> &InEdges {
+        &self.state.graph
+    }
+
+    /// α of every edge of [`LesegrRag::graph`], by edge id.
+    pub fn alpha(&self) -> &[f32] {
+        &self.state.alpha
+    }
+
+    /// Candidates, δ and scores for `query`, best first, without truncation to k.
+    pub async fn explain(&self, query: &str) -> Result<LesegrScores> {
+        let q = self.embed_query(query).await?;
+        Ok(self.scores_for(query, &q, 0))
+    }
+
+    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("query", "empty or whitespace"));
+        }
+        let mut q = self.encoder.embed_one(query.trim()).await?;
+        if q.len() != self.state.emb.dim() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' query vector", self.encoder.name()),
+                expected: self.state.emb.dim(),
+                actual: q.len(),
+            });
+        }
+        let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if n > 0.0 {
+            q.iter_mut().for_each(|x| *x /= n);
+        }
+        Ok(q)
+    }
+
+    /// Score the candidates for a list of at least `k` results.
+    fn scores_for(&self, query: &str, q: &[f32], k: usize) -> LesegrScores {
+        let st = &self.state;
+        let n = st.chunks.len();
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let sparse = self.sparse.scores(query);
+        let mut delta = vec![1.0f32; n];
+        for (j, e) in delta_excess(&sparse, st.config.sparse_weight) {
+            delta[j as usize] += e;
+        }
+        let candidates: Vec<u32> = if st.config.candidates == 0 {
+            (0..n as u32).collect()
+        } else {
+            let m = st.config.candidates.max(k);
+            let dense: Vec<f32> = st.emb.iter().map(|row| dot(row, q)).collect();
+            let mut set: HashSet<u32> = top_m(&dense, m).into_iter().collect();
+            let lexical: Vec<f32> = sparse.iter().map(|&s| s as f32).collect();
+            set.extend(
+                top_m(&lexical, m)
+                    .into_iter()
+                    .filter(|&j| sparse[j as usize] > 0.0),
+            );
+            let mut v: Vec<u32> = set.into_iter().collect();
+            v.sort_unstable();
+            v
+        };
+        let layers = st.config.layers();
+        let nodes = if candidates.len() == n {
+            candidates.clone()
+        } else {
+            st.graph.in_ball(&candidates, layers)
+        };
+        let qp = match &st.transform {
+            Some(m) => LesegrWeights {
+                alpha: Vec::new(),
+                transform: m.clone(),
+                dim: q.len(),
+            }
+            .transform_query(q),
+            None => q.to_vec(),
+        };
+        let mut h0 = vec![0.0f32; n];
+        for &j in &nodes {
+            h0[j as usize] = dot(st.emb.row(j as usize), &qp);
+        }
+        let h = propagate(&h0, &delta, &st.graph, &st.alpha, layers, &nodes);
+        let mut chunks: Vec<(ChunkId, f32)> = candidates
+            .iter()
+            .map(|&c| (c as usize, h[c as usize]))
+            .collect();
+        chunks.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let delta = chunks.iter().map(|&(c, _)| delta[c]).collect();
+        LesegrScores {
+            chunks,
+            delta,
+            subgraph_size: nodes.len(),
+        }
+    }
+
+    /// Write the index to `dir/lesegr.json` atomically (temporary file, then rename). The
+    /// sparse index is not stored: it is refitted on the chunks at load.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        save_json_atomic(dir.as_ref(), LESEGR_FILE, &self.state)
+    }
+
+    /// Read an index written by [`LesegrRag::save`] that used BM25; `encoder` must be the
+    /// one it was built with (checked by name and dimension).
+    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
+        Self::load_with_sparse(dir, encoder, Arc::new(Bm25::default()))
+    }
+
+    /// [`LesegrRag::load`] for an index built with another sparse encoder (checked by
+    /// name), which is refitted on the stored chunks.
+    pub fn load_with_sparse(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        sparse: Arc<dyn SparseEncoder>,
+    ) -> Result<Self> {
+        let path = dir.as_ref().join(LESEGR_FILE);
+        let state: LesegrState = load_json_index(
+            &path,
+            LESEGR_FORMAT_VERSION,
+            |s: &LesegrState| s.version,
+            |s: &LesegrState| (s.encoder.as_str(), s.emb.dim()),
+            &*encoder,
+        )?;
+        if state.sparse != sparse.name() {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                format!(
+                    "index built with sparse encoder `{}`, given `{}`",
+                    state.sparse,
+                    sparse.name()
+                ),
+            ));
+        }
+        let d = state.emb.dim();
+        if state.emb.rows() != state.chunks.len()
+            || state.graph.num_nodes() != state.chunks.len()
+            || state.alpha.len() != state.graph.num_edges()
+            || state.transform.as_ref().is_some_and(|m| m.len() != d * d)
+            || state
+                .graph
+                .sources()
+                .iter()
+                .any(|&s| s as usize >= state.chunks.len())
+        {
+            return Err(Error::format(&path, "inconsistent sizes"));
+        }
+        let texts: Vec<String> = state.chunks.iter().map(Chunk::embedding_text).collect();
+        let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
+        check_sparse_len(&*index, state.chunks.len(), "sparse index")?;
+        Ok(Self {
+            state,
+            encoder,
+            sparse: index,
+        })
+    }
+}
+
+/// Indices of the `m` largest values, ties by lower index.
+fn top_m(v: &[f32], m: usize) -> Vec<u32> {
+    let mut idx: Vec<u32> = (0..v.len() as u32).collect();
+    let cmp = |a: &u32, b: &u32| v[*b as usize].total_cmp(&v[*a as usize]).then(a.cmp(b));
+    if m < idx.len() {
+        idx.select_nth_unstable_by(m, cmp);
+        idx.truncate(m);
+    }
+    idx
+}
+
+#[async_trait]
+impl Retriever for LesegrRag {
+    fn name(&self) -> &str {
+        match self.state.config.variant {
+            LesegrVariant::Trained => "lesegr",
+            LesegrVariant::Lite => "lesegr-lite",
+        }
+    }
+
+    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        selection.validate()?;
+        let k = match selection {
+            Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => k,
+            Selection::Threshold(_) => 0,
+        };
+        let q = self.embed_query(query).await?;
+        let scores = self.scores_for(query, &q, k);
+        Ok(selection
+            .apply(scores.chunks, |&(_, s)| s)
+            .into_iter()
+            .map(|(c, s)| ScoredChunk {
+                chunk: self.state.chunks[c].clone(),
+                score: s,
+            })
+            .collect())
+    }
+
+    fn chunks(&self) -> &[Chunk] {
+        &self.state.chunks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_is_one_plus_weighted_normalised_bm25() {
+        let d = delta_excess(&[0.0, 2.0, 4.0], 1.0);
+        assert_eq!(d, vec![(1, 0.5), (2, 1.0)]);
+        assert_eq!(delta_excess(&[0.0, 2.0], 0.5), vec![(1, 0.5)]);
+        assert!(delta_excess(&[0.0, 0.0], 1.0).is_empty());
+    }
+
+    #[test]
+    fn top_m_breaks_ties_by_index() {
+        assert_eq!(top_m(&[0.5, 0.9, 0.5, 0.1], 2), vec![1, 0]);
+        assert_eq!(top_m(&[0.5, 0.9], 5).len(), 2);
+    }
+
+    #[test]
+    fn chunk_graph_by_hand() {
+        // Document 0 = chunks 0, 1; document 1 = chunks 2, 3, 4. Link: 1 cites 0.
+        let emb = Embeddings::from_rows(
+            2,
+            &[
+                vec![1.0, 0.0],
+                vec![0.0, 1.0],
+                vec![1.0, 0.0],
+                vec![0.6, 0.8],
+                vec![0.0, 1.0],
+            ],
+        )
+        .unwrap();
+        let sparse = vec![lprag_core::SparseVector::default(); 5];
+        let docs = vec![vec![0, 1], vec![2, 3, 4]];
+        let (g, intra, inter) = chunk_graph(&emb, &sparse, &docs, &[(0, 1)], 1).unwrap();
+        // Adjacency: 0→1, 2→3, 3→4.
+        assert_eq!(intra, 3);
+        // Top-1 of document 0 for each chunk of document 1: chunk 2 ← 0, chunk 3 ← 1
+        // (cos 0.8 > 0.6), chunk 4 ← 1.
+        assert_eq!(inter, 3);
+        assert_eq!(g.in_neighbors(2), &[0]);
+        assert_eq!(g.in_neighbors(3), &[1, 2]);
+        assert_eq!(g.in_neighbors(4), &[1, 3]);
+        assert_eq!(g.in_neighbors(0), &[] as &[u32]);
+        assert_eq!(g.in_neighbors(1), &[0]);
+    }
+}
