@@ -44,7 +44,8 @@ use lprag_core::{
 };
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
-    lite_alpha, propagate, train_lesegr, InEdges, LesegrExample, LesegrTrainConfig, LesegrWeights,
+    lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample,
+    LesegrTrainConfig, LesegrWeights,
 };
 use lprag_model::Device;
 use serde::{Deserialize, Serialize};
@@ -648,12 +649,7 @@ impl LesegrRag {
             st.graph.in_ball(&candidates, layers)
         };
         let qp = match &st.transform {
-            Some(m) => LesegrWeights {
-                alpha: Vec::new(),
-                transform: m.clone(),
-                dim: q.len(),
-            }
-            .transform_query(q),
+            Some(m) => transform_query(m, q),
             None => q.to_vec(),
         };
         let mut h0 = vec![0.0f32; n];

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use lprag::lesegr::LesegrStats;
 use lprag::{
-    Document, Error, HashingEncoder, LesegrConfig, LesegrRag, Retriever, Selection, SentenceChunker,
+    Document, Error, HashingEncoder, LesegrConfig, LesegrRag, LesegrRagBuilder, Retriever,
+    Selection, SentenceChunker,
 };
 
 #[path = "../examples/data/mini_corpus.rs"]
@@ -12,6 +13,11 @@ mod mini_corpus;
 
 fn encoder() -> Arc<HashingEncoder> {
     Arc::new(HashingEncoder::default())
+}
+
+/// A builder with the hashing encoder and `config`.
+fn builder(config: LesegrConfig) -> LesegrRagBuilder {
+    LesegrRag::builder().encoder(encoder()).config(config)
 }
 
 fn quick_train() -> LesegrConfig {
@@ -23,10 +29,8 @@ fn quick_train() -> LesegrConfig {
 #[tokio::test]
 async fn lite_builds_the_contextual_graph_and_retrieves() {
     let docs = mini_corpus::documents();
-    let rag = LesegrRag::builder()
-        .encoder(encoder())
+    let rag = builder(LesegrConfig::lite())
         .chunker(Arc::new(SentenceChunker::default()))
-        .config(LesegrConfig::lite())
         .build(&docs)
         .await
         .unwrap();
@@ -72,16 +76,14 @@ async fn candidate_subgraph_scores_equal_whole_graph_scores() {
     let build = |candidates| {
         let docs = docs.clone();
         async move {
-            LesegrRag::builder()
-                .encoder(encoder())
-                .chunker(Arc::new(SentenceChunker::default()))
-                .config(LesegrConfig {
-                    candidates,
-                    ..LesegrConfig::lite()
-                })
-                .build(&docs)
-                .await
-                .unwrap()
+            builder(LesegrConfig {
+                candidates,
+                ..LesegrConfig::lite()
+            })
+            .chunker(Arc::new(SentenceChunker::default()))
+            .build(&docs)
+            .await
+            .unwrap()
         }
     };
     let (small, whole) = (build(3).await, build(0).await);
@@ -100,12 +102,7 @@ async fn candidate_subgraph_scores_equal_whole_graph_scores() {
 #[tokio::test]
 async fn trained_variant_trains_saves_and_loads() {
     let docs = mini_corpus::documents();
-    let rag = LesegrRag::builder()
-        .encoder(encoder())
-        .config(quick_train())
-        .build(&docs)
-        .await
-        .unwrap();
+    let rag = builder(quick_train()).build(&docs).await.unwrap();
     let stats = rag.stats();
     assert!(stats.training_queries >= docs.len());
     let report = stats.train.as_ref().unwrap();
@@ -140,9 +137,7 @@ async fn trained_variant_trains_saves_and_loads() {
 async fn labels_and_citations_are_checked_and_used() {
     let docs = mini_corpus::documents();
     // Citations replace the k-NN links.
-    let rag = LesegrRag::builder()
-        .encoder(encoder())
-        .config(LesegrConfig::lite())
+    let rag = builder(LesegrConfig::lite())
         .document_links(vec![("curie".into(), "warsaw".into())])
         .build(&docs)
         .await
@@ -162,9 +157,7 @@ async fn labels_and_citations_are_checked_and_used() {
     assert_eq!(rag.graph().in_neighbors(curie), &[warsaw as u32]);
     assert_eq!(rag.graph().num_edges(), 1);
 
-    let err = LesegrRag::builder()
-        .encoder(encoder())
-        .config(LesegrConfig::lite())
+    let err = builder(LesegrConfig::lite())
         .document_links(vec![("curie".into(), "atlantis".into())])
         .build(&docs)
         .await
@@ -177,9 +170,7 @@ async fn labels_and_citations_are_checked_and_used() {
     );
 
     // Labelled training pairs: gold by document id.
-    let rag = LesegrRag::builder()
-        .encoder(encoder())
-        .config(quick_train())
+    let rag = builder(quick_train())
         .labelled(vec![
             ("Where was Marie Curie born?".into(), vec!["curie".into()]),
             ("What river is in Warsaw?".into(), vec!["vistula".into()]),
@@ -188,9 +179,7 @@ async fn labels_and_citations_are_checked_and_used() {
         .await
         .unwrap();
     assert_eq!(rag.stats().training_queries, 2);
-    let err = LesegrRag::builder()
-        .encoder(encoder())
-        .config(quick_train())
+    let err = builder(quick_train())
         .labelled(vec![("?".into(), vec!["nowhere".into()])])
         .build(&docs)
         .await
@@ -206,12 +195,7 @@ async fn labels_and_citations_are_checked_and_used() {
     assert!(rag.retrieve("  ", Selection::TopK(3)).await.is_err());
     assert!(rag.retrieve("Warsaw", Selection::TopK(0)).await.is_err());
     let one = vec![Document::new("x", "", "A single lonely passage.")];
-    let solo = LesegrRag::builder()
-        .encoder(encoder())
-        .config(quick_train())
-        .build(&one)
-        .await
-        .unwrap();
+    let solo = builder(quick_train()).build(&one).await.unwrap();
     assert_eq!(
         solo.retrieve("lonely", Selection::TopK(5))
             .await

@@ -37,7 +37,9 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use crate::early_stop::EarlyStopping;
 use crate::net::Mlp;
+use crate::predictor::scalar;
 
 /// A directed chunk graph stored by destination (CSR over in-edges): edge `e` carries a
 /// message from `sources()[e]` to the node whose range contains `e`.
@@ -291,17 +293,16 @@ pub struct LesegrWeights {
 impl LesegrWeights {
     /// `q' = M q`.
     pub fn transform_query(&self, q: &[f32]) -> Vec<f32> {
-        let d = self.dim;
-        (0..d)
-            .map(|r| {
-                self.transform[r * d..(r + 1) * d]
-                    .iter()
-                    .zip(q)
-                    .map(|(a, b)| a * b)
-                    .sum()
-            })
-            .collect()
+        transform_query(&self.transform, q)
     }
+}
+
+/// `q' = M q` for a row-major square `M` of width `q.len()` (see
+/// [`LesegrWeights::transform`]).
+pub fn transform_query(m: &[f32], q: &[f32]) -> Vec<f32> {
+    m.chunks_exact(q.len().max(1))
+        .map(|row| row.iter().zip(q).map(|(a, b)| a * b).sum())
+        .collect()
 }
 
 #[derive(Module, Debug)]
@@ -450,13 +451,6 @@ fn batch_loss(
     pos.mean().neg()
 }
 
-fn scalar(t: Tensor<1>) -> f32 {
-    t.into_data()
-        .try_into_vec::<f32>()
-        .map(|v| v[0])
-        .unwrap_or(f32::NAN)
-}
-
 /// Train LeSeGR's α MLP and message transforms on `examples` over the chunk graph
 /// (`x`: chunk embeddings, L2-normalised by the caller; `graph`: its in-edges), with
 /// cross-entropy over all chunks and AdamW, on `device` (its autodiff twin). A held-out
@@ -526,8 +520,7 @@ pub fn train_lesegr(
         .with_weight_decay(cfg.weight_decay)
         .init();
     let mut report = TrainReport::default();
-    let mut best: Option<(f32, LesegrNet)> = None;
-    let mut since_best = 0usize;
+    let mut stopping = EarlyStopping::new(cfg.patience);
     progress.start("train lesegr", Some(cfg.epochs as u64));
     for epoch in 0..cfg.epochs {
         if train_idx.is_empty() {
@@ -565,28 +558,16 @@ pub fn train_lesegr(
                 vn += batch.len();
             }
             let vloss = vs / vn as f32;
-            report.val_loss.push(vloss);
             message.push_str(&format!(", val {vloss:.4}"));
-            if best.as_ref().is_none_or(|(b, _)| vloss < *b) {
-                best = Some((vloss, valid));
-                report.best_epoch = epoch + 1;
-                since_best = 0;
-            } else {
-                since_best += 1;
-                if since_best >= cfg.patience.max(1) {
-                    report.stopped_early = true;
-                    progress.update("train lesegr", (epoch + 1) as u64, &message);
-                    break;
-                }
+            if stopping.observe(epoch, vloss, valid, &mut report) {
+                progress.update("train lesegr", (epoch + 1) as u64, &message);
+                break;
             }
         }
         progress.update("train lesegr", (epoch + 1) as u64, &message);
     }
     progress.finish("train lesegr");
-    let net = match best {
-        Some((_, b)) => b,
-        None => net.valid(),
-    };
+    let net = stopping.into_best().unwrap_or_else(|| net.valid());
     let weights = export(&net, &g_val, d, device);
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))

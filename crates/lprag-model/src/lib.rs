@@ -13,6 +13,7 @@
 
 pub mod bert;
 mod config;
+mod early_stop;
 mod host;
 pub mod lesegr;
 mod net;

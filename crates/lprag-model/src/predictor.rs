@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use lprag_graph::{NegativeSampler, NegativeSampling};
 
 use crate::config::{InferenceMode, ModelConfig, Negatives, Targets, TrainConfig};
+use crate::early_stop::EarlyStopping;
 use crate::host::{HostGraph, PairBatch};
 use crate::net::LinkNet;
 
@@ -285,7 +286,7 @@ fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
     }
 }
 
-fn scalar(t: Tensor<1>) -> f32 {
+pub(crate) fn scalar(t: Tensor<1>) -> f32 {
     t.into_data()
         .try_into_vec::<f32>()
         .map(|v| v[0])
@@ -415,8 +416,7 @@ impl LinkPredictor for GnnLinkPredictor {
             tc.batch_size
         };
         let mut report = TrainReport::default();
-        let mut best: Option<(f32, LinkNet)> = None;
-        let mut since_best = 0usize;
+        let mut stopping = EarlyStopping::new(tc.patience);
         progress.start("train", Some(tc.epochs as u64));
         for epoch in 0..tc.epochs {
             targets.shuffle(&mut rng);
@@ -476,19 +476,10 @@ impl LinkPredictor for GnnLinkPredictor {
                     },
                 };
                 let vloss = validation_loss(&valid, &st, &mc, tc.inference, &val_set, &self.device);
-                report.val_loss.push(vloss);
                 message.push_str(&format!(", val {vloss:.4}"));
-                if best.as_ref().is_none_or(|(b, _)| vloss < *b) {
-                    best = Some((vloss, valid));
-                    report.best_epoch = epoch + 1;
-                    since_best = 0;
-                } else {
-                    since_best += 1;
-                    if since_best >= tc.patience.max(1) {
-                        report.stopped_early = true;
-                        progress.update("train", (epoch + 1) as u64, &message);
-                        break;
-                    }
+                if stopping.observe(epoch, vloss, valid, &mut report) {
+                    progress.update("train", (epoch + 1) as u64, &message);
+                    break;
                 }
             } else {
                 report.best_epoch = epoch + 1;
@@ -496,10 +487,7 @@ impl LinkPredictor for GnnLinkPredictor {
             progress.update("train", (epoch + 1) as u64, &message);
         }
         progress.finish("train");
-        let net = match best {
-            Some((_, b)) => b,
-            None => net.valid(),
-        };
+        let net = stopping.into_best().unwrap_or_else(|| net.valid());
         self.state = Some(Trained {
             net: Some(net),
             d_in,
