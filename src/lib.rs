@@ -29,6 +29,7 @@
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
+pub mod g2;
 pub mod lesegr;
 mod pipeline;
 mod progress;
@@ -39,6 +40,10 @@ pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
 
+pub use g2::{
+    ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
+    G2Stats, MergeOrder, OutlierPolicy,
+};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,

@@ -101,11 +101,15 @@ struct RetrievalArgs {
     /// defaults), for `lesegr` and `lesegr-lite`.
     #[arg(long, value_name = "FILE")]
     lesegr_config: Option<PathBuf>,
+    /// G²RAG configuration as JSON (a `G2Config`; missing fields take their defaults),
+    /// for `g2`.
+    #[arg(long, value_name = "FILE")]
+    g2_config: Option<PathBuf>,
     /// Cache embeddings in this directory (one file per dataset and encoder), so reruns
     /// embed nothing twice.
     #[arg(long, value_name = "DIR")]
     embedding_cache: Option<PathBuf>,
-    /// Print LP-RAG's and LeSeGR's indexing and training progress.
+    /// Print LP-RAG's, LeSeGR's and G²RAG's indexing and training progress.
     #[arg(long)]
     verbose: bool,
 }
@@ -313,6 +317,9 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
     if let Some(path) = &args.lesegr_config {
         options.retrievers.lesegr = read_json(path)?;
+    }
+    if let Some(path) = &args.g2_config {
+        options.retrievers.g2 = read_json(path)?;
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;

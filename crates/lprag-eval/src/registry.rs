@@ -21,6 +21,7 @@ pub const RETRIEVERS: &[&str] = &[
     "qcg",
     "lesegr",
     "lesegr-lite",
+    "g2",
 ];
 
 /// Settings for retrievers that have more than an encoder to choose.
@@ -39,6 +40,8 @@ pub struct RetrieverOptions {
     /// Configuration of `lesegr` (default: [`lprag::LesegrConfig::default`]; `lesegr-lite`
     /// uses the same with the lite variant).
     pub lesegr: lprag::LesegrConfig,
+    /// Configuration of `g2` (default: [`lprag::G2Config::default`]).
+    pub g2: lprag::G2Config,
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -63,7 +66,9 @@ pub async fn build_retriever(
 ///   passages as chunks and the offline heuristic (query) generator;
 /// - `lesegr` / `lesegr-lite`: [`lprag::LesegrRag`] (CG-RAG's LeSeGR, BM25 × dense message
 ///   passing on a chunk graph with k-NN document links), trained on synthetic queries or
-///   untrained, with `encoder` and passages as chunks.
+///   untrained, with `encoder` and passages as chunks;
+/// - `g2`: [`lprag::G2Rag`] (G²RAG: HDBSCAN communities, dual-level chunk + community
+///   retrieval) with `encoder`, passages as chunks and the offline θ merge rule.
 ///
 /// `encoder` is ignored by retrievers that need none. Index build time, as the harness
 /// reports it, is the wall time of this call.
@@ -121,6 +126,18 @@ pub async fn build_retriever_with(
                 .await?;
             if options.verbose {
                 eprintln!("{name} index: {:?}", rag.stats());
+            }
+            Box::new(rag)
+        }
+        "g2" => {
+            let rag = lprag::G2Rag::builder()
+                .encoder(encoder)
+                .progress(progress(options.verbose))
+                .config(options.g2.clone())
+                .build(docs)
+                .await?;
+            if options.verbose {
+                eprintln!("g2 index: {:?}", rag.stats());
             }
             Box::new(rag)
         }
@@ -252,7 +269,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite, g2)"
         );
     }
 

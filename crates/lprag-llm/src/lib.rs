@@ -16,7 +16,8 @@
 //! - the papers' prompts as overridable [`Template`]s ([`Prompts`]), parsers that survive
 //!   real model output ([`parse`]), and the components built on them: [`LlmChunker`]
 //!   (LP-RAG C-PROMPT), [`LlmQueryGenerator`] (LP-RAG S-PROMPT batches, or QCG-RAG's
-//!   Doc2Query pairs) and [`AnswerGenerator`] (COMBINE + the D.2 prompt);
+//!   Doc2Query pairs), [`AnswerGenerator`] (COMBINE + the D.2 prompt) and
+//!   [`LlmMergeJudge`] (G²RAG's yes/no merge of subgroups);
 //! - [`TokenMeter`]: prompt/completion tokens per stage.
 //!
 //! API keys are held in [`ApiKey`], whose `Debug` and `Display` print `***`; they are sent
@@ -34,6 +35,7 @@ mod chunker;
 mod embeddings;
 pub mod http;
 mod jobs;
+mod merge;
 mod ollama;
 mod openai;
 pub mod parse;
@@ -48,6 +50,7 @@ pub use chunker::LlmChunker;
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
 pub use http::{HttpClient, HttpConfig};
 pub use jobs::StageError;
+pub use merge::LlmMergeJudge;
 pub use ollama::{OllamaChat, OllamaConfig};
 pub use openai::{OpenAiChat, OpenAiConfig};
 pub use prompts::{Prompts, Template};

@@ -413,6 +413,38 @@ pub fn query_answer_pairs(raw: &str) -> Result<Vec<(String, String)>, String> {
     Ok(pairs)
 }
 
+/// A yes/no verdict (G²RAG's merge decision): the first `yes`/`no` (or `true`/`false`)
+/// word of the answer decides, after code fences, markdown and punctuation are stripped;
+/// a JSON object such as `{"merge": true}` or `{"answer": "no"}` is read too. An answer
+/// with neither word is an error, never a silent "no".
+pub fn yes_no(raw: &str) -> Result<bool, String> {
+    let body = strip_code_fences(raw).trim();
+    if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(body) {
+        for key in ["merge", "answer", "decision", "same", "result"] {
+            match o.get(key) {
+                Some(Value::Bool(b)) => return Ok(*b),
+                Some(Value::String(s)) => {
+                    if let Some(b) = first_verdict(s) {
+                        return Ok(b);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    first_verdict(body).ok_or_else(|| "no yes/no verdict found".to_string())
+}
+
+fn first_verdict(text: &str) -> Option<bool> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .find_map(|w| match w.to_lowercase().as_str() {
+            "yes" | "true" => Some(true),
+            "no" | "false" => Some(false),
+            _ => None,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,5 +554,19 @@ Instead of operating as an association, the league is a single entity.
         let wrapped = "{\"queries\": [{\"question\": \"Q?\", \"answer\": \"A\"}]}";
         assert_eq!(query_answer_pairs(wrapped).unwrap().len(), 1);
         assert!(json_array("[{\"query\": \"Q").is_err());
+    }
+
+    #[test]
+    fn yes_no_verdicts() {
+        assert_eq!(yes_no("Yes"), Ok(true));
+        assert_eq!(yes_no("**No.** They cover different topics."), Ok(false));
+        assert_eq!(yes_no("Answer: YES, both are about Warsaw."), Ok(true));
+        assert_eq!(yes_no("```json\n{\"merge\": false}\n```"), Ok(false));
+        assert_eq!(yes_no("{\"answer\": \"yes\"}"), Ok(true));
+        // Words that merely contain "no" or "yes" do not count.
+        assert_eq!(yes_no("Nothing in common; not related. no"), Ok(false));
+        assert_eq!(yes_no("eyes nose\nyes"), Ok(true));
+        assert!(yes_no("I cannot tell.").is_err());
+        assert!(yes_no("").is_err());
     }
 }

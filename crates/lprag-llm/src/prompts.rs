@@ -9,7 +9,8 @@
 //! Sources: LP-RAG Appendix D (Box D.1 chunk extraction = C-PROMPT, Box D.2 query
 //! response, Box D.3 synthetic query generation = S-PROMPT) and QCG-RAG Appendix C.1
 //! (Doc2Query). The texts are the papers' with the PDF's typesetting removed; QCG-RAG's
-//! fixed "20" queries became `{{num_queries}}` (default 20).
+//! fixed "20" queries became `{{num_queries}}` (default 20). G²RAG's merge function
+//! M_LLM (§2.2, Eq. 8) has no published prompt: lprag's own asks for a yes/no verdict.
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +120,13 @@ pub struct Prompts {
     /// One retrieved chunk in the answer prompt; placeholders `{{rank}}` (1-based, by
     /// descending score), `{{score}}` and `{{text}}`.
     pub answer_chunk: Template,
+    /// G²RAG merge decision M_LLM (lprag's prompt; the paper publishes none), system turn.
+    pub merge_system: Template,
+    /// G²RAG merge decision, user turn; placeholders `{{group_a}}` and `{{group_b}}` (each
+    /// a rendered list of `merge_chunk`s).
+    pub merge_user: Template,
+    /// One passage of a G²RAG subgroup; placeholders `{{index}}` (1-based) and `{{text}}`.
+    pub merge_chunk: Template,
 }
 
 const CHUNK_SYSTEM: &str = "You are required to act as an AI annotator and extract the Chunks embedded in the sentences of the provided paragraph text. Below, you will be given a paragraph from a text. You need to break it down sentence by sentence and extract the Chunks embedded in each sentence. The extracted Chunks can be an idea, argument, or fact. Each sentence may contain one or more Chunks to be extracted. The extracted Chunks should be as granular as possible to ensure they cannot be further broken down.
@@ -234,6 +242,20 @@ const ANSWER_USER: &str = "[Bag of chunks]
 
 const ANSWER_CHUNK: &str = "{{rank}}. {{text}}";
 
+const MERGE_SYSTEM: &str = "You are helping to organise a document collection into communities of closely related passages. Below, you will be given two groups of passages that were placed near each other by their embeddings. Decide whether the two groups describe the same topic, entity or event closely enough to form one community.
+
+Answer with a single word: \"yes\" if the two groups should be merged into one community, \"no\" if they should stay separate.";
+
+const MERGE_USER: &str = "[Group A]
+{{group_a}}
+
+[Group B]
+{{group_b}}
+
+Should Group A and Group B be merged into one community? Answer yes or no.";
+
+const MERGE_CHUNK: &str = "{{index}}. {{text}}";
+
 impl Prompts {
     /// Check that every template has the placeholders its component fills in: a custom
     /// template that forgot the text it is about is an error before any call is paid for.
@@ -245,6 +267,9 @@ impl Prompts {
         self.answer_user
             .require("answer_user", &["chunks", "query"])?;
         self.answer_chunk.require("answer_chunk", &["text"])?;
+        self.merge_user
+            .require("merge_user", &["group_a", "group_b"])?;
+        self.merge_chunk.require("merge_chunk", &["text"])?;
         Ok(())
     }
 }
@@ -262,6 +287,9 @@ impl Default for Prompts {
             answer_system: Template::new(ANSWER_SYSTEM),
             answer_user: Template::new(ANSWER_USER),
             answer_chunk: Template::new(ANSWER_CHUNK),
+            merge_system: Template::new(MERGE_SYSTEM),
+            merge_user: Template::new(MERGE_USER),
+            merge_chunk: Template::new(MERGE_CHUNK),
         }
     }
 }
@@ -300,7 +328,17 @@ mod tests {
         assert_eq!(p.doc2query_system.placeholders(), vec!["num_queries"]);
         assert_eq!(p.answer_user.placeholders(), vec!["chunks", "query"]);
         assert_eq!(p.answer_chunk.placeholders(), vec!["rank", "text"]);
+        assert_eq!(p.merge_system.placeholders(), Vec::<&str>::new());
+        assert_eq!(p.merge_user.placeholders(), vec!["group_a", "group_b"]);
+        assert_eq!(p.merge_chunk.placeholders(), vec!["index", "text"]);
         p.validate().unwrap();
+        let mut no_b = p.clone();
+        no_b.merge_user = Template::new("{{group_a}} yes or no?");
+        assert!(no_b
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("{{group_b}}"));
         let mut broken = p.clone();
         broken.answer_user = Template::new("Answer: {{query}}");
         assert!(broken
