@@ -25,11 +25,13 @@
 //! The crates:
 //! - [`core`] (`lprag-core`): types, traits, errors, offline defaults;
 //! - [`graph`] (`lprag-graph`): mutual k-NN, chunk–query graphs, sampling, CSR;
-//! - [`model`] (`lprag-model`): burn link predictors (NCN, GAE, MLP);
+//! - [`model`] (`lprag-model`): burn link predictors (NCN, GAE, MLP), the LeSeGR scorer and
+//!   GFM-RAG's query-dependent GNN;
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
 pub mod g2;
+pub mod gfm;
 pub mod lesegr;
 mod pipeline;
 mod progress;
@@ -44,6 +46,7 @@ pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
     G2Stats, MergeOrder, OutlierPolicy,
 };
+pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,

@@ -481,21 +481,7 @@ impl Retriever for QcgRag {
             Selection::TopK(k) => {
                 let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
                 if out.len() < k && self.state.config.pad_with_dense {
-                    let have: HashSet<ChunkId> = out.iter().map(|&(c, _)| c).collect();
-                    let mut dense: Vec<(ChunkId, f32)> = self
-                        .state
-                        .chunk_emb
-                        .iter()
-                        .enumerate()
-                        .filter(|(c, _)| !have.contains(c))
-                        .map(|(c, row)| (c, lprag_core::cosine(&e, row)))
-                        .collect();
-                    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    let mut cap = out.last().map(|&(_, s)| s).unwrap_or(f32::INFINITY);
-                    for (c, s) in dense.into_iter().take(k - out.len()) {
-                        cap = cap.min(s);
-                        out.push((c, cap));
-                    }
+                    pad_with_dense(&mut out, &self.state.chunk_emb, &e, k);
                 }
                 Ok(out.into_iter().map(hit).collect())
             }
@@ -510,6 +496,29 @@ impl Retriever for QcgRag {
 
     fn chunks(&self) -> &[Chunk] {
         &self.state.chunks
+    }
+}
+
+/// Fill `out` up to `k` chunks with the chunks not in it, by cosine to `query`; the added
+/// scores are capped by the last score already in `out`, so the list stays sorted.
+pub(crate) fn pad_with_dense(
+    out: &mut Vec<(ChunkId, f32)>,
+    chunk_emb: &Embeddings,
+    query: &[f32],
+    k: usize,
+) {
+    let have: HashSet<ChunkId> = out.iter().map(|&(c, _)| c).collect();
+    let mut dense: Vec<(ChunkId, f32)> = chunk_emb
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| !have.contains(c))
+        .map(|(c, row)| (c, lprag_core::cosine(query, row)))
+        .collect();
+    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut cap = out.last().map(|&(_, s)| s).unwrap_or(f32::INFINITY);
+    for (c, s) in dense.into_iter().take(k.saturating_sub(out.len())) {
+        cap = cap.min(s);
+        out.push((c, cap));
     }
 }
 

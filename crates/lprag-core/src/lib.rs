@@ -6,7 +6,8 @@
 //! [`QueryGenerator`], [`Encoder`], [`LinkPredictor`], [`Retriever`]), one error type
 //! ([`Error`]), and the offline defaults that need no LLM and no downloaded weights
 //! ([`SentenceChunker`], [`PassageChunker`], [`HeuristicQueryGenerator`],
-//! [`HashingEncoder`]) and sparse relevance ([`Bm25`] behind [`SparseEncoder`]).
+//! [`HashingEncoder`], [`CooccurrenceExtractor`] behind [`TripleExtractor`]) and sparse
+//! relevance ([`Bm25`] behind [`SparseEncoder`]).
 //!
 //! No burn, HTTP or petgraph type appears in this crate's API, so third-party backends can
 //! depend on it alone.
@@ -25,6 +26,7 @@
 mod chunker;
 mod embeddings;
 mod error;
+pub mod extract;
 mod hashing;
 mod querygen;
 pub mod sparse;
@@ -34,6 +36,7 @@ mod types;
 pub use chunker::{PassageChunker, SentenceChunker, SentenceChunkerConfig};
 pub use embeddings::{cosine, Embeddings};
 pub use error::{Error, Result};
+pub use extract::{CooccurrenceConfig, CooccurrenceExtractor, Extraction, Triple, TripleExtractor};
 pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 pub use sparse::{

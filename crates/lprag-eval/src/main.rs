@@ -105,11 +105,15 @@ struct RetrievalArgs {
     /// for `g2`.
     #[arg(long, value_name = "FILE")]
     g2_config: Option<PathBuf>,
+    /// GFM-RAG configuration as JSON (a `GfmConfig`; missing fields take their defaults),
+    /// for `gfm`.
+    #[arg(long, value_name = "FILE")]
+    gfm_config: Option<PathBuf>,
     /// Cache embeddings in this directory (one file per dataset and encoder), so reruns
     /// embed nothing twice.
     #[arg(long, value_name = "DIR")]
     embedding_cache: Option<PathBuf>,
-    /// Print LP-RAG's, LeSeGR's and G²RAG's indexing and training progress.
+    /// Print LP-RAG's, LeSeGR's, G²RAG's and GFM-RAG's indexing and training progress.
     #[arg(long)]
     verbose: bool,
 }
@@ -320,6 +324,9 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
     if let Some(path) = &args.g2_config {
         options.retrievers.g2 = read_json(path)?;
+    }
+    if let Some(path) = &args.gfm_config {
+        options.retrievers.gfm = read_json(path)?;
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;

@@ -22,6 +22,7 @@ pub const RETRIEVERS: &[&str] = &[
     "lesegr",
     "lesegr-lite",
     "g2",
+    "gfm",
 ];
 
 /// Settings for retrievers that have more than an encoder to choose.
@@ -42,6 +43,9 @@ pub struct RetrieverOptions {
     pub lesegr: lprag::LesegrConfig,
     /// Configuration of `g2` (default: [`lprag::G2Config::default`]).
     pub g2: lprag::G2Config,
+    /// Configuration of `gfm` (default: [`lprag::GfmConfig::default`], the paper's
+    /// d = 512, L = 6 network; [`lprag::GfmConfig::cpu`] is the small CPU one).
+    pub gfm: lprag::GfmConfig,
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -69,6 +73,8 @@ pub async fn build_retriever(
 ///   untrained, with `encoder` and passages as chunks;
 /// - `g2`: [`lprag::G2Rag`] (G²RAG: HDBSCAN communities, dual-level chunk + community
 ///   retrieval) with `encoder`, passages as chunks and the offline θ merge rule.
+/// - `gfm`: [`lprag::GfmRag`] (GFM-RAG: query-dependent GNN over a KG index) with the
+///   offline co-occurrence triple extractor, KG-completion pre-training and `encoder`.
 ///
 /// `encoder` is ignored by retrievers that need none. Index build time, as the harness
 /// reports it, is the wall time of this call.
@@ -138,6 +144,18 @@ pub async fn build_retriever_with(
                 .await?;
             if options.verbose {
                 eprintln!("g2 index: {:?}", rag.stats());
+            }
+            Box::new(rag)
+        }
+        "gfm" => {
+            let rag = lprag::GfmRag::builder()
+                .encoder(encoder)
+                .progress(progress(options.verbose))
+                .config(options.gfm.clone())
+                .build(docs)
+                .await?;
+            if options.verbose {
+                eprintln!("gfm index: {:?}", rag.stats());
             }
             Box::new(rag)
         }
@@ -253,8 +271,9 @@ mod tests {
     #[tokio::test]
     async fn builds_known_names_and_rejects_others() {
         let docs = vec![
-            Document::new("0", "", "apple"),
-            Document::new("1", "", "banana"),
+            // Titles give GFM-RAG's offline extractor an entity per passage.
+            Document::new("0", "Apple", "apple"),
+            Document::new("1", "Banana", "banana"),
         ];
         for name in RETRIEVERS {
             let r = build_retriever(name, &docs, Arc::new(KeywordEncoder))
@@ -269,7 +288,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite, g2)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite, g2, gfm)"
         );
     }
 

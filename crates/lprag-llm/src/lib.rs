@@ -16,8 +16,9 @@
 //! - the papers' prompts as overridable [`Template`]s ([`Prompts`]), parsers that survive
 //!   real model output ([`parse`]), and the components built on them: [`LlmChunker`]
 //!   (LP-RAG C-PROMPT), [`LlmQueryGenerator`] (LP-RAG S-PROMPT batches, or QCG-RAG's
-//!   Doc2Query pairs), [`AnswerGenerator`] (COMBINE + the D.2 prompt) and
-//!   [`LlmMergeJudge`] (G²RAG's yes/no merge of subgroups);
+//!   Doc2Query pairs), [`AnswerGenerator`] (COMBINE + the D.2 prompt),
+//!   [`LlmMergeJudge`] (G²RAG's yes/no merge of subgroups) and [`LlmTripleExtractor`]
+//!   (GFM-RAG's OpenIE);
 //! - [`TokenMeter`]: prompt/completion tokens per stage.
 //!
 //! API keys are held in [`ApiKey`], whose `Debug` and `Display` print `***`; they are sent
@@ -33,6 +34,7 @@ mod answer;
 pub mod cache;
 mod chunker;
 mod embeddings;
+mod extract;
 pub mod http;
 mod jobs;
 mod merge;
@@ -48,6 +50,7 @@ pub use answer::{Answer, AnswerGenerator};
 pub use cache::{CacheStats, CachedChat, ResponseCache};
 pub use chunker::LlmChunker;
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
+pub use extract::LlmTripleExtractor;
 pub use http::{HttpClient, HttpConfig};
 pub use jobs::StageError;
 pub use merge::LlmMergeJudge;

@@ -445,6 +445,80 @@ fn first_verdict(text: &str) -> Option<bool> {
         })
 }
 
+/// Named entities and `[subject, relation, object]` triples from an OpenIE answer: the
+/// first JSON object in the output (prose and code fences around it ignored) with a
+/// `named_entities` (or `entities`) list of strings and a `triples` list whose items are
+/// three-string arrays or `{"subject", "relation", "object"}` objects. Items of another
+/// shape and triples with an empty part are skipped; a missing list is empty.
+pub fn openie(raw: &str) -> Result<OpenIe, String> {
+    let text = strip_code_fences(raw);
+    let open = text
+        .find('{')
+        .ok_or_else(|| "no JSON object in the output".to_string())?;
+    let value: Value = serde_json::Deserializer::from_str(&text[open..])
+        .into_iter::<Value>()
+        .next()
+        .ok_or_else(|| "no JSON object in the output".to_string())?
+        .map_err(|e| format!("malformed JSON: {e}"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| "the output is not a JSON object".to_string())?;
+    let entities = obj
+        .get("named_entities")
+        .or_else(|| obj.get("entities"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let part = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    let triples = obj
+        .get("triples")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| match t {
+                    Value::Array(x) if x.len() == 3 => {
+                        Some((part(x.first())?, part(x.get(1))?, part(x.get(2))?))
+                    }
+                    Value::Object(o) => Some((
+                        part(o.get("subject"))?,
+                        part(o.get("relation"))?,
+                        part(o.get("object"))?,
+                    )),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !obj.contains_key("triples")
+        && !obj.contains_key("named_entities")
+        && !obj.contains_key("entities")
+    {
+        return Err("a JSON object without `named_entities` or `triples`".into());
+    }
+    Ok(OpenIe { entities, triples })
+}
+
+/// What [`openie`] read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpenIe {
+    /// Named entities, in order.
+    pub entities: Vec<String>,
+    /// `(subject, relation, object)` triples, in order.
+    pub triples: Vec<(String, String, String)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,5 +642,25 @@ Instead of operating as an association, the league is a single entity.
         assert_eq!(yes_no("eyes nose\nyes"), Ok(true));
         assert!(yes_no("I cannot tell.").is_err());
         assert!(yes_no("").is_err());
+    }
+
+    #[test]
+    fn openie_reads_entities_and_both_triple_shapes() {
+        let raw = "Sure!\n```json\n{\"named_entities\": [\"Radio City\", \" \", \"India\"], \"triples\": [[\"Radio City\", \"located in\", \"India\"], {\"subject\": \"Radio City\", \"relation\": \"is\", \"object\": \"radio station\"}, [\"x\", \"\", \"y\"], [\"too\", \"short\"]]}\n```";
+        let o = openie(raw).unwrap();
+        assert_eq!(o.entities, vec!["Radio City", "India"]);
+        assert_eq!(
+            o.triples,
+            vec![
+                ("Radio City".into(), "located in".into(), "India".into()),
+                ("Radio City".into(), "is".into(), "radio station".into()),
+            ]
+        );
+        assert!(openie("no json here").is_err());
+        assert!(openie("{\"foo\": 1}").is_err());
+        assert_eq!(
+            openie("{\"entities\": [\"A\"]}").unwrap().entities,
+            vec!["A"]
+        );
     }
 }

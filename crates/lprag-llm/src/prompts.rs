@@ -127,6 +127,11 @@ pub struct Prompts {
     pub merge_user: Template,
     /// One passage of a G²RAG subgroup; placeholders `{{index}}` (1-based) and `{{text}}`.
     pub merge_chunk: Template,
+    /// GFM-RAG OpenIE (HippoRAG-style named entities and triples in one JSON answer),
+    /// system turn.
+    pub openie_system: Template,
+    /// OpenIE user turn; placeholders `{{title}}` and `{{passage}}`.
+    pub openie_user: Template,
 }
 
 const CHUNK_SYSTEM: &str = "You are required to act as an AI annotator and extract the Chunks embedded in the sentences of the provided paragraph text. Below, you will be given a paragraph from a text. You need to break it down sentence by sentence and extract the Chunks embedded in each sentence. The extracted Chunks can be an idea, argument, or fact. Each sentence may contain one or more Chunks to be extracted. The extracted Chunks should be as granular as possible to ensure they cannot be further broken down.
@@ -256,6 +261,15 @@ Should Group A and Group B be merged into one community? Answer yes or no.";
 
 const MERGE_CHUNK: &str = "{{index}}. {{text}}";
 
+const OPENIE_SYSTEM: &str = "Your task is to build a knowledge graph from a passage. First list the named entities of the passage (people, organisations, places, works, dates, events and other specific things). Then extract RDF triples [subject, relation, object] that state the passage's facts. Each triple should contain at least one, preferably two, of the named entities. Resolve pronouns to the entity they refer to. Keep relations short (a verb phrase such as \"born in\" or \"member of\").
+
+Answer with JSON only, in this form:
+{\"named_entities\": [\"Radio City\", \"India\", \"3 July 2001\"], \"triples\": [[\"Radio City\", \"located in\", \"India\"], [\"Radio City\", \"launched on\", \"3 July 2001\"]]}";
+
+const OPENIE_USER: &str = "Title: {{title}}
+Passage:
+{{passage}}";
+
 impl Prompts {
     /// Check that every template has the placeholders its component fills in: a custom
     /// template that forgot the text it is about is an error before any call is paid for.
@@ -270,6 +284,7 @@ impl Prompts {
         self.merge_user
             .require("merge_user", &["group_a", "group_b"])?;
         self.merge_chunk.require("merge_chunk", &["text"])?;
+        self.openie_user.require("openie_user", &["passage"])?;
         Ok(())
     }
 }
@@ -290,6 +305,8 @@ impl Default for Prompts {
             merge_system: Template::new(MERGE_SYSTEM),
             merge_user: Template::new(MERGE_USER),
             merge_chunk: Template::new(MERGE_CHUNK),
+            openie_system: Template::new(OPENIE_SYSTEM),
+            openie_user: Template::new(OPENIE_USER),
         }
     }
 }
@@ -331,6 +348,7 @@ mod tests {
         assert_eq!(p.merge_system.placeholders(), Vec::<&str>::new());
         assert_eq!(p.merge_user.placeholders(), vec!["group_a", "group_b"]);
         assert_eq!(p.merge_chunk.placeholders(), vec!["index", "text"]);
+        assert_eq!(p.openie_user.placeholders(), vec!["title", "passage"]);
         p.validate().unwrap();
         let mut no_b = p.clone();
         no_b.merge_user = Template::new("{{group_a}} yes or no?");

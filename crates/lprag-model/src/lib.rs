@@ -14,6 +14,7 @@
 pub mod bert;
 mod config;
 mod early_stop;
+pub mod gfm;
 mod host;
 pub mod lesegr;
 mod net;

@@ -20,6 +20,11 @@ pub(crate) struct Mlp {
 }
 
 impl Mlp {
+    /// The layers, first to last (ReLU between them).
+    pub(crate) fn layers(&self) -> &[Linear] {
+        &self.layers
+    }
+
     /// `dims = [d0, d1, ..., dk]` gives k layers; the last layer is zero-initialised when
     /// `zero_last` (so the MLP starts as the constant 0).
     pub(crate) fn new(dims: &[usize], zero_last: bool, device: &Device) -> Self {

@@ -1,0 +1,1130 @@
+//! GFM-RAG's query-dependent GNN (methods §3, `001_…txt` §3.2) in burn.
+//!
+//! For a query with sentence embedding `q` and linked query entities `E_q`, over a
+//! knowledge graph of entities and typed edges `(e, r, e')`:
+//!
+//! ```text
+//! H⁰_e   = W_q q  if e ∈ E_q, else 0                     (boundary, [N, d])
+//! R_l    = g_l(X_r)                                       (relation embeddings, 2-layer MLP)
+//! A_e'   = H⁰_e' + Σ_{(e, r, e')} H^l_e ⊙ R_l[r]          (DistMult messages, sum + boundary)
+//! H^{l+1} = ReLU(LayerNorm(W_l [H^l ‖ A])) + H^l          (update, residual)
+//! P_e    = σ(MLP([H^L_e ‖ W_q q]))                        (entity relevance)
+//! ```
+//!
+//! `X_r` are the relations' sentence embeddings (the same encoder as the query), `W_q`
+//! projects the encoder's width to the hidden width `d`. Message passing is a gather
+//! (`select` over edge sources) and a scatter-add (`select_assign` into edge
+//! destinations): no dense `N × N` adjacency anywhere, and every index is checked on the
+//! host ([`KgEdges::new`], [`GfmExample`] checks in [`GfmModel::train`]) before it reaches a
+//! device. A batch of `B` queries runs as `[N, B, d]` states.
+//!
+//! Training minimises `α·BCE + (1 − α)·RANK` (the paper's eq. 13, α = 0.3) over each
+//! query's target entities and `negatives` entities sampled uniformly from the rest. The
+//! ranking loss as printed, `−P(e) / Σ_{E⁻} P(e')`, is unbounded below (pushing every
+//! negative to 0 sends it to −∞); lprag bounds it by adding the positive to the
+//! denominator, `−P(e) / (P(e) + Σ_{E⁻} P(e'))`. An example may hide edges from the graph
+//! (`hidden_edges`): KG-completion pre-training hides the triple it asks about, so the
+//! model must reach the answer another way.
+
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::activation::{log_sigmoid, relu, sigmoid};
+use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
+use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::early_stop::EarlyStopping;
+use crate::net::Mlp;
+use crate::predictor::scalar;
+
+/// The knowledge graph's typed edges, checked: every id is in range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KgEdges {
+    num_entities: usize,
+    num_relations: usize,
+    src: Vec<u32>,
+    rel: Vec<u32>,
+    dst: Vec<u32>,
+}
+
+impl KgEdges {
+    /// Edges `(source entity, relation, destination entity)`; messages flow from source
+    /// to destination (add inverse edges yourself if both directions should talk).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first edge with an id out of range.
+    pub fn new(
+        num_entities: usize,
+        num_relations: usize,
+        edges: &[(u32, u32, u32)],
+    ) -> Result<Self> {
+        let mut out = Self {
+            num_entities,
+            num_relations,
+            src: Vec::with_capacity(edges.len()),
+            rel: Vec::with_capacity(edges.len()),
+            dst: Vec::with_capacity(edges.len()),
+        };
+        for (i, &(s, r, d)) in edges.iter().enumerate() {
+            if s as usize >= num_entities || d as usize >= num_entities {
+                return Err(Error::invalid(
+                    format!("KgEdges edge {i}"),
+                    format!("entity out of range in ({s}, {r}, {d}) for {num_entities} entities"),
+                ));
+            }
+            if r as usize >= num_relations {
+                return Err(Error::invalid(
+                    format!("KgEdges edge {i}"),
+                    format!("relation {r} out of range for {num_relations} relations"),
+                ));
+            }
+            out.src.push(s);
+            out.rel.push(r);
+            out.dst.push(d);
+        }
+        Ok(out)
+    }
+
+    /// Number of entities `N`.
+    pub fn num_entities(&self) -> usize {
+        self.num_entities
+    }
+
+    /// Number of relation types.
+    pub fn num_relations(&self) -> usize {
+        self.num_relations
+    }
+
+    /// Number of edges `|E|`.
+    pub fn len(&self) -> usize {
+        self.src.len()
+    }
+
+    /// True when there is no edge.
+    pub fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+
+    /// Edge `i` as `(source, relation, destination)`.
+    pub fn edge(&self, i: usize) -> (u32, u32, u32) {
+        (self.src[i], self.rel[i], self.dst[i])
+    }
+}
+
+/// The network's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GfmModelConfig {
+    /// Hidden width `d`. Default 512 (the paper's).
+    pub hidden: usize,
+    /// Message-passing layers `L`. Default 6 (the paper's).
+    pub layers: usize,
+}
+
+impl Default for GfmModelConfig {
+    fn default() -> Self {
+        Self {
+            hidden: 512,
+            layers: 6,
+        }
+    }
+}
+
+impl GfmModelConfig {
+    /// Check the numbers.
+    pub fn validate(&self) -> Result<()> {
+        if self.hidden == 0 || self.layers == 0 {
+            return Err(Error::invalid(
+                "GfmModelConfig",
+                "hidden and layers must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A dense layer on the host: `y = x·W + b`, `W` row-major `[d_in, d_out]`.
+struct Dense {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    d_out: usize,
+}
+
+impl Dense {
+    fn export(l: &Linear) -> Result<Self> {
+        let [_, d_out] = l.weight.dims();
+        let w = to_vec(l.weight.val())?;
+        let b = match &l.bias {
+            Some(b) => to_vec(b.val())?,
+            None => vec![0.0; d_out],
+        };
+        Ok(Self { w, b, d_out })
+    }
+
+    /// `x` row-major `[rows, d_in]` → `[rows, d_out]`, rows in parallel.
+    fn forward(&self, x: &[f32], d_in: usize) -> Vec<f32> {
+        use rayon::prelude::*;
+        let d_out = self.d_out;
+        let rows = x.len() / d_in.max(1);
+        let mut out = vec![0.0f32; rows * d_out];
+        out.par_chunks_mut(d_out)
+            .zip(x.par_chunks(d_in))
+            .for_each(|(o, xi)| {
+                o.copy_from_slice(&self.b);
+                for (k, &v) in xi.iter().enumerate() {
+                    if v != 0.0 {
+                        let wk = &self.w[k * d_out..(k + 1) * d_out];
+                        for (a, &w) in o.iter_mut().zip(wk) {
+                            *a += v * w;
+                        }
+                    }
+                }
+            });
+        out
+    }
+}
+
+fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
+    t.into_data()
+        .try_into_vec::<f32>()
+        .map_err(|e| Error::backend("GfmModel weights", format!("{e:?}")))
+}
+
+/// The network's weights on the host, with every layer's relation embeddings precomputed
+/// (they do not depend on the query).
+struct HostNet {
+    query: Dense,
+    relations: Vec<Vec<f32>>,
+    update: Vec<Dense>,
+    norm: Vec<(Vec<f32>, Vec<f32>)>,
+    score: Vec<Dense>,
+    d: usize,
+    d_in: usize,
+}
+
+impl HostNet {
+    fn export(net: &GfmNet, relations: &Embeddings) -> Result<Self> {
+        let d_in = relations.dim();
+        let d = net.query_proj.weight.dims()[1];
+        let rel_layers = net
+            .relation
+            .iter()
+            .map(|mlp| {
+                let mut x = relations.as_slice().to_vec();
+                let mut width = d_in;
+                let n = mlp.layers().len();
+                for (i, l) in mlp.layers().iter().enumerate() {
+                    let dense = Dense::export(l)?;
+                    x = dense.forward(&x, width);
+                    width = dense.d_out;
+                    if i + 1 < n {
+                        x.iter_mut().for_each(|v| *v = v.max(0.0));
+                    }
+                }
+                Ok(x)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            query: Dense::export(&net.query_proj)?,
+            relations: rel_layers,
+            update: net
+                .update
+                .iter()
+                .map(Dense::export)
+                .collect::<Result<_>>()?,
+            norm: net
+                .norm
+                .iter()
+                .map(|n| {
+                    let g = to_vec(n.gamma.val())?;
+                    let b = match &n.beta {
+                        Some(b) => to_vec(b.val())?,
+                        None => vec![0.0; g.len()],
+                    };
+                    Ok((g, b))
+                })
+                .collect::<Result<_>>()?,
+            score: net
+                .score
+                .layers()
+                .iter()
+                .map(Dense::export)
+                .collect::<Result<_>>()?,
+            d,
+            d_in,
+        })
+    }
+
+    /// The forward pass of `GfmNet::forward` for one query, on the host.
+    fn score(&self, edges: &KgEdges, query: &[f32], query_entities: &[u32]) -> Vec<f32> {
+        use rayon::prelude::*;
+        let (n, d) = (edges.num_entities, self.d);
+        let qh = self.query.forward(query, self.d_in);
+        let mut boundary = vec![0.0f32; n * d];
+        for &e in query_entities {
+            boundary[e as usize * d..(e as usize + 1) * d].copy_from_slice(&qh);
+        }
+        let mut h = boundary.clone();
+        for l in 0..self.update.len() {
+            let mut agg = boundary.clone();
+            let rel = &self.relations[l];
+            for i in 0..edges.len() {
+                let (s, r, t) = (
+                    edges.src[i] as usize,
+                    edges.rel[i] as usize,
+                    edges.dst[i] as usize,
+                );
+                let hs = &h[s * d..(s + 1) * d];
+                let rr = &rel[r * d..(r + 1) * d];
+                for ((a, &x), &y) in agg[t * d..(t + 1) * d].iter_mut().zip(hs).zip(rr) {
+                    *a += x * y;
+                }
+            }
+            let mut x = vec![0.0f32; n * 2 * d];
+            x.par_chunks_mut(2 * d).enumerate().for_each(|(i, row)| {
+                row[..d].copy_from_slice(&h[i * d..(i + 1) * d]);
+                row[d..].copy_from_slice(&agg[i * d..(i + 1) * d]);
+            });
+            let mut u = self.update[l].forward(&x, 2 * d);
+            let (gamma, beta) = &self.norm[l];
+            u.par_chunks_mut(d)
+                .zip(h.par_chunks(d))
+                .for_each(|(row, hi)| {
+                    let mean = row.iter().sum::<f32>() / d as f32;
+                    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+                    let inv = 1.0 / (var + LN_EPS as f32).sqrt();
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = ((*v - mean) * inv * gamma[j] + beta[j]).max(0.0) + hi[j];
+                    }
+                });
+            h = u;
+        }
+        // Score MLP on [h ‖ qh]: the query half of the first layer is the same for every
+        // entity, so it is folded into the bias once.
+        let first = &self.score[0];
+        let hidden = first.d_out;
+        let mut bias = first.b.clone();
+        for (k, &v) in qh.iter().enumerate() {
+            let wk = &first.w[(d + k) * hidden..(d + k + 1) * hidden];
+            for (a, &w) in bias.iter_mut().zip(wk) {
+                *a += v * w;
+            }
+        }
+        let top = Dense {
+            w: first.w[..d * hidden].to_vec(),
+            b: bias,
+            d_out: hidden,
+        };
+        let mut z = top.forward(&h, d);
+        for (i, layer) in self.score.iter().enumerate().skip(1) {
+            z.iter_mut().for_each(|v| *v = v.max(0.0));
+            z = layer.forward(&z, self.score[i - 1].d_out);
+        }
+        z.into_iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect()
+    }
+}
+
+/// Training settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GfmTrainConfig {
+    /// Most epochs. Default 10.
+    pub epochs: usize,
+    /// AdamW learning rate. Default 5e-4 (the paper's).
+    pub learning_rate: f64,
+    /// AdamW weight decay. Default 0.
+    pub weight_decay: f32,
+    /// Queries per step. Default 4 (the paper's).
+    pub batch_size: usize,
+    /// Weight α of the BCE term; the ranking term gets 1 − α. Default 0.3 (the paper's).
+    pub bce_weight: f32,
+    /// Negative entities sampled per query. Default 256.
+    pub negatives: usize,
+    /// Fraction of the examples held out for early stopping. Default 0.1.
+    pub validation_fraction: f32,
+    /// Epochs without a better validation loss before stopping. Default 2.
+    pub patience: usize,
+    /// Seed of initialisation, split, shuffling and negative sampling. Default 0.
+    pub seed: u64,
+}
+
+impl Default for GfmTrainConfig {
+    fn default() -> Self {
+        Self {
+            epochs: 10,
+            learning_rate: 5e-4,
+            weight_decay: 0.0,
+            batch_size: 4,
+            bce_weight: 0.3,
+            negatives: 256,
+            validation_fraction: 0.1,
+            patience: 2,
+            seed: 0,
+        }
+    }
+}
+
+impl GfmTrainConfig {
+    /// Check the numbers.
+    pub fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 || self.negatives == 0 {
+            return Err(Error::invalid(
+                "GfmTrainConfig",
+                "batch_size and negatives must be at least 1",
+            ));
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return Err(Error::invalid(
+                "GfmTrainConfig.learning_rate",
+                "must be finite and > 0",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.bce_weight) {
+            return Err(Error::invalid(
+                "GfmTrainConfig.bce_weight",
+                "must be in [0, 1]",
+            ));
+        }
+        if !(0.0..1.0).contains(&self.validation_fraction) {
+            return Err(Error::invalid(
+                "GfmTrainConfig.validation_fraction",
+                "must be in [0, 1)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One training query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GfmExample {
+    /// The query's sentence embedding (encoder width).
+    pub query: Vec<f32>,
+    /// Entities the query mentions (they start with the query embedding).
+    pub query_entities: Vec<u32>,
+    /// Entities that should score high (at least one).
+    pub targets: Vec<u32>,
+    /// Edge ids ([`KgEdges::edge`]) removed from the graph for this query.
+    pub hidden_edges: Vec<u32>,
+}
+
+/// LayerNorm's ε, shared by the burn module and the host forward pass.
+const LN_EPS: f64 = 1e-5;
+
+#[derive(Module, Debug)]
+struct GfmNet {
+    query_proj: Linear,
+    relation: Vec<Mlp>,
+    update: Vec<Linear>,
+    norm: Vec<LayerNorm>,
+    score: Mlp,
+}
+
+impl GfmNet {
+    fn new(d_in: usize, cfg: &GfmModelConfig, device: &Device) -> Self {
+        let d = cfg.hidden;
+        Self {
+            query_proj: LinearConfig::new(d_in, d).init(device),
+            relation: (0..cfg.layers)
+                .map(|_| Mlp::new(&[d_in, d, d], false, device))
+                .collect(),
+            update: (0..cfg.layers)
+                .map(|_| LinearConfig::new(2 * d, d).init(device))
+                .collect(),
+            norm: (0..cfg.layers)
+                .map(|_| LayerNormConfig::new(d).with_epsilon(LN_EPS).init(device))
+                .collect(),
+            score: Mlp::new(&[2 * d, d, 1], false, device),
+        }
+    }
+
+    /// Entity logits `[N, B]` for `B` queries. `q`: `[B, d_in]`; `start`: `[N, B, 1]`, 1
+    /// where an entity is a query entity of that query; `keep`: `[E, B, 1]` edge mask.
+    fn forward(
+        &self,
+        g: &DeviceKg,
+        q: Tensor<2>,
+        start: Tensor<3>,
+        keep: Option<Tensor<3>>,
+    ) -> Tensor<2> {
+        let [n, b, _] = start.dims();
+        let qh = self.query_proj.forward(q); // [B, d]
+        let d = qh.dims()[1];
+        let boundary = start * qh.clone().unsqueeze_dim::<3>(0); // [N, B, d]
+        let mut h = boundary.clone();
+        for l in 0..self.update.len() {
+            if let (Some(src), Some(rel), Some(dst)) = (&g.src, &g.rel, &g.dst) {
+                let r = self.relation[l].forward(g.relations.clone()); // [R, d]
+                let re = r.select(0, rel.clone()).unsqueeze_dim::<3>(1); // [E, 1, d]
+                let mut msg = h.clone().select(0, src.clone()) * re; // [E, B, d]
+                if let Some(k) = &keep {
+                    msg = msg * k.clone();
+                }
+                let agg =
+                    boundary
+                        .clone()
+                        .select_assign(0, dst.clone(), msg, IndexingUpdateOp::Add);
+                h = self.layer(l, h, agg, n, b, d);
+            } else {
+                h = self.layer(l, h, boundary.clone(), n, b, d);
+            }
+        }
+        let qb = qh.unsqueeze_dim::<3>(0).expand([n, b, d]);
+        let feat = Tensor::cat(vec![h, qb], 2).reshape([n * b, 2 * d]);
+        self.score.forward(feat).reshape([n, b])
+    }
+
+    fn layer(
+        &self,
+        l: usize,
+        h: Tensor<3>,
+        agg: Tensor<3>,
+        n: usize,
+        b: usize,
+        d: usize,
+    ) -> Tensor<3> {
+        let x = Tensor::cat(vec![h.clone(), agg], 2).reshape([n * b, 2 * d]);
+        let u = relu(self.norm[l].forward(self.update[l].forward(x)));
+        u.reshape([n, b, d]) + h
+    }
+}
+
+/// The graph's index tensors and relation embeddings on a device.
+struct DeviceKg {
+    src: Option<Tensor<1, Int>>,
+    rel: Option<Tensor<1, Int>>,
+    dst: Option<Tensor<1, Int>>,
+    relations: Tensor<2>,
+    num_entities: usize,
+    num_edges: usize,
+}
+
+impl DeviceKg {
+    fn new(edges: &KgEdges, relations: &Embeddings, device: &Device) -> Self {
+        let idx = |v: &[u32]| {
+            (!v.is_empty()).then(|| {
+                Tensor::<1, Int>::from_data(
+                    TensorData::new(v.iter().map(|&x| x as i64).collect::<Vec<_>>(), [v.len()]),
+                    device,
+                )
+            })
+        };
+        Self {
+            src: idx(&edges.src),
+            rel: idx(&edges.rel),
+            dst: idx(&edges.dst),
+            relations: Tensor::from_data(
+                TensorData::new(
+                    relations.as_slice().to_vec(),
+                    [relations.rows().max(1), relations.dim()],
+                ),
+                device,
+            ),
+            num_entities: edges.num_entities,
+            num_edges: edges.len(),
+        }
+    }
+}
+
+/// A trained (or freshly initialised) GFM retriever network bound to one knowledge graph.
+/// `Send + Sync`; scoring is read-only.
+pub struct GfmModel {
+    net: GfmNet,
+    host: HostNet,
+    graph: DeviceKg,
+    edges: KgEdges,
+    relations: Embeddings,
+    config: GfmModelConfig,
+    d_in: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for GfmModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GfmModel")
+            .field("config", &self.config)
+            .field("d_in", &self.d_in)
+            .field("entities", &self.edges.num_entities)
+            .field("edges", &self.edges.len())
+            .finish()
+    }
+}
+
+impl GfmModel {
+    /// A model with fresh weights (seeded) over `edges`, whose relation `r` has the
+    /// sentence embedding `relations.row(r)`; queries must have the same width.
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] when `relations` has fewer rows than the graph has
+    /// relation types; [`Error::InvalidInput`] for a bad configuration.
+    pub fn new(
+        edges: KgEdges,
+        relations: Embeddings,
+        config: GfmModelConfig,
+        seed: u64,
+        device: &Device,
+    ) -> Result<Self> {
+        config.validate()?;
+        if relations.rows() < edges.num_relations || relations.dim() == 0 {
+            return Err(Error::DimensionMismatch {
+                location: "GfmModel::new (relation embeddings)".into(),
+                expected: edges.num_relations,
+                actual: relations.rows(),
+            });
+        }
+        device.seed(seed);
+        let d_in = relations.dim();
+        let net = GfmNet::new(d_in, &config, device);
+        let host = HostNet::export(&net, &relations)?;
+        Ok(Self {
+            net,
+            host,
+            graph: DeviceKg::new(&edges, &relations, device),
+            edges,
+            relations,
+            config,
+            d_in,
+            device: device.clone(),
+        })
+    }
+
+    /// The network's shape.
+    pub fn config(&self) -> &GfmModelConfig {
+        &self.config
+    }
+
+    /// The graph the model runs on.
+    pub fn edges(&self) -> &KgEdges {
+        &self.edges
+    }
+
+    /// The relations' sentence embeddings, by relation id.
+    pub fn relations(&self) -> &Embeddings {
+        &self.relations
+    }
+
+    /// Width of query and relation embeddings.
+    pub fn input_dim(&self) -> usize {
+        self.d_in
+    }
+
+    fn check_query(&self, location: &str, query: &[f32], entities: &[u32]) -> Result<()> {
+        if query.len() != self.d_in {
+            return Err(Error::DimensionMismatch {
+                location: location.into(),
+                expected: self.d_in,
+                actual: query.len(),
+            });
+        }
+        if query.iter().any(|v| !v.is_finite()) {
+            return Err(Error::invalid(location, "query embedding is not finite"));
+        }
+        if let Some(e) = entities
+            .iter()
+            .find(|&&e| e as usize >= self.edges.num_entities)
+        {
+            return Err(Error::invalid(
+                location,
+                format!(
+                    "entity {e} out of range for {} entities",
+                    self.edges.num_entities
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Relevance `P_e ∈ (0, 1)` of every entity to the query, computed on the host (the
+    /// same arithmetic as the burn module, without a tensor runtime per query; see
+    /// [`GfmModel::score_on_device`]).
+    ///
+    /// # Errors
+    /// A query of the wrong width or with non-finite values, or an entity id out of range.
+    pub fn score(&self, query: &[f32], query_entities: &[u32]) -> Result<Vec<f32>> {
+        self.check_query("GfmModel::score", query, query_entities)?;
+        Ok(self.host.score(&self.edges, query, query_entities))
+    }
+
+    /// [`GfmModel::score`] through the burn module on the model's device (a GPU when the
+    /// model was built on one).
+    ///
+    /// # Errors
+    /// As [`GfmModel::score`], plus backend failures.
+    pub fn score_on_device(&self, query: &[f32], query_entities: &[u32]) -> Result<Vec<f32>> {
+        self.check_query("GfmModel::score_on_device", query, query_entities)?;
+        let n = self.edges.num_entities;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let q = Tensor::<2>::from_data(
+            TensorData::new(query.to_vec(), [1, self.d_in]),
+            &self.device,
+        );
+        let mut start = vec![0.0f32; n];
+        for &e in query_entities {
+            start[e as usize] = 1.0;
+        }
+        let start = Tensor::<3>::from_data(TensorData::new(start, [n, 1, 1]), &self.device);
+        let logits = self.net.forward(&self.graph, q, start, None);
+        sigmoid(logits)
+            .into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| Error::backend("GfmModel::score_on_device", format!("{e:?}")))
+    }
+
+    /// Train on `examples` (KG-completion queries, labelled questions, or both), keeping
+    /// the epoch of the best held-out loss. Continues from the current weights, so
+    /// pre-training then fine-tuning is two calls.
+    ///
+    /// # Errors
+    /// An example with a wrong width, no target, or an id out of range (checked before any
+    /// tensor is built); a loss that stops being finite.
+    pub fn train(
+        &mut self,
+        examples: &[GfmExample],
+        cfg: &GfmTrainConfig,
+        stage: &str,
+        progress: &dyn Progress,
+    ) -> Result<TrainReport> {
+        cfg.validate()?;
+        let started = Instant::now();
+        for (k, ex) in examples.iter().enumerate() {
+            let loc = format!("GfmModel::train example {k}");
+            self.check_query(&loc, &ex.query, &ex.query_entities)?;
+            self.check_query(&loc, &ex.query, &ex.targets)?;
+            if ex.targets.is_empty() {
+                return Err(Error::invalid(loc, "no target entity"));
+            }
+            if let Some(e) = ex
+                .hidden_edges
+                .iter()
+                .find(|&&e| e as usize >= self.edges.len())
+            {
+                return Err(Error::invalid(
+                    loc,
+                    format!(
+                        "hidden edge {e} out of range for {} edges",
+                        self.edges.len()
+                    ),
+                ));
+            }
+        }
+        let mut report = TrainReport::default();
+        if examples.is_empty() {
+            return Ok(report);
+        }
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let mut order: Vec<usize> = (0..examples.len()).collect();
+        order.shuffle(&mut rng);
+        let n_val = if examples.len() >= 10 {
+            (examples.len() as f32 * cfg.validation_fraction) as usize
+        } else {
+            0
+        };
+        let (val_idx, train_idx) = order.split_at(n_val);
+        let mut train_idx = train_idx.to_vec();
+        // Fixed negatives for validation, so its loss is comparable across epochs.
+        let val_neg: Vec<Vec<u32>> = val_idx
+            .iter()
+            .map(|&i| self.sample_negatives(&examples[i], cfg.negatives, &mut rng))
+            .collect();
+
+        let ad = self.device.clone().autodiff();
+        ad.seed(cfg.seed);
+        let g_ad = DeviceKg::new(&self.edges, &self.relations, &ad);
+        let mut net = self.net.clone().fork(&ad).train();
+        let mut optim = AdamWConfig::new()
+            .with_weight_decay(cfg.weight_decay)
+            .init();
+        let mut stopping = EarlyStopping::new(cfg.patience);
+        progress.start(stage, Some(cfg.epochs as u64));
+        for epoch in 0..cfg.epochs {
+            if train_idx.is_empty() {
+                break;
+            }
+            train_idx.shuffle(&mut rng);
+            let (mut sum, mut steps) = (0.0f32, 0usize);
+            for chunk in train_idx.chunks(cfg.batch_size) {
+                let batch: Vec<&GfmExample> = chunk.iter().map(|&i| &examples[i]).collect();
+                let negs: Vec<Vec<u32>> = batch
+                    .iter()
+                    .map(|ex| self.sample_negatives(ex, cfg.negatives, &mut rng))
+                    .collect();
+                let loss = self.batch_loss(&net, &g_ad, &batch, &negs, cfg.bce_weight, &ad);
+                let grads = GradientsParams::from_grads(loss.backward(), &net);
+                sum += scalar(loss.detach());
+                steps += 1;
+                net = optim.step(cfg.learning_rate, net, grads);
+            }
+            let train_loss = sum / steps.max(1) as f32;
+            if !train_loss.is_finite() {
+                return Err(Error::backend(
+                    "GfmModel::train",
+                    format!("loss became {train_loss} in epoch {}", epoch + 1),
+                ));
+            }
+            report.train_loss.push(train_loss);
+            report.epochs_run = epoch + 1;
+            let mut message = format!("loss {train_loss:.4}");
+            if val_idx.is_empty() {
+                report.best_epoch = epoch + 1;
+            } else {
+                let valid = net.valid();
+                let (mut vs, mut vn) = (0.0f32, 0usize);
+                for (chunk, negs) in val_idx
+                    .chunks(cfg.batch_size)
+                    .zip(val_neg.chunks(cfg.batch_size))
+                {
+                    let batch: Vec<&GfmExample> = chunk.iter().map(|&i| &examples[i]).collect();
+                    let l = self.batch_loss(
+                        &valid,
+                        &self.graph,
+                        &batch,
+                        negs,
+                        cfg.bce_weight,
+                        &self.device,
+                    );
+                    vs += scalar(l) * batch.len() as f32;
+                    vn += batch.len();
+                }
+                let vloss = vs / vn as f32;
+                message.push_str(&format!(", val {vloss:.4}"));
+                if stopping.observe(epoch, vloss, valid, &mut report) {
+                    progress.update(stage, (epoch + 1) as u64, &message);
+                    break;
+                }
+            }
+            progress.update(stage, (epoch + 1) as u64, &message);
+        }
+        progress.finish(stage);
+        self.net = stopping.into_best().unwrap_or_else(|| net.valid());
+        self.host = HostNet::export(&self.net, &self.relations)?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    fn sample_negatives(&self, ex: &GfmExample, count: usize, rng: &mut StdRng) -> Vec<u32> {
+        let n = self.edges.num_entities;
+        let free = n.saturating_sub(ex.targets.len());
+        let want = count.min(free);
+        let mut out = Vec::with_capacity(want);
+        let mut tries = 0;
+        while out.len() < want && tries < want * 20 {
+            tries += 1;
+            let e = rng.random_range(0..n) as u32;
+            if !ex.targets.contains(&e) && !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    /// `α·BCE + (1 − α)·RANK`, averaged over the batch.
+    fn batch_loss(
+        &self,
+        net: &GfmNet,
+        g: &DeviceKg,
+        batch: &[&GfmExample],
+        negatives: &[Vec<u32>],
+        alpha: f32,
+        device: &Device,
+    ) -> Tensor<1> {
+        let (n, b, e) = (g.num_entities, batch.len(), g.num_edges);
+        let mut q = Vec::with_capacity(b * self.d_in);
+        let mut start = vec![0.0f32; n * b];
+        let mut pos = vec![0.0f32; n * b];
+        let mut neg = vec![0.0f32; n * b];
+        let mut keep = vec![1.0f32; e * b];
+        let mut any_hidden = false;
+        for (k, ex) in batch.iter().enumerate() {
+            q.extend_from_slice(&ex.query);
+            for &i in &ex.query_entities {
+                start[i as usize * b + k] = 1.0;
+            }
+            let w = 1.0 / ex.targets.len() as f32;
+            for &i in &ex.targets {
+                pos[i as usize * b + k] = w;
+            }
+            let w = 1.0 / negatives[k].len().max(1) as f32;
+            for &i in &negatives[k] {
+                neg[i as usize * b + k] = w;
+            }
+            for &h in &ex.hidden_edges {
+                keep[h as usize * b + k] = 0.0;
+                any_hidden = true;
+            }
+        }
+        let q = Tensor::<2>::from_data(TensorData::new(q, [b, self.d_in]), device);
+        let start = Tensor::<3>::from_data(TensorData::new(start, [n, b, 1]), device);
+        let keep =
+            any_hidden.then(|| Tensor::<3>::from_data(TensorData::new(keep, [e, b, 1]), device));
+        let pos = Tensor::<2>::from_data(TensorData::new(pos, [n, b]), device);
+        let neg = Tensor::<2>::from_data(TensorData::new(neg, [n, b]), device);
+        let z = net.forward(g, q, start, keep); // [N, B]
+                                                // BCE: −mean_pos log σ(z) − mean_neg log(1 − σ(z)), per query (weights are 1/|set|).
+        let bce = (pos.clone() * log_sigmoid(z.clone())
+            + neg.clone() * log_sigmoid(z.clone().neg()))
+        .sum_dim(0)
+        .neg(); // [1, B]
+                // Bounded ranking loss: −mean_pos P(e) / (P(e) + Σ_neg P).
+        let p = sigmoid(z);
+        let neg_count = neg.clone().greater_elem(0.0).float();
+        let neg_sum = (p.clone() * neg_count).sum_dim(0); // [1, B]
+        let rank = (pos * (p.clone() / (p + neg_sum))).sum_dim(0).neg(); // [1, B]
+        (bce * alpha + rank * (1.0 - alpha)).mean()
+    }
+
+    /// Write the weights to `path` (burnpack), atomically.
+    pub fn save_weights(&self, path: &std::path::Path) -> Result<()> {
+        let tmp = path.with_extension("tmp");
+        let mut store = BurnpackStore::from_file(&tmp)
+            .auto_extension(false)
+            .overwrite(true);
+        self.net
+            .save_into(&mut store)
+            .map_err(|e| Error::format(path, format!("{e:?}")))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    }
+
+    /// Read weights written by [`GfmModel::save_weights`] into this model (same shape).
+    pub fn load_weights(&mut self, path: &std::path::Path) -> Result<()> {
+        if !path.is_file() {
+            return Err(Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
+            ));
+        }
+        let mut store = BurnpackStore::from_file(path).auto_extension(false);
+        let applied = self
+            .net
+            .load_from(&mut store)
+            .map_err(|e| Error::format(path, format!("{e:?}")))?;
+        if !applied.errors.is_empty() || !applied.missing.is_empty() {
+            return Err(Error::format(
+                path,
+                format!(
+                    "weights do not fit the model: missing {:?}, errors {:?}",
+                    applied.missing, applied.errors
+                ),
+            ));
+        }
+        self.host = HostNet::export(&self.net, &self.relations)?;
+        Ok(())
+    }
+}
+
+/// GFM-RAG's document ranking (eq. 14–16): take the `top_t` entities by relevance, weight
+/// each by `1 / df(e)` (the number of documents that mention it), and score a document
+/// by the sum of the weights of its top entities. `mentions[e]` lists the documents of
+/// entity `e`. Returns `(document, score)` for documents with a positive score, best
+/// first; ties go to the larger sum of entity relevance, then the lower id.
+pub fn rank_documents(relevance: &[f32], mentions: &[Vec<u32>], top_t: usize) -> Vec<(u32, f32)> {
+    let mut order: Vec<usize> = (0..relevance.len().min(mentions.len())).collect();
+    order.sort_by(|&a, &b| relevance[b].total_cmp(&relevance[a]).then(a.cmp(&b)));
+    let mut score: std::collections::HashMap<u32, (f32, f32)> = Default::default();
+    for &e in order.iter().take(top_t) {
+        let docs = &mentions[e];
+        if docs.is_empty() {
+            continue;
+        }
+        let w = 1.0 / docs.len() as f32;
+        for &d in docs {
+            let s = score.entry(d).or_default();
+            s.0 += w;
+            s.1 += relevance[e];
+        }
+    }
+    let mut out: Vec<(u32, f32, f32)> = score.into_iter().map(|(d, (s, r))| (d, s, r)).collect();
+    out.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(b.2.total_cmp(&a.2))
+            .then(a.0.cmp(&b.0))
+    });
+    out.into_iter().map(|(d, s, _)| (d, s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lprag_core::NoProgress;
+
+    #[test]
+    fn documents_rank_by_inverse_document_frequency_of_top_entities() {
+        // Entities 0..4 with relevance; T = 3 keeps entities 2 (0.9), 0 (0.8), 3 (0.5).
+        let relevance = [0.8, 0.1, 0.9, 0.5];
+        // df: e0 in docs {0, 1}; e1 in {2}; e2 in {1}; e3 in {0, 1, 2, 3}.
+        let mentions = vec![vec![0, 1], vec![2], vec![1], vec![0, 1, 2, 3]];
+        let r = rank_documents(&relevance, &mentions, 3);
+        // doc1: 1/2 + 1/1 + 1/4 = 1.75; doc0: 1/2 + 1/4 = 0.75; doc2, doc3: 1/4 each,
+        // tie broken by relevance sum (both 0.5), then id.
+        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 0, 2, 3]);
+        assert!((r[0].1 - 1.75).abs() < 1e-6 && (r[1].1 - 0.75).abs() < 1e-6);
+        // e1 (only in doc 2) is outside the top 3, so it adds nothing.
+        assert!((r[2].1 - 0.25).abs() < 1e-6);
+        // T = 1: only e2 → doc 1 alone.
+        assert_eq!(rank_documents(&relevance, &mentions, 1), vec![(1, 1.0)]);
+    }
+
+    #[test]
+    fn edges_are_checked() {
+        let err = KgEdges::new(2, 1, &[(0, 0, 1), (0, 0, 2)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("edge 1") && err.contains("(0, 0, 2)"), "{err}");
+        let err = KgEdges::new(2, 1, &[(0, 1, 1)]).unwrap_err().to_string();
+        assert!(err.contains("relation 1"), "{err}");
+    }
+
+    fn toy() -> (KgEdges, Embeddings) {
+        // A chain 0 → 1 → 2 → 3 (and inverses, relation 1), entity 4 isolated.
+        let e = [
+            (0, 0, 1),
+            (1, 0, 2),
+            (2, 0, 3),
+            (1, 1, 0),
+            (2, 1, 1),
+            (3, 1, 2),
+        ];
+        let edges = KgEdges::new(5, 2, &e).unwrap();
+        let rel = Embeddings::from_rows(3, &[vec![1.0, 0.0, 0.5], vec![0.0, 1.0, 0.5]]).unwrap();
+        (edges, rel)
+    }
+
+    #[test]
+    fn messages_only_reach_entities_within_l_hops() {
+        // With zero boundary outside the query entity, an entity's state depends on the
+        // query only if a path of ≤ L edges leads to it from a query entity: changing the
+        // query changes entity 1's score for L = 1 but not entity 3's (3 hops away).
+        let (edges, rel) = toy();
+        let cfg = GfmModelConfig {
+            hidden: 8,
+            layers: 1,
+        };
+        let m = GfmModel::new(edges, rel, cfg, 7, &Device::default()).unwrap();
+        let a = m.score(&[1.0, 0.0, 0.0], &[0]).unwrap();
+        let b = m.score(&[0.0, 1.0, 0.3], &[0]).unwrap();
+        assert_eq!(a.len(), 5);
+        // Entity 3 (three hops away) and the isolated entity 4 get no message: they see
+        // the query only through the score MLP's query input, so they score alike.
+        assert!((a[3] - a[4]).abs() < 1e-6 && (b[3] - b[4]).abs() < 1e-6);
+        // The 1-hop neighbour gets a query-dependent message on top.
+        assert!(((a[1] - b[1]) - (a[4] - b[4])).abs() > 1e-6, "{a:?} {b:?}");
+        // Query entities out of range and wrong widths are typed errors.
+        assert!(m.score(&[1.0, 0.0], &[0]).is_err());
+        assert!(m.score(&[1.0, 0.0, 0.0], &[5]).is_err());
+    }
+
+    #[test]
+    fn training_learns_to_reach_the_target_through_the_graph() {
+        // Query entity 0; target 2 (two hops); hiding nothing. After training the target
+        // outranks every other non-query entity.
+        let (edges, rel) = toy();
+        let cfg = GfmModelConfig {
+            hidden: 16,
+            layers: 2,
+        };
+        let mut m = GfmModel::new(edges, rel, cfg, 1, &Device::default()).unwrap();
+        let ex = GfmExample {
+            query: vec![1.0, 0.2, 0.0],
+            query_entities: vec![0],
+            targets: vec![2],
+            hidden_edges: vec![],
+        };
+        let tc = GfmTrainConfig {
+            epochs: 60,
+            learning_rate: 1e-2,
+            negatives: 3,
+            ..GfmTrainConfig::default()
+        };
+        let report = m
+            .train(std::slice::from_ref(&ex), &tc, "train gfm", &NoProgress)
+            .unwrap();
+        assert!(report.train_loss.last().unwrap() < &report.train_loss[0]);
+        let p = m.score(&ex.query, &ex.query_entities).unwrap();
+        for other in [1, 3, 4] {
+            assert!(p[2] > p[other], "{p:?}");
+        }
+        // Bad examples are rejected before any tensor is built.
+        let bad = GfmExample {
+            hidden_edges: vec![99],
+            ..ex.clone()
+        };
+        assert!(m.train(&[bad], &tc, "t", &NoProgress).is_err());
+        let none = GfmExample {
+            targets: vec![],
+            ..ex
+        };
+        assert!(m.train(&[none], &tc, "t", &NoProgress).is_err());
+    }
+
+    #[test]
+    fn host_forward_matches_the_burn_module() {
+        let (edges, rel) = toy();
+        let cfg = GfmModelConfig {
+            hidden: 8,
+            layers: 3,
+        };
+        let mut m = GfmModel::new(edges, rel, cfg, 11, &Device::default()).unwrap();
+        let check = |m: &GfmModel| {
+            for (q, ents) in [
+                (vec![0.3, -0.2, 0.9], vec![0u32]),
+                (vec![1.0, 0.5, 0.1], vec![1, 4]),
+                (vec![0.2, 0.2, 0.2], vec![]),
+            ] {
+                let a = m.score(&q, &ents).unwrap();
+                let b = m.score_on_device(&q, &ents).unwrap();
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() < 1e-5, "{a:?} vs {b:?}");
+                }
+            }
+        };
+        check(&m);
+        // And after training moved the weights (the host copy is refreshed).
+        let ex = GfmExample {
+            query: vec![1.0, 0.0, 0.0],
+            query_entities: vec![0],
+            targets: vec![3],
+            hidden_edges: vec![2],
+        };
+        let tc = GfmTrainConfig {
+            epochs: 3,
+            learning_rate: 1e-2,
+            negatives: 2,
+            ..GfmTrainConfig::default()
+        };
+        m.train(&[ex], &tc, "t", &NoProgress).unwrap();
+        check(&m);
+    }
+
+    #[test]
+    fn weights_round_trip() {
+        let (edges, rel) = toy();
+        let cfg = GfmModelConfig {
+            hidden: 8,
+            layers: 2,
+        };
+        let m = GfmModel::new(
+            edges.clone(),
+            rel.clone(),
+            cfg.clone(),
+            3,
+            &Device::default(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gfm.bpk");
+        m.save_weights(&path).unwrap();
+        let mut other = GfmModel::new(edges, rel, cfg, 4, &Device::default()).unwrap();
+        let q = [0.3, 0.1, 0.9];
+        assert_ne!(m.score(&q, &[1]).unwrap(), other.score(&q, &[1]).unwrap());
+        other.load_weights(&path).unwrap();
+        assert_eq!(m.score(&q, &[1]).unwrap(), other.score(&q, &[1]).unwrap());
+    }
+}

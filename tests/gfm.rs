@@ -1,0 +1,272 @@
+//! GFM-RAG end to end with the offline components (co-occurrence KG, hashing encoder).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lprag::core::{Extraction, Triple, TripleExtractor};
+use lprag::model::gfm::GfmModelConfig;
+use lprag::{Chunk, Document, Error, GfmConfig, GfmRag, HashingEncoder, Retriever, Selection};
+
+fn corpus() -> Vec<Document> {
+    vec![
+        Document::new(
+            "curie",
+            "Marie Curie",
+            "Marie Curie was born in Warsaw in 1867. Curie won the Nobel Prize in Physics with Pierre Curie.",
+        ),
+        Document::new(
+            "warsaw",
+            "Warsaw",
+            "Warsaw is the capital of Poland. Warsaw lies on the Vistula River.",
+        ),
+        Document::new(
+            "nobel",
+            "Alfred Nobel",
+            "Alfred Nobel invented dynamite in Stockholm. The Nobel Prize was founded by Alfred Nobel.",
+        ),
+        Document::new(
+            "tokyo",
+            "Tokyo",
+            "Tokyo is the capital of Japan. Tokyo hosted the Summer Olympics in 1964.",
+        ),
+        Document::new(
+            "everest",
+            "Mount Everest",
+            "Mount Everest is the highest mountain. Mount Everest lies in the Himalayas of Nepal.",
+        ),
+    ]
+}
+
+/// A small network and short training: fast enough for a debug-build test.
+fn small() -> GfmConfig {
+    let mut c = GfmConfig {
+        model: GfmModelConfig {
+            hidden: 16,
+            layers: 2,
+        },
+        pretrain_queries: 40,
+        synthetic_queries: 5,
+        ..GfmConfig::default()
+    };
+    c.pretrain.epochs = 3;
+    c.finetune.epochs = 3;
+    c
+}
+
+async fn build(config: GfmConfig) -> GfmRag {
+    GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(config)
+        .build(&corpus())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn builds_a_kg_trains_and_retrieves() {
+    let rag = build(small()).await;
+    let s = rag.stats().clone();
+    assert_eq!(s.chunks, 5);
+    assert!(s.entities >= 15, "{s:?}");
+    // Every triple and equivalence has an inverse edge.
+    assert_eq!(s.edges, 2 * (s.triples + s.equivalent_pairs));
+    assert_eq!(s.relations, rag.relations().len());
+    assert!(rag.relations().contains(&"co-occurs with".to_string()));
+    assert!(rag.relations().contains(&"inverse of mentions".to_string()));
+    assert!(s.pretrain_queries > 0 && s.pretrain.is_some());
+    assert_eq!(s.finetune_source, "synthetic");
+    // Each entity's mentions point at chunks that contain its name.
+    let warsaw = rag.entities().iter().position(|e| e == "Warsaw").unwrap();
+    assert_eq!(rag.mentions()[warsaw], vec![0, 1]);
+
+    // Query entities come from the question's spans, linked by name.
+    let x = rag
+        .explain("Which river flows through Warsaw?")
+        .await
+        .unwrap();
+    assert_eq!(x.query_entities, vec!["Warsaw"]);
+    assert!(!x.fallback);
+    assert_eq!(x.top_entities.len(), 20.min(s.entities));
+    // Chunk scores are eq. 16 sums of 1/df over the top entities: positive, sorted.
+    assert!(x.chunks.windows(2).all(|w| w[0].1 >= w[1].1));
+    assert!(x.chunks.iter().all(|&(_, v)| v > 0.0));
+
+    // No span links: the nearest entity names stand in (the fallback).
+    let y = rag.explain("which river flows there?").await.unwrap();
+    assert!(y.fallback);
+    assert_eq!(y.query_entities.len(), 5);
+
+    let hits = rag
+        .retrieve("Which river flows through Warsaw?", Selection::TopK(5))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 5, "padded with dense search");
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let ids: Vec<&str> = hits
+        .iter()
+        .map(|h| h.chunk.provenance.document_id.as_str())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 5, "no chunk twice: {ids:?}");
+}
+
+#[tokio::test]
+async fn save_load_round_trip_and_typed_errors() {
+    let rag = build(small()).await;
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    let enc = Arc::new(HashingEncoder::default());
+    let back = GfmRag::load(dir.path(), enc).unwrap();
+    for q in ["Who founded the Nobel Prize?", "Where is Mount Everest?"] {
+        let a = rag.retrieve(q, Selection::TopK(3)).await.unwrap();
+        let b = back.retrieve(q, Selection::TopK(3)).await.unwrap();
+        assert_eq!(a, b);
+    }
+    assert_eq!(back.stats(), rag.stats());
+
+    // Another encoder: refused by name.
+    let other = Arc::new(
+        HashingEncoder::new(lprag::HashingEncoderConfig {
+            dim: 64,
+            ..Default::default()
+        })
+        .unwrap(),
+    );
+    assert!(GfmRag::load(dir.path(), other).is_err());
+    // Missing weights: an I/O error naming the file.
+    std::fs::remove_file(dir.path().join("gfm.bpk")).unwrap();
+    let err = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("gfm.bpk"), "{err}");
+
+    // Bad input.
+    assert!(matches!(
+        rag.retrieve("  ", Selection::TopK(3)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(rag.retrieve("Warsaw", Selection::TopK(0)).await.is_err());
+    let bad = GfmConfig {
+        link_threshold: 2.0,
+        ..small()
+    };
+    let err = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(bad)
+        .build(&corpus())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("link_threshold"), "{err}");
+    let err = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(small())
+        .labelled(vec![("Who?".into(), vec!["missing".into()])])
+        .build(&corpus())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("labelled[0]") && err.contains("missing"),
+        "{err}"
+    );
+}
+
+/// A user extractor: one hand-written triple per chunk, counting calls.
+struct Manual(AtomicUsize);
+
+#[async_trait]
+impl TripleExtractor for Manual {
+    fn name(&self) -> &str {
+        "manual"
+    }
+    async fn extract(&self, chunks: &[Chunk]) -> lprag::Result<Vec<Extraction>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(chunks
+            .iter()
+            .map(|c| Extraction {
+                entities: vec![c.provenance.title.clone()],
+                triples: vec![Triple::new(
+                    c.provenance.title.clone(),
+                    "described in",
+                    format!("passage {}", c.provenance.document_id),
+                )],
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn custom_extractor_and_labelled_fine_tuning() {
+    let x = Arc::new(Manual(AtomicUsize::new(0)));
+    let rag = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .extractor(x.clone())
+        .labelled(vec![
+            ("Where was Marie Curie born?".into(), vec!["curie".into()]),
+            ("What is the capital of Japan?".into(), vec!["tokyo".into()]),
+        ])
+        .config({
+            // One top entity decides the ranking; train long enough on this tiny KG that
+            // the query entity's own passage wins.
+            let mut c = small();
+            c.top_entities = 1;
+            c.pretrain.epochs = 30;
+            c.pretrain.learning_rate = 1e-2;
+            c.finetune.learning_rate = 1e-2;
+            c
+        })
+        .build(&corpus())
+        .await
+        .unwrap();
+    assert_eq!(x.0.load(Ordering::SeqCst), 1);
+    let s = rag.stats();
+    // 5 titles + 5 passage entities, 5 triples, and the inverse relation.
+    assert_eq!((s.entities, s.triples), (10, 5));
+    let expected: &[&str] = if s.equivalent_pairs > 0 {
+        &[
+            "described in",
+            "equivalent",
+            "inverse of described in",
+            "inverse of equivalent",
+        ]
+    } else {
+        &["described in", "inverse of described in"]
+    };
+    assert_eq!(rag.relations(), expected);
+    assert_eq!(s.finetune_source, "labelled");
+    assert_eq!(s.finetune_queries, 2);
+    // "Tokyo" links by name; the chunk that mentions it comes first.
+    let hits = rag
+        .retrieve("What did Tokyo host?", Selection::TopK(1))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].chunk.provenance.document_id, "tokyo");
+}
+
+#[tokio::test]
+async fn empty_inputs_are_typed_errors() {
+    let err = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(small())
+        .build(&[])
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
+    // A corpus without any entity (all lower case): nothing to build a KG from.
+    let err = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(small())
+        .build(&[Document::new("a", "", "nothing but lower case words here.")])
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
+}
