@@ -74,7 +74,7 @@ use lprag_core::{
 use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
 
 /// The distance HDBSCAN clusters with (on L2-normalised embeddings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -657,22 +657,8 @@ impl G2RagBuilder {
         let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let chunks = self.chunker.chunk(documents).await?;
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-        }
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        let encoder = match self.encoder {
-            Some(e) => e,
-            None => {
-                let t = texts.clone();
-                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
-                if let Some(w) = warning {
-                    self.progress.warn(&w);
-                }
-                enc
-            }
-        };
+        let (chunks, texts, encoder) =
+            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
         let t = std::time::Instant::now();
         let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
         if emb.rows() != chunks.len() {

@@ -59,7 +59,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
 
 /// The relation added by entity resolution.
 pub const EQUIVALENT: &str = "equivalent";
@@ -289,22 +289,8 @@ impl GfmRagBuilder {
         let config = self.config;
         config.validate()?;
         let progress = self.progress;
-        let chunks = self.chunker.chunk(documents).await?;
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-        }
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        let encoder = match self.encoder {
-            Some(e) => e,
-            None => {
-                let t = texts.clone();
-                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
-                if let Some(w) = warning {
-                    progress.warn(&w);
-                }
-                enc
-            }
-        };
+        let (chunks, texts, encoder) =
+            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*progress).await?;
         let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
 
         let extractor = self.extractor.unwrap_or_else(|| {

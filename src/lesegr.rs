@@ -50,7 +50,7 @@ use lprag_model::lesegr::{
 use lprag_model::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
 
 /// Which LeSeGR scorer to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,22 +248,8 @@ impl LesegrRagBuilder {
         let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let chunks = self.chunker.chunk(documents).await?;
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-        }
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        let encoder = match self.encoder {
-            Some(e) => e,
-            None => {
-                let t = texts.clone();
-                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
-                if let Some(w) = warning {
-                    self.progress.warn(&w);
-                }
-                enc
-            }
-        };
+        let (chunks, texts, encoder) =
+            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
         let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
         emb.normalize();
         let sparse_index: Arc<dyn SparseIndex> = Arc::from(self.sparse.fit(&texts)?);

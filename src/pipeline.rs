@@ -477,6 +477,34 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
     Ok(state)
 }
 
+/// The start every peer retriever's build shares: chunk `documents` (an empty result is
+/// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
+/// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).
+pub(crate) async fn chunk_and_encoder(
+    chunker: &dyn Chunker,
+    documents: &[Document],
+    encoder: Option<Arc<dyn Encoder>>,
+    progress: &dyn Progress,
+) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
+    let chunks = chunker.chunk(documents).await?;
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+    }
+    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+    let encoder = match encoder {
+        Some(e) => e,
+        None => {
+            let t = texts.clone();
+            let (_, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            if let Some(w) = warning {
+                progress.warn(&w);
+            }
+            enc
+        }
+    };
+    Ok((chunks, texts, encoder))
+}
+
 /// Run CPU-bound work off the async runtime when there is one.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,

@@ -26,7 +26,7 @@ use lprag_core::{
 use lprag_graph::KnnBackend;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,22 +260,8 @@ impl QcgRagBuilder {
         let t = std::time::Instant::now();
         let config = self.config;
         config.validate()?;
-        let chunks = self.chunker.chunk(documents).await?;
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-        }
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        let encoder = match self.encoder {
-            Some(e) => e,
-            None => {
-                let t = texts.clone();
-                let (_, enc, warning) = blocking(move || crate::DefaultEncoder::choose(&t)).await?;
-                if let Some(w) = warning {
-                    self.progress.warn(&w);
-                }
-                enc
-            }
-        };
+        let (chunks, texts, encoder) =
+            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
         let generator = self.query_generator.unwrap_or_else(|| {
             Arc::new(HeuristicQueryGenerator::new(
                 HeuristicQueryGeneratorConfig {

@@ -1,6 +1,9 @@
 //! Early stopping on a validation loss, shared by the trainers of this crate.
 
-use lprag_core::TrainReport;
+use burn::module::Module;
+use lprag_core::{Error, Progress, Result, TrainReport};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 
 /// Keeps the model of the best validation loss and says when `patience` epochs in a row
 /// brought no improvement.
@@ -45,6 +48,96 @@ impl<M> EarlyStopping<M> {
     pub(crate) fn into_best(self) -> Option<M> {
         self.best.map(|(_, m)| m)
     }
+}
+
+/// Shuffle `0..n` with `rng` and hold out `fraction` of it (none when `n < 10`):
+/// `(validation, training)` indices.
+pub(crate) fn split_holdout(n: usize, fraction: f32, rng: &mut StdRng) -> (Vec<usize>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(rng);
+    let n_val = if n >= 10 {
+        (n as f32 * fraction) as usize
+    } else {
+        0
+    };
+    let train = order.split_off(n_val);
+    (order, train)
+}
+
+/// The settings of [`train_epochs`].
+pub(crate) struct EpochPlan<'a> {
+    /// Progress stage and error location.
+    pub stage: &'a str,
+    pub epochs: usize,
+    pub patience: usize,
+    pub batch_size: usize,
+}
+
+/// The epoch loop both trainers share: shuffle the training indices, run `step` on each
+/// batch (it gets `rng` after the shuffle and returns the updated module and the batch
+/// loss), stop on a non-finite loss,
+/// validate with `val_loss(valid module, batch, batch number)` (mean loss of the batch)
+/// and keep the module of the best validation loss ([`EarlyStopping`]); without a
+/// validation set the last module is kept. Returns the kept module (no autodiff) and the
+/// report (without `seconds`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_epochs<M: Module>(
+    plan: &EpochPlan<'_>,
+    mut train_idx: Vec<usize>,
+    val_idx: &[usize],
+    rng: &mut StdRng,
+    progress: &dyn Progress,
+    mut net: M,
+    mut step: impl FnMut(M, &[usize], &mut StdRng) -> (M, f32),
+    mut val_loss: impl FnMut(&M, &[usize], usize) -> f32,
+) -> Result<(M, TrainReport)> {
+    let mut report = TrainReport::default();
+    let mut stopping = EarlyStopping::new(plan.patience);
+    progress.start(plan.stage, Some(plan.epochs as u64));
+    for epoch in 0..plan.epochs {
+        if train_idx.is_empty() {
+            break;
+        }
+        train_idx.shuffle(rng);
+        let (mut sum, mut steps) = (0.0f32, 0usize);
+        for batch in train_idx.chunks(plan.batch_size.max(1)) {
+            let (next, loss) = step(net, batch, rng);
+            net = next;
+            sum += loss;
+            steps += 1;
+        }
+        let train_loss = sum / steps.max(1) as f32;
+        if !train_loss.is_finite() {
+            return Err(Error::backend(
+                plan.stage,
+                format!("loss became {train_loss} in epoch {}", epoch + 1),
+            ));
+        }
+        report.train_loss.push(train_loss);
+        report.epochs_run = epoch + 1;
+        let mut message = format!("loss {train_loss:.4}");
+        let mut stop = false;
+        if val_idx.is_empty() {
+            report.best_epoch = epoch + 1;
+        } else {
+            let valid = net.valid();
+            let (mut vs, mut vn) = (0.0f32, 0usize);
+            for (k, batch) in val_idx.chunks(plan.batch_size.max(1)).enumerate() {
+                vs += val_loss(&valid, batch, k) * batch.len() as f32;
+                vn += batch.len();
+            }
+            let vloss = vs / vn as f32;
+            message.push_str(&format!(", val {vloss:.4}"));
+            stop = stopping.observe(epoch, vloss, valid, &mut report);
+        }
+        progress.update(plan.stage, (epoch + 1) as u64, &message);
+        if stop {
+            break;
+        }
+    }
+    progress.finish(plan.stage);
+    let best = stopping.into_best().unwrap_or_else(|| net.valid());
+    Ok((best, report))
 }
 
 #[cfg(test)]

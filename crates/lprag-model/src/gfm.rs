@@ -36,11 +36,10 @@ use burn::tensor::activation::{log_sigmoid, relu, sigmoid};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::early_stop::EarlyStopping;
+use crate::early_stop::{split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 
@@ -716,95 +715,63 @@ impl GfmModel {
                 ));
             }
         }
-        let mut report = TrainReport::default();
         if examples.is_empty() {
-            return Ok(report);
+            return Ok(TrainReport::default());
         }
         let mut rng = StdRng::seed_from_u64(cfg.seed);
-        let mut order: Vec<usize> = (0..examples.len()).collect();
-        order.shuffle(&mut rng);
-        let n_val = if examples.len() >= 10 {
-            (examples.len() as f32 * cfg.validation_fraction) as usize
-        } else {
-            0
-        };
-        let (val_idx, train_idx) = order.split_at(n_val);
-        let mut train_idx = train_idx.to_vec();
+        let (val_idx, train_idx) = split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
         // Fixed negatives for validation, so its loss is comparable across epochs.
         let val_neg: Vec<Vec<u32>> = val_idx
             .iter()
             .map(|&i| self.sample_negatives(&examples[i], cfg.negatives, &mut rng))
             .collect();
+        let val_neg: Vec<&[Vec<u32>]> = val_neg.chunks(cfg.batch_size).collect();
 
         let ad = self.device.clone().autodiff();
         ad.seed(cfg.seed);
         let g_ad = DeviceKg::new(&self.edges, &self.relations, &ad);
-        let mut net = self.net.clone().fork(&ad).train();
         let mut optim = AdamWConfig::new()
             .with_weight_decay(cfg.weight_decay)
             .init();
-        let mut stopping = EarlyStopping::new(cfg.patience);
-        progress.start(stage, Some(cfg.epochs as u64));
-        for epoch in 0..cfg.epochs {
-            if train_idx.is_empty() {
-                break;
-            }
-            train_idx.shuffle(&mut rng);
-            let (mut sum, mut steps) = (0.0f32, 0usize);
-            for chunk in train_idx.chunks(cfg.batch_size) {
-                let batch: Vec<&GfmExample> = chunk.iter().map(|&i| &examples[i]).collect();
+        let pick =
+            |idx: &[usize]| -> Vec<&GfmExample> { idx.iter().map(|&i| &examples[i]).collect() };
+        let plan = EpochPlan {
+            stage,
+            epochs: cfg.epochs,
+            patience: cfg.patience,
+            batch_size: cfg.batch_size,
+        };
+        let this = &*self;
+        let (net, mut report) = train_epochs(
+            &plan,
+            train_idx,
+            &val_idx,
+            &mut rng,
+            progress,
+            this.net.clone().fork(&ad).train(),
+            |net, idx, rng| {
+                let batch = pick(idx);
                 let negs: Vec<Vec<u32>> = batch
                     .iter()
-                    .map(|ex| self.sample_negatives(ex, cfg.negatives, &mut rng))
+                    .map(|ex| this.sample_negatives(ex, cfg.negatives, rng))
                     .collect();
-                let loss = self.batch_loss(&net, &g_ad, &batch, &negs, cfg.bce_weight, &ad);
+                let loss = this.batch_loss(&net, &g_ad, &batch, &negs, cfg.bce_weight, &ad);
                 let grads = GradientsParams::from_grads(loss.backward(), &net);
-                sum += scalar(loss.detach());
-                steps += 1;
-                net = optim.step(cfg.learning_rate, net, grads);
-            }
-            let train_loss = sum / steps.max(1) as f32;
-            if !train_loss.is_finite() {
-                return Err(Error::backend(
-                    "GfmModel::train",
-                    format!("loss became {train_loss} in epoch {}", epoch + 1),
-                ));
-            }
-            report.train_loss.push(train_loss);
-            report.epochs_run = epoch + 1;
-            let mut message = format!("loss {train_loss:.4}");
-            if val_idx.is_empty() {
-                report.best_epoch = epoch + 1;
-            } else {
-                let valid = net.valid();
-                let (mut vs, mut vn) = (0.0f32, 0usize);
-                for (chunk, negs) in val_idx
-                    .chunks(cfg.batch_size)
-                    .zip(val_neg.chunks(cfg.batch_size))
-                {
-                    let batch: Vec<&GfmExample> = chunk.iter().map(|&i| &examples[i]).collect();
-                    let l = self.batch_loss(
-                        &valid,
-                        &self.graph,
-                        &batch,
-                        negs,
-                        cfg.bce_weight,
-                        &self.device,
-                    );
-                    vs += scalar(l) * batch.len() as f32;
-                    vn += batch.len();
-                }
-                let vloss = vs / vn as f32;
-                message.push_str(&format!(", val {vloss:.4}"));
-                if stopping.observe(epoch, vloss, valid, &mut report) {
-                    progress.update(stage, (epoch + 1) as u64, &message);
-                    break;
-                }
-            }
-            progress.update(stage, (epoch + 1) as u64, &message);
-        }
-        progress.finish(stage);
-        self.net = stopping.into_best().unwrap_or_else(|| net.valid());
+                let value = scalar(loss.detach());
+                (optim.step(cfg.learning_rate, net, grads), value)
+            },
+            |valid, idx, k| {
+                scalar(this.batch_loss(
+                    valid,
+                    &this.graph,
+                    &pick(idx),
+                    val_neg[k],
+                    cfg.bce_weight,
+                    &this.device,
+                ))
+            },
+        )?;
+        self.net = net;
         self.host = HostNet::export(&self.net, &self.relations)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)

@@ -33,11 +33,10 @@ use burn::tensor::activation::{log_softmax, sigmoid};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::early_stop::EarlyStopping;
+use crate::early_stop::{split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 
@@ -501,73 +500,38 @@ pub fn train_lesegr(
         }
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut order: Vec<usize> = (0..examples.len()).collect();
-    order.shuffle(&mut rng);
-    let n_val = if examples.len() >= 10 {
-        (examples.len() as f32 * cfg.validation_fraction) as usize
-    } else {
-        0
-    };
-    let (val_idx, train_idx) = order.split_at(n_val);
-    let mut train_idx = train_idx.to_vec();
+    let (val_idx, train_idx) = split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
 
     let ad = device.clone().autodiff();
     ad.seed(cfg.seed);
     let g_ad = DeviceGraph::new(x, graph, &ad);
     let g_val = DeviceGraph::new(x, graph, device);
-    let mut net = LesegrNet::new(d, cfg, &ad);
     let mut optim = AdamWConfig::new()
         .with_weight_decay(cfg.weight_decay)
         .init();
-    let mut report = TrainReport::default();
-    let mut stopping = EarlyStopping::new(cfg.patience);
-    progress.start("train lesegr", Some(cfg.epochs as u64));
-    for epoch in 0..cfg.epochs {
-        if train_idx.is_empty() {
-            break;
-        }
-        train_idx.shuffle(&mut rng);
-        let (mut sum, mut steps) = (0.0f32, 0usize);
-        for chunk in train_idx.chunks(cfg.batch_size) {
-            let batch: Vec<&LesegrExample> = chunk.iter().map(|&i| &examples[i]).collect();
-            let loss = batch_loss(&net, &g_ad, &batch, cfg.layers, &ad);
+    let pick =
+        |idx: &[usize]| -> Vec<&LesegrExample> { idx.iter().map(|&i| &examples[i]).collect() };
+    let plan = EpochPlan {
+        stage: "train lesegr",
+        epochs: cfg.epochs,
+        patience: cfg.patience,
+        batch_size: cfg.batch_size,
+    };
+    let (net, mut report) = train_epochs(
+        &plan,
+        train_idx,
+        &val_idx,
+        &mut rng,
+        progress,
+        LesegrNet::new(d, cfg, &ad),
+        |net, idx, _| {
+            let loss = batch_loss(&net, &g_ad, &pick(idx), cfg.layers, &ad);
             let grads = GradientsParams::from_grads(loss.backward(), &net);
-            sum += scalar(loss.detach());
-            steps += 1;
-            net = optim.step(cfg.learning_rate, net, grads);
-        }
-        let train_loss = sum / steps.max(1) as f32;
-        if !train_loss.is_finite() {
-            return Err(Error::backend(
-                "train_lesegr",
-                format!("loss became {train_loss} in epoch {}", epoch + 1),
-            ));
-        }
-        report.train_loss.push(train_loss);
-        report.epochs_run = epoch + 1;
-        let mut message = format!("loss {train_loss:.4}");
-        if val_idx.is_empty() {
-            report.best_epoch = epoch + 1;
-        } else {
-            let valid = net.valid();
-            let (mut vs, mut vn) = (0.0f32, 0usize);
-            for chunk in val_idx.chunks(cfg.batch_size) {
-                let batch: Vec<&LesegrExample> = chunk.iter().map(|&i| &examples[i]).collect();
-                vs += scalar(batch_loss(&valid, &g_val, &batch, cfg.layers, device))
-                    * batch.len() as f32;
-                vn += batch.len();
-            }
-            let vloss = vs / vn as f32;
-            message.push_str(&format!(", val {vloss:.4}"));
-            if stopping.observe(epoch, vloss, valid, &mut report) {
-                progress.update("train lesegr", (epoch + 1) as u64, &message);
-                break;
-            }
-        }
-        progress.update("train lesegr", (epoch + 1) as u64, &message);
-    }
-    progress.finish("train lesegr");
-    let net = stopping.into_best().unwrap_or_else(|| net.valid());
+            let value = scalar(loss.detach());
+            (optim.step(cfg.learning_rate, net, grads), value)
+        },
+        |valid, idx, _| scalar(batch_loss(valid, &g_val, &pick(idx), cfg.layers, device)),
+    )?;
     let weights = export(&net, &g_val, d, device);
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))
