@@ -25,8 +25,8 @@ use lprag::{GfmConfig, GfmRag, Retriever, Selection, StderrProgress};
 async fn main() -> lprag::Result<()> {
     let docs = mini_corpus::documents();
 
-    // 1. Index. The paper's network is d = 512, L = 6; `GfmConfig::cpu()` (d = 64, L = 3)
-    //    trains in seconds here. Training: KG-completion pre-training (mask the head or
+    // 1. Index. The paper's network is d = 512, L = 6; `GfmConfig::cpu()` (d = 32, L = 3)
+    //    trains in seconds on this corpus. Training: KG-completion pre-training (mask the head or
     //    tail of sampled triples), then fine-tuning — on labelled questions when
     //    `.labelled(...)` gives some, else on synthetic questions, one per sampled chunk.
     let mut config = GfmConfig::cpu();

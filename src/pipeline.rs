@@ -76,6 +76,10 @@ pub struct IndexStats {
     pub chunks: usize,
     /// Synthetic queries written.
     pub queries: usize,
+    /// Of [`IndexStats::queries`], the labelled questions given to
+    /// [`LpRagBuilder::labelled`] or [`LpRagBuilder::labelled_only`].
+    #[serde(default)]
+    pub labelled_queries: usize,
     /// Chunk–chunk edges (mutual k-NN and bridges).
     pub chunk_edges: usize,
     /// Of those, bridge edges.
@@ -169,6 +173,8 @@ pub struct LpRagBuilder {
     llm: Option<Arc<dyn ChatModel>>,
     encoder: Option<Arc<dyn Encoder>>,
     predictor: Option<Box<dyn LinkPredictor>>,
+    labelled: Vec<(String, Vec<String>)>,
+    labelled_only: bool,
     progress: Arc<dyn Progress>,
     config: LpRagConfig,
 }
@@ -183,6 +189,8 @@ impl Default for LpRagBuilder {
             llm: None,
             encoder: None,
             predictor: None,
+            labelled: Vec::new(),
+            labelled_only: false,
             progress: Arc::new(NoProgress),
             config: LpRagConfig::default(),
         }
@@ -251,6 +259,23 @@ impl LpRagBuilder {
         self
     }
 
+    /// Supervised mode: real `(question, gold document ids)` pairs — a query log — become
+    /// query nodes linked to every chunk of their gold documents, **in addition to** the
+    /// synthetic queries. Unknown document ids are an error naming the pair.
+    pub fn labelled(mut self, pairs: Vec<(String, Vec<String>)>) -> Self {
+        self.labelled = pairs;
+        self.labelled_only = false;
+        self
+    }
+
+    /// Supervised mode with the labelled pairs **instead of** synthetic queries (no query
+    /// generator runs).
+    pub fn labelled_only(mut self, pairs: Vec<(String, Vec<String>)>) -> Self {
+        self.labelled = pairs;
+        self.labelled_only = true;
+        self
+    }
+
     /// Receive progress reports (default: none).
     pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
         self.progress = progress;
@@ -274,6 +299,8 @@ impl LpRagBuilder {
             llm,
             encoder,
             predictor,
+            labelled,
+            labelled_only,
             progress,
             config,
         } = self;
@@ -318,6 +345,8 @@ impl LpRagBuilder {
             return Err(Error::EmptyCorpus("no document produced a chunk".into()));
         }
         stats.chunks = chunks.len();
+        // Checked now, before anything is paid for.
+        let labelled = labelled_queries(&chunks, &labelled)?;
         lap(&mut stats, "chunk");
 
         // 2. Chunk embeddings (choosing the default encoder first when none was given).
@@ -357,8 +386,15 @@ impl LpRagBuilder {
         stats.isolated_chunks = isolated;
         lap(&mut stats, "graph");
 
-        // 4. Synthetic queries, linked to their batch.
-        let queries = query_generator.generate(&chunks, &batches).await?;
+        // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
+        //    gold documents' chunks.
+        let mut queries = if labelled_only {
+            Vec::new()
+        } else {
+            query_generator.generate(&chunks, &batches).await?
+        };
+        stats.labelled_queries = labelled.len();
+        queries.extend(labelled);
         let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
         let query_emb = if qtexts.is_empty() {
             Embeddings::empty(chunk_emb.dim())
@@ -475,6 +511,48 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
         ));
     }
     Ok(state)
+}
+
+/// Labelled `(question, gold document ids)` pairs as query nodes linked to every chunk of
+/// their gold documents; an unknown id is [`Error::InvalidInput`] naming `labelled[k]`.
+pub(crate) fn labelled_queries(
+    chunks: &[Chunk],
+    pairs: &[(String, Vec<String>)],
+) -> Result<Vec<SyntheticQuery>> {
+    let mut doc_chunks: std::collections::HashMap<&str, Vec<ChunkId>> = Default::default();
+    for (c, ch) in chunks.iter().enumerate() {
+        doc_chunks
+            .entry(ch.provenance.document_id.as_str())
+            .or_default()
+            .push(c);
+    }
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(k, (question, docs))| {
+            if question.trim().is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "empty question"));
+            }
+            let mut chunk_ids = Vec::new();
+            for id in docs {
+                let cs = doc_chunks.get(id.as_str()).ok_or_else(|| {
+                    Error::invalid(
+                        format!("labelled[{k}]"),
+                        format!("unknown document id {id:?}"),
+                    )
+                })?;
+                chunk_ids.extend_from_slice(cs);
+            }
+            if chunk_ids.is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "no gold document"));
+            }
+            Ok(SyntheticQuery {
+                text: question.trim().to_string(),
+                chunk_ids,
+                answer: None,
+            })
+        })
+        .collect()
 }
 
 /// The start every peer retriever's build shares: chunk `documents` (an empty result is

@@ -381,3 +381,59 @@ async fn an_llm_chunks_and_writes_queries_and_its_tokens_are_counted() {
     assert!(!rag.stats().llm_usage.contains_key("chunking"));
     assert!(rag.stats().llm_usage["queries"].calls > 0);
 }
+
+#[tokio::test]
+async fn supervised_mode_adds_or_replaces_synthetic_queries() {
+    let pairs = vec![
+        (
+            "Which river flows through Warsaw?".to_string(),
+            vec!["warsaw".to_string()],
+        ),
+        (
+            "Where was the inventor of dynamite born?".to_string(),
+            vec!["nobel".to_string(), "warsaw".to_string()],
+        ),
+    ];
+    let only = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .labelled_only(pairs.clone())
+        .build(&corpus())
+        .await
+        .unwrap();
+    assert_eq!(only.stats().queries, 2);
+    assert_eq!(only.stats().labelled_queries, 2);
+    // Each question links to the chunks of its gold documents (passages: one each).
+    let q = &only.synthetic_queries()[1];
+    assert_eq!(q.text, "Where was the inventor of dynamite born?");
+    assert_eq!(q.chunk_ids, vec![2, 1]);
+    let hits = only
+        .retrieve("Which river flows through Warsaw?", Selection::TopK(1))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].chunk.provenance.document_id, "warsaw");
+
+    let added = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .labelled(pairs)
+        .build(&corpus())
+        .await
+        .unwrap();
+    assert_eq!(added.stats().labelled_queries, 2);
+    assert!(added.stats().queries > 2, "synthetic queries stay");
+
+    let err = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .labelled_only(vec![("Who?".into(), vec!["atlantis".into()])])
+        .build(&corpus())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("labelled[0]") && err.contains("atlantis"),
+        "{err}"
+    );
+}

@@ -88,6 +88,15 @@ struct RetrievalArgs {
     /// Run only the first N questions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Supervised mode: move N questions (picked by a hash of their ids) out of the
+    /// evaluation into labelled training pairs for `lprag`, `lesegr` and `gfm`; every
+    /// retriever is evaluated on the remaining questions only.
+    #[arg(long, value_name = "N")]
+    train_questions: Option<usize>,
+    /// With `--train-questions`: hold the questions out but give no labels to any
+    /// retriever (the unsupervised baseline on the same evaluation questions).
+    #[arg(long)]
+    holdout_only: bool,
     /// Do not draw progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -268,6 +277,27 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     if let Some(n) = args.limit {
         dataset.truncate_questions(n);
     }
+    let labelled = match args.train_questions {
+        Some(n) if n > 0 => {
+            let pairs = dataset.split_for_training(n);
+            eprintln!(
+                "supervised mode: {} questions {}, {} are evaluated",
+                pairs.len(),
+                if args.holdout_only {
+                    "held out unused (--holdout-only)"
+                } else {
+                    "train lprag/lesegr/gfm"
+                },
+                dataset.questions.len()
+            );
+            if args.holdout_only {
+                Vec::new()
+            } else {
+                pairs
+            }
+        }
+        _ => Vec::new(),
+    };
     eprintln!(
         "{} ({}): {} questions, {} passages, {} gold passages ({} not in the corpus), \
          {} duplicate passages dropped; loaded in {:.2} s",
@@ -330,6 +360,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;
+    options.retrievers.labelled = labelled;
     Ok(Prepared {
         dataset,
         names,

@@ -44,8 +44,12 @@ pub struct RetrieverOptions {
     /// Configuration of `g2` (default: [`lprag::G2Config::default`]).
     pub g2: lprag::G2Config,
     /// Configuration of `gfm` (default: [`lprag::GfmConfig::default`], the paper's
-    /// d = 512, L = 6 network; [`lprag::GfmConfig::cpu`] is the small CPU one).
+    /// d = 512, L = 6 network; [`lprag::GfmConfig::cpu`] is the CPU setting of the benchmarks).
     pub gfm: lprag::GfmConfig,
+    /// Labelled `(question, gold document ids)` pairs for the retrievers with a supervised
+    /// mode: `lprag` adds them to its synthetic queries, `lesegr` and `gfm` train on them
+    /// instead of synthetic questions. Default none.
+    pub labelled: Vec<(String, Vec<String>)>,
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -103,6 +107,7 @@ pub async fn build_retriever_with(
             let rag = lprag::LpRag::builder()
                 .encoder(encoder)
                 .chunker(chunker)
+                .labelled(options.labelled.clone())
                 .progress(progress(options.verbose))
                 .config(options.lprag.clone())
                 .build(docs)
@@ -126,6 +131,7 @@ pub async fn build_retriever_with(
             }
             let rag = lprag::LesegrRag::builder()
                 .encoder(encoder)
+                .labelled(options.labelled.clone())
                 .progress(progress(options.verbose))
                 .config(config)
                 .build(docs)
@@ -150,6 +156,7 @@ pub async fn build_retriever_with(
         "gfm" => {
             let rag = lprag::GfmRag::builder()
                 .encoder(encoder)
+                .labelled(options.labelled.clone())
                 .progress(progress(options.verbose))
                 .config(options.gfm.clone())
                 .build(docs)

@@ -156,6 +156,40 @@ impl Dataset {
         self.questions.truncate(n);
     }
 
+    /// Move `n` questions out of the evaluation set into labelled training pairs
+    /// `(question, gold document ids)`, for retrievers with a supervised mode. The
+    /// questions taken are the first `n` in order of the FNV-1a hash of their ids — a
+    /// fixed, id-determined pseudo-random pick that does not depend on file order; the
+    /// rest stay, in their order. Questions without a gold passage in the corpus are
+    /// never taken.
+    pub fn split_for_training(&mut self, n: usize) -> Vec<(String, Vec<String>)> {
+        let fnv = |s: &str| {
+            s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let mut order: Vec<usize> = (0..self.questions.len())
+            .filter(|&i| !self.questions[i].gold.is_empty())
+            .collect();
+        order.sort_by_key(|&i| (fnv(&self.questions[i].id), i));
+        let mut take = vec![false; self.questions.len()];
+        for &i in order.iter().take(n) {
+            take[i] = true;
+        }
+        let mut pairs = Vec::new();
+        let mut rest = Vec::new();
+        for (q, t) in std::mem::take(&mut self.questions).into_iter().zip(take) {
+            if t {
+                let docs = q.gold.iter().map(|&g| self.corpus[g].id.clone()).collect();
+                pairs.push((q.question, docs));
+            } else {
+                rest.push(q);
+            }
+        }
+        self.questions = rest;
+        pairs
+    }
+
     /// Map from [`Document::id`] to position in the corpus.
     pub fn document_index(&self) -> HashMap<&str, usize> {
         self.corpus

@@ -103,6 +103,33 @@ fn musique_100_loads() {
 }
 
 #[test]
+fn split_for_training_moves_questions_with_their_gold_ids() {
+    let Some(dir) = shared_data("musique-100") else {
+        return;
+    };
+    let mut ds = load_dir(&dir, None).unwrap();
+    let before: Vec<(String, Vec<String>)> = ds
+        .questions
+        .iter()
+        .map(|q| {
+            let ids = q.gold.iter().map(|&g| ds.corpus[g].id.clone()).collect();
+            (q.question.clone(), ids)
+        })
+        .collect();
+    let pairs = ds.split_for_training(30);
+    assert_eq!((pairs.len(), ds.questions.len()), (30, 70));
+    // Each pair is a question with exactly its gold document ids, and left the eval set.
+    for p in &pairs {
+        assert!(before.contains(p));
+        assert!(ds.questions.iter().all(|q| q.question != p.0));
+    }
+    // The pick depends on ids only: the same on a fresh load, and not the first 30.
+    let mut again = load_dir(&dir, None).unwrap();
+    assert_eq!(again.split_for_training(30), pairs);
+    assert_ne!(pairs[0].0, before[0].0);
+}
+
+#[test]
 fn musique_style_inline() {
     let dir = fixture(&[
         (
