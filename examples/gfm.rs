@@ -31,6 +31,10 @@ async fn main() -> lprag::Result<()> {
     //    `.labelled(...)` gives some, else on synthetic questions, one per sampled chunk.
     let mut config = GfmConfig::cpu();
     config.pretrain_queries = 200;
+    // Eq. 16 scores a chunk by which of the top T entities it mentions (weighted 1/df),
+    // not by how high they score: with ~50 entities here, the paper's T = 20 would be
+    // almost the same set for every question. Scale T with the KG.
+    config.top_entities = 5;
     let rag = GfmRag::builder()
         .config(config)
         .progress(Arc::new(StderrProgress::new(25)))
@@ -42,7 +46,9 @@ async fn main() -> lprag::Result<()> {
         s.chunks, s.entities, s.triples, s.equivalent_pairs, s.edges, s.seconds
     );
 
-    // 2. Retrieve. `explain` shows the linked query entities and the top entities the GNN
+    // 2. Retrieve. On ten articles the GNN learns from ten synthetic questions only, so
+    //    expect rough rankings here; `docs/benchmarks.md` has MuSiQue-100 (1,890 passages).
+    //    `explain` shows the linked query entities and the top entities the GNN
     //    found; `retrieve` ranks chunks by the top entities (padding with dense search
     //    when too few chunks mention them).
     for question in [
