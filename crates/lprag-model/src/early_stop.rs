@@ -50,6 +50,29 @@ impl<M> EarlyStopping<M> {
     }
 }
 
+/// The checks every trainer's configuration shares: a finite learning rate > 0 and a
+/// held-out fraction in [0, 1); errors name `{config}.learning_rate` /
+/// `{config}.validation_fraction`.
+pub(crate) fn check_schedule(
+    config: &str,
+    learning_rate: f64,
+    validation_fraction: f32,
+) -> Result<()> {
+    if !(learning_rate > 0.0 && learning_rate.is_finite()) {
+        return Err(Error::invalid(
+            format!("{config}.learning_rate"),
+            "must be finite and > 0",
+        ));
+    }
+    if !(0.0..1.0).contains(&validation_fraction) {
+        return Err(Error::invalid(
+            format!("{config}.validation_fraction"),
+            "must be in [0, 1)",
+        ));
+    }
+    Ok(())
+}
+
 /// Shuffle `0..n` with `rng` and hold out `fraction` of it (none when `n < 10`):
 /// `(validation, training)` indices.
 pub(crate) fn split_holdout(n: usize, fraction: f32, rng: &mut StdRng) -> (Vec<usize>, Vec<usize>) {

@@ -39,7 +39,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::early_stop::{split_holdout, train_epochs, EpochPlan};
+use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 
@@ -379,25 +379,17 @@ impl GfmTrainConfig {
                 "batch_size and negatives must be at least 1",
             ));
         }
-        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(Error::invalid(
-                "GfmTrainConfig.learning_rate",
-                "must be finite and > 0",
-            ));
-        }
         if !(0.0..=1.0).contains(&self.bce_weight) {
             return Err(Error::invalid(
                 "GfmTrainConfig.bce_weight",
                 "must be in [0, 1]",
             ));
         }
-        if !(0.0..1.0).contains(&self.validation_fraction) {
-            return Err(Error::invalid(
-                "GfmTrainConfig.validation_fraction",
-                "must be in [0, 1)",
-            ));
-        }
-        Ok(())
+        check_schedule(
+            "GfmTrainConfig",
+            self.learning_rate,
+            self.validation_fraction,
+        )
     }
 }
 

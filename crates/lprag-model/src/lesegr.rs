@@ -36,7 +36,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::early_stop::{split_holdout, train_epochs, EpochPlan};
+use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 
@@ -243,25 +243,17 @@ impl LesegrTrainConfig {
                 "layers, alpha_hidden and batch_size must be at least 1",
             ));
         }
-        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(Error::invalid(
-                "LesegrTrainConfig.learning_rate",
-                "must be finite and > 0",
-            ));
-        }
         if !(self.temperature > 0.0 && self.temperature.is_finite()) {
             return Err(Error::invalid(
                 "LesegrTrainConfig.temperature",
                 "must be finite and > 0",
             ));
         }
-        if !(0.0..1.0).contains(&self.validation_fraction) {
-            return Err(Error::invalid(
-                "LesegrTrainConfig.validation_fraction",
-                "must be in [0, 1)",
-            ));
-        }
-        Ok(())
+        check_schedule(
+            "LesegrTrainConfig",
+            self.learning_rate,
+            self.validation_fraction,
+        )
     }
 }
 
