@@ -16,7 +16,7 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
-use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
+use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
 
 /// Version of the on-disk index layout written by [`LpRag::save`].
@@ -48,9 +48,15 @@ pub struct LpRagConfig {
     pub model: ModelConfig,
     /// The link predictor's training (used when no custom predictor is given).
     pub train: TrainConfig,
-    /// Score only the chunks among the query's `n` most cosine-similar ones (`None`: score
-    /// every chunk, as the paper does). A speed knob for large corpora.
+    /// Candidate stage: score only the query's `P` most cosine-similar chunks (one exact
+    /// scan, shared with the query's join under [`InferenceMode::JoinTopK`]) plus, with
+    /// [`LpRagConfig::candidate_neighbours`], their chunk-graph neighbours. `None` scores
+    /// every chunk, as the paper does (exhaustive; the cost of the pair decoder then grows
+    /// with the corpus).
     pub candidate_pool: Option<usize>,
+    /// Add the chunk-graph neighbours of the pool's chunks to the candidates (a chunk
+    /// reached through a bridge or k-NN edge can outrank its dense score).
+    pub candidate_neighbours: bool,
 }
 
 impl Default for LpRagConfig {
@@ -63,6 +69,7 @@ impl Default for LpRagConfig {
             model: ModelConfig::default(),
             train: TrainConfig::default(),
             candidate_pool: None,
+            candidate_neighbours: true,
         }
     }
 }
@@ -430,6 +437,7 @@ impl LpRagBuilder {
         Ok(LpRag {
             chunks,
             queries,
+            search: Arc::new(ChunkSearch::new(&graph)),
             graph,
             encoder,
             default_encoder,
@@ -608,8 +616,34 @@ pub struct LpRag {
     encoder: Arc<dyn Encoder>,
     default_encoder: Option<DefaultEncoder>,
     predictor: Arc<dyn LinkPredictor>,
+    search: Arc<ChunkSearch>,
     config: LpRagConfig,
     stats: IndexStats,
+}
+
+/// What the candidate stage reads: inverse norms of the chunk embeddings and the chunk
+/// graph's neighbour lists.
+#[derive(Debug)]
+struct ChunkSearch {
+    inv_norms: Vec<f32>,
+    neighbours: Vec<Vec<u32>>,
+}
+
+impl ChunkSearch {
+    fn new(graph: &LinkGraph) -> Self {
+        let nc = graph.num_chunks;
+        let mut neighbours = vec![Vec::new(); nc];
+        for e in &graph.edges {
+            if (e.a as usize) < nc && (e.b as usize) < nc && e.a != e.b {
+                neighbours[e.a as usize].push(e.b);
+                neighbours[e.b as usize].push(e.a);
+            }
+        }
+        Self {
+            inv_norms: lprag_graph::inverse_norms(&graph.features, nc),
+            neighbours,
+        }
+    }
 }
 
 impl std::fmt::Debug for LpRag {
@@ -688,12 +722,24 @@ impl LpRag {
         selection: Selection,
     ) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
-        let candidates = self.candidates(&query);
-        let predictor = self.predictor.clone();
-        let cands = candidates.clone();
-        let logits = blocking(move || predictor.score(&query, &cands)).await?;
-        let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (graph, search, predictor) = (
+            self.graph.clone(),
+            self.search.clone(),
+            self.predictor.clone(),
+        );
+        let (pool, neighbours) = (self.config.candidate_pool, self.config.candidate_neighbours);
+        let join = match self.config.train.inference {
+            InferenceMode::JoinTopK(k) => k,
+            _ => 0,
+        };
+        let ranked = blocking(move || {
+            let (nearest, candidates) = candidates(&graph, &search, &query, pool, neighbours, join);
+            let logits = predictor.score_near(&query, &nearest, &candidates)?;
+            let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            Ok(ranked)
+        })
+        .await?;
         let scored: Vec<ScoredChunk> = ranked
             .into_iter()
             .map(|(c, l)| ScoredChunk {
@@ -702,22 +748,6 @@ impl LpRag {
             })
             .collect();
         Ok(selection.apply(scored, |s| s.score))
-    }
-
-    fn candidates(&self, query: &[f32]) -> Vec<ChunkId> {
-        let n = self.chunks.len();
-        match self.config.candidate_pool {
-            Some(pool) if pool < n => {
-                let mut sims: Vec<(f32, ChunkId)> = (0..n)
-                    .map(|i| (lprag_core::cosine(self.graph.features.row(i), query), i))
-                    .collect();
-                sims.select_nth_unstable_by(pool.max(1) - 1, |a, b| b.0.total_cmp(&a.0));
-                let mut c: Vec<ChunkId> = sims[..pool.max(1)].iter().map(|s| s.1).collect();
-                c.sort_unstable();
-                c
-            }
-            _ => (0..n).collect(),
-        }
     }
 
     /// Save the whole index (chunks, queries, graph with embeddings, trained model) under
@@ -851,6 +881,7 @@ impl LpRag {
         Ok(Self {
             chunks,
             queries,
+            search: Arc::new(ChunkSearch::new(&graph)),
             graph: Arc::new(graph),
             encoder,
             default_encoder: manifest.default_encoder,
@@ -884,6 +915,41 @@ fn sibling(dir: &Path, tag: &str) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "index".into());
     dir.with_file_name(format!(".{name}.{tag}-{}", std::process::id()))
+}
+
+/// The query's nearest chunks (best first; as many as the pool and the join need) and the
+/// chunks to score: the pool plus its graph neighbours, or every chunk.
+fn candidates(
+    graph: &LinkGraph,
+    search: &ChunkSearch,
+    query: &[f32],
+    pool: Option<usize>,
+    neighbours: bool,
+    join: usize,
+) -> (Vec<ChunkId>, Vec<ChunkId>) {
+    let n = graph.num_chunks;
+    let pool = pool.filter(|&p| p < n).map(|p| p.max(1));
+    let m = pool.unwrap_or(0).max(join);
+    let nearest: Vec<ChunkId> =
+        lprag_graph::nearest_by_cosine(&graph.features, &search.inv_norms, query, m)
+            .into_iter()
+            .map(|(i, _)| i as ChunkId)
+            .collect();
+    let candidates = match pool {
+        Some(p) => {
+            let mut c: Vec<ChunkId> = nearest[..p.min(nearest.len())].to_vec();
+            if neighbours {
+                for i in 0..c.len() {
+                    c.extend(search.neighbours[c[i]].iter().map(|&j| j as ChunkId));
+                }
+            }
+            c.sort_unstable();
+            c.dedup();
+            c
+        }
+        None => (0..n).collect(),
+    };
+    (nearest, candidates)
 }
 
 fn sigmoid(x: f32) -> f32 {

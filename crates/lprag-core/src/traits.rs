@@ -129,6 +129,20 @@ pub trait LinkPredictor: Send + Sync {
         queries.iter().map(|q| self.score(q, candidates)).collect()
     }
 
+    /// [`LinkPredictor::score`] given the query's nearest chunks by cosine similarity, best
+    /// first, as the caller's own search found them: a predictor that joins the query to its
+    /// nearest chunks can use them instead of searching the corpus again. `nearest` may be
+    /// shorter than the predictor needs; then it searches itself. The default ignores it.
+    fn score_near(
+        &self,
+        query: &[f32],
+        nearest: &[ChunkId],
+        candidates: &[ChunkId],
+    ) -> Result<Vec<f32>> {
+        let _ = nearest;
+        self.score(query, candidates)
+    }
+
     /// Persist the trained model (weights, configuration, attached graph) under `dir`.
     fn save(&self, dir: &Path) -> Result<()>;
 

@@ -64,6 +64,7 @@ pub mod metrics;
 pub mod qa;
 pub mod registry;
 pub mod report;
+pub mod scale;
 #[cfg(test)]
 mod test_support;
 

@@ -4,6 +4,7 @@
 //! lprag-eval retrieval --dataset DIR --retriever dense,bm25,hybrid \
 //!     [--encoder hashing|hashing-unfitted|minilm] [--model-dir DIR] [--json OUT]
 //!     [--format hipporag|multihop-rag|jsonl] [--limit N] [--no-progress]
+//! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--limit N] [--json OUT]
 //! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
 //!     [--llm-base-url URL] [--llm-model NAME] [--llm-cache DIR] [--json OUT]
 //! ```
@@ -37,6 +38,43 @@ enum Command {
     /// Answer quality: an LLM reader answers from each retriever's top chunks (LP-RAG's
     /// D.2 prompt); EM and token F1 against the gold answers.
     Qa(QaArgs),
+    /// Scale: MuSiQue-100's questions on corpora padded to N passages with real
+    /// distractors; index time per stage, query p50/p95 (and the ratio to flat dense
+    /// search in the same run), peak RSS and recall per retriever and size.
+    Scale(ScaleArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScaleArgs {
+    /// Corpus sizes in passages, comma separated (each ≥ 1,890, MuSiQue-100's own).
+    #[arg(long, value_name = "N[,N...]", default_value = "10000")]
+    sizes: String,
+    /// Where the padded corpora are written (DIR/musique-N) and reused.
+    #[arg(long, value_name = "DIR", default_value = "target/scale")]
+    work: PathBuf,
+    /// The corpus tool (default: $LPRAG_DATA/../tools/scale-corpus.py, else
+    /// ../shared/tools/scale-corpus.py).
+    #[arg(long, value_name = "FILE")]
+    corpus_tool: Option<PathBuf>,
+    /// Retrievers to run, comma separated; query p50 is also shown as a ratio to the
+    /// first one.
+    #[arg(long, value_name = "NAME[,NAME...]", default_value = "dense,lprag")]
+    retriever: String,
+    /// Encoder (`hashing`, `hashing-unfitted`, `minilm`).
+    #[arg(long, default_value = "hashing", value_name = "NAME")]
+    encoder: String,
+    /// Run only the first N questions.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// LP-RAG configuration as JSON (an `LpRagConfig`).
+    #[arg(long, value_name = "FILE")]
+    lprag_config: Option<PathBuf>,
+    /// Print LP-RAG's indexing progress.
+    #[arg(long)]
+    verbose: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "OUT")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +183,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Retrieval(args) => retrieval(args).await,
         Command::Qa(args) => qa(args).await,
+        Command::Scale(args) => scale(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -158,6 +197,73 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn scale(args: ScaleArgs) -> Result<()> {
+    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown};
+    let sizes: Vec<usize> = args
+        .sizes
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::invalid("--sizes", format!("{}: {e}", args.sizes)))?;
+    let names = parse_retriever_list(&args.retriever);
+    if names.is_empty() {
+        return Err(Error::invalid("--retriever", "no retriever named"));
+    }
+    let tool = args.corpus_tool.clone().unwrap_or_else(|| {
+        std::env::var_os("LPRAG_DATA")
+            .map(|d| PathBuf::from(d).join("../tools/scale-corpus.py"))
+            .unwrap_or_else(|| PathBuf::from("../shared/tools/scale-corpus.py"))
+    });
+    let encoder_kind: EncoderKind = args.encoder.parse()?;
+    let mut options = EvalOptions::default();
+    if let Some(path) = &args.lprag_config {
+        options.retrievers.lprag = read_json(path)?;
+    }
+    options.retrievers.verbose = args.verbose;
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let dir = args.work.join(format!("musique-{n}"));
+        make_corpus(&tool, n, &dir)?;
+        let mut dataset = load_dir(&dir, None)?;
+        if let Some(limit) = args.limit {
+            dataset.truncate_questions(limit);
+        }
+        let encoder = build_encoder(encoder_kind, &dataset.corpus, None)?;
+        eprintln!(
+            "{}: {} questions, {} passages",
+            dir.display(),
+            dataset.questions.len(),
+            dataset.corpus.len()
+        );
+        let progress = Bars::new(false);
+        let got = run_scale(&dataset, &names, encoder, &options, &progress).await?;
+        for r in &got {
+            eprintln!(
+                "  {} at {n}: p50 {:.2} ms, index {:.1} s",
+                r.result.retriever, r.result.query_ms_p50, r.result.index_seconds
+            );
+        }
+        rows.extend(got);
+    }
+    println!(
+        "\nscale benchmark, encoder {}; passage-level Recall@k in %, latency per question\n",
+        encoder_kind
+    );
+    print!("{}", scale_markdown(&rows, &names[0]));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows).map_err(|source| Error::Json {
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(path, text).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// Everything both commands set up: dataset, retriever names, encoder, options, bars.

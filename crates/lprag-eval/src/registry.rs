@@ -61,6 +61,32 @@ pub async fn build_retriever(
     build_retriever_with(name, docs, encoder, &RetrieverOptions::default()).await
 }
 
+/// Build `lprag` as [`build_retriever_with`] does, keeping its type (for its
+/// [`lprag::LpRag::stats`]).
+pub async fn build_lprag(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::LpRag> {
+    let chunker: Arc<dyn lprag::Chunker> = if options.lprag_sentences {
+        Arc::new(lprag::SentenceChunker::default())
+    } else {
+        Arc::new(lprag::PassageChunker)
+    };
+    let rag = lprag::LpRag::builder()
+        .encoder(encoder)
+        .chunker(chunker)
+        .labelled(options.labelled.clone())
+        .progress(progress(options.verbose))
+        .config(options.lprag.clone())
+        .build(docs)
+        .await?;
+    if options.verbose {
+        eprintln!("lprag index: {:?}", rag.stats());
+    }
+    Ok(rag)
+}
+
 /// Build the retriever called `name` over `docs` (each document is one passage; the
 /// harness ranks passages by `chunk.provenance.document_id`, so retrievers may index
 /// sub-passage chunks).
@@ -98,25 +124,7 @@ pub async fn build_retriever_with(
         "dense" => Box::new(DenseRetriever::build(docs, encoder).await?),
         "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
         "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
-        "lprag" => {
-            let chunker: Arc<dyn lprag::Chunker> = if options.lprag_sentences {
-                Arc::new(lprag::SentenceChunker::default())
-            } else {
-                Arc::new(lprag::PassageChunker)
-            };
-            let rag = lprag::LpRag::builder()
-                .encoder(encoder)
-                .chunker(chunker)
-                .labelled(options.labelled.clone())
-                .progress(progress(options.verbose))
-                .config(options.lprag.clone())
-                .build(docs)
-                .await?;
-            if options.verbose {
-                eprintln!("lprag index: {:?}", rag.stats());
-            }
-            Box::new(rag)
-        }
+        "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
         "qcg" => Box::new(
             lprag::QcgRag::builder()
                 .encoder(encoder)

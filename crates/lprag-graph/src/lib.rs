@@ -75,6 +75,7 @@ mod knn;
 mod link;
 mod persist;
 mod sampling;
+mod search;
 
 pub use bridge::{bridge_edges, BridgeConfig};
 pub use error::GraphError;
@@ -85,3 +86,4 @@ pub use persist::{
     load_chunk_graph, load_link_graph, save_chunk_graph, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
+pub use search::{dot, inverse_norms, nearest_by_cosine};

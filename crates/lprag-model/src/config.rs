@@ -65,6 +65,21 @@ pub enum Negatives {
     Degree(f32),
 }
 
+/// Which graph a training step runs the node encoder over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum StepGraph {
+    /// Only the step's neighbourhood: the target pairs' endpoints (and, for NCN, their
+    /// common neighbours) with every node within `layers` hops, in the graph with the step's
+    /// targets masked. No fan-out limit, so the gradients equal [`StepGraph::Full`]'s while a
+    /// step costs in proportion to its batch, not to the graph (PyG's
+    /// `LinkNeighborLoader` with all neighbours).
+    #[default]
+    Neighbourhood,
+    /// The whole message-passing graph at every step (the cost of a step grows with the
+    /// graph; kept for comparison).
+    Full,
+}
+
 /// Architecture of a [`crate::GnnLinkPredictor`]. Defaults follow LP-RAG Table 8 for NCN.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -166,6 +181,8 @@ pub struct TrainConfig {
     /// Default 10 (on MuSiQue-100, 0.1 collapsed the ranking, 1 lost 0.8 R@2, 100 reproduced
     /// dense exactly; see `docs/benchmarks.md`).
     pub correction_penalty: f32,
+    /// Which graph each step encodes (default: the step's neighbourhood).
+    pub step_graph: StepGraph,
 }
 
 impl Default for TrainConfig {
@@ -184,6 +201,7 @@ impl Default for TrainConfig {
             inference: InferenceMode::JoinTopK(3),
             seed: 42,
             correction_penalty: 10.0,
+            step_graph: StepGraph::Neighbourhood,
         }
     }
 }

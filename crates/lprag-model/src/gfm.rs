@@ -39,6 +39,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::dense::{to_vec, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
@@ -147,53 +148,6 @@ impl GfmModelConfig {
         }
         Ok(())
     }
-}
-
-/// A dense layer on the host: `y = x·W + b`, `W` row-major `[d_in, d_out]`.
-struct Dense {
-    w: Vec<f32>,
-    b: Vec<f32>,
-    d_out: usize,
-}
-
-impl Dense {
-    fn export(l: &Linear) -> Result<Self> {
-        let [_, d_out] = l.weight.dims();
-        let w = to_vec(l.weight.val())?;
-        let b = match &l.bias {
-            Some(b) => to_vec(b.val())?,
-            None => vec![0.0; d_out],
-        };
-        Ok(Self { w, b, d_out })
-    }
-
-    /// `x` row-major `[rows, d_in]` → `[rows, d_out]`, rows in parallel.
-    fn forward(&self, x: &[f32], d_in: usize) -> Vec<f32> {
-        use rayon::prelude::*;
-        let d_out = self.d_out;
-        let rows = x.len() / d_in.max(1);
-        let mut out = vec![0.0f32; rows * d_out];
-        out.par_chunks_mut(d_out)
-            .zip(x.par_chunks(d_in))
-            .for_each(|(o, xi)| {
-                o.copy_from_slice(&self.b);
-                for (k, &v) in xi.iter().enumerate() {
-                    if v != 0.0 {
-                        let wk = &self.w[k * d_out..(k + 1) * d_out];
-                        for (a, &w) in o.iter_mut().zip(wk) {
-                            *a += v * w;
-                        }
-                    }
-                }
-            });
-        out
-    }
-}
-
-fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
-    t.into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| Error::backend("GfmModel weights", format!("{e:?}")))
 }
 
 /// The network's weights on the host, with every layer's relation embeddings precomputed

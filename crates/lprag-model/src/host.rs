@@ -1,6 +1,8 @@
 //! Host-side graph structures: adjacency for common-neighbour look-ups and the message-passing
 //! coefficients that are uploaded to the device.
 
+use std::collections::HashSet;
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::Aggregation;
@@ -111,6 +113,170 @@ impl HostGraph {
     }
 }
 
+/// A training step's computation graph: the seeds' `hops`-hop neighbourhood in the
+/// message-passing graph with the step's target edges removed, relabelled to local ids
+/// (local id = position in `nodes`). Every edge into a node within `hops − 1` of a seed is
+/// kept, with coefficients from the whole (masked) graph's degrees, so the seeds' rows after
+/// `hops` layers equal a full-graph forward pass.
+#[derive(Debug, Clone)]
+pub(crate) struct Subgraph {
+    /// Global ids of the local nodes, seeds first.
+    pub nodes: Vec<u32>,
+    local: std::collections::HashMap<u32, u32>,
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    coef: Vec<f32>,
+    self_coef: Vec<f32>,
+}
+
+impl Subgraph {
+    /// The local id of global node `g` (which must be in the subgraph).
+    pub(crate) fn local(&self, g: u32) -> u32 {
+        self.local[&g]
+    }
+
+    /// Upload the message-passing structure.
+    pub(crate) fn to_device(&self, device: &Device) -> MessageGraph {
+        let (e, n) = (self.src.len(), self.nodes.len());
+        MessageGraph {
+            num_edges: e,
+            src: Tensor::<1, Int>::from_data(TensorData::new(self.src.clone(), [e]), device),
+            dst: Tensor::<1, Int>::from_data(TensorData::new(self.dst.clone(), [e]), device),
+            coef: Tensor::<2>::from_data(TensorData::new(self.coef.clone(), [e, 1]), device),
+            self_coef: Tensor::<2>::from_data(
+                TensorData::new(self.self_coef.clone(), [n, 1]),
+                device,
+            ),
+        }
+    }
+}
+
+/// Unordered pair key.
+pub(crate) fn pair_key(a: u32, b: u32) -> (u32, u32) {
+    (a.min(b), a.max(b))
+}
+
+impl HostGraph {
+    /// Sum of positive edge weights per node.
+    pub(crate) fn weight_sums(&self) -> Vec<f32> {
+        self.adj
+            .iter()
+            .map(|l| l.iter().map(|&(_, w)| w.max(0.0)).sum())
+            .collect()
+    }
+
+    /// Neighbours of `i` except through `masked` edges.
+    fn unmasked<'a>(
+        &'a self,
+        i: u32,
+        masked: &'a HashSet<(u32, u32)>,
+    ) -> impl Iterator<Item = (u32, f32)> + 'a {
+        self.neighbors(i)
+            .iter()
+            .copied()
+            .filter(move |&(j, _)| masked.is_empty() || !masked.contains(&pair_key(i, j)))
+    }
+
+    /// Common neighbours of `i` and `j` except through `masked` edges, appended to `out`.
+    pub(crate) fn common_neighbors_masked(
+        &self,
+        i: u32,
+        j: u32,
+        masked: &HashSet<(u32, u32)>,
+        out: &mut Vec<u32>,
+    ) {
+        let start = out.len();
+        self.common_neighbors(i, j, out);
+        if !masked.is_empty() {
+            let mut k = start;
+            for r in start..out.len() {
+                let u = out[r];
+                if !masked.contains(&pair_key(i, u)) && !masked.contains(&pair_key(j, u)) {
+                    out[k] = u;
+                    k += 1;
+                }
+            }
+            out.truncate(k);
+        }
+    }
+
+    /// The computation graph of `seeds` for `hops` layers (see [`Subgraph`]). `wsum`: the
+    /// unmasked graph's [`HostGraph::weight_sums`].
+    pub(crate) fn subgraph(
+        &self,
+        wsum: &[f32],
+        masked: &HashSet<(u32, u32)>,
+        seeds: &[u32],
+        hops: usize,
+        aggregation: Aggregation,
+    ) -> Subgraph {
+        use std::collections::HashMap;
+        let mut local: HashMap<u32, u32> = HashMap::with_capacity(seeds.len() * 4);
+        let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len() * 4);
+        for &s in seeds {
+            if let std::collections::hash_map::Entry::Vacant(e) = local.entry(s) {
+                e.insert(nodes.len() as u32);
+                nodes.push(s);
+            }
+        }
+        let (mut lo, mut inner) = (0usize, nodes.len());
+        for _ in 0..hops {
+            inner = nodes.len();
+            for idx in lo..inner {
+                let i = nodes[idx];
+                for (j, _) in self.unmasked(i, masked) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = local.entry(j) {
+                        e.insert(nodes.len() as u32);
+                        nodes.push(j);
+                    }
+                }
+            }
+            lo = inner;
+        }
+        // Masked edges no longer count towards degrees.
+        let mut less: HashMap<u32, f32> = HashMap::new();
+        for &(a, b) in masked {
+            if let Ok(p) = self.adj[a as usize].binary_search_by_key(&b, |&(j, _)| j) {
+                let w = self.adj[a as usize][p].1.max(0.0);
+                *less.entry(a).or_default() += w;
+                *less.entry(b).or_default() += w;
+            }
+        }
+        let ws = |i: u32| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0);
+        let (mut src, mut dst, mut coef) = (Vec::new(), Vec::new(), Vec::new());
+        let mut self_coef = vec![0.0f32; nodes.len()];
+        // Nodes whose layer outputs are read: all but the last hop's frontier.
+        let receivers = if hops == 0 { 0 } else { inner };
+        for (li, &i) in nodes.iter().enumerate().take(receivers) {
+            let si = ws(i);
+            for (j, w) in self.unmasked(i, masked) {
+                let w = w.max(0.0);
+                let c = match aggregation {
+                    Aggregation::Sage if si > 0.0 => w / si,
+                    Aggregation::Sage => 0.0,
+                    Aggregation::Gcn => w / ((1.0 + si) * (1.0 + ws(j))).sqrt(),
+                };
+                if c > 0.0 {
+                    src.push(local[&j] as i64);
+                    dst.push(li as i64);
+                    coef.push(c);
+                }
+            }
+            if aggregation == Aggregation::Gcn {
+                self_coef[li] = 1.0 / (1.0 + si);
+            }
+        }
+        Subgraph {
+            nodes,
+            local,
+            src,
+            dst,
+            coef,
+            self_coef,
+        }
+    }
+}
+
 /// Message-passing structure on a device: messages flow `src → dst` scaled by `coef`.
 #[derive(Debug, Clone)]
 pub(crate) struct MessageGraph {
@@ -134,6 +300,30 @@ pub(crate) struct PairBatch {
 }
 
 impl PairBatch {
+    /// Upload `pairs` with their common neighbours given as `(pair index, node)` entries.
+    pub(crate) fn from_parts(
+        pairs: &[(u32, u32)],
+        cn: Option<(Vec<i64>, Vec<i64>)>,
+        device: &Device,
+    ) -> Self {
+        let len = pairs.len();
+        let src: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
+        let dst: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
+        let cn_pair = cn.filter(|(pi, _)| !pi.is_empty()).map(|(pi, node)| {
+            let m = pi.len();
+            (
+                Tensor::<1, Int>::from_data(TensorData::new(pi, [m]), device),
+                Tensor::<1, Int>::from_data(TensorData::new(node, [m]), device),
+            )
+        });
+        Self {
+            len,
+            src: Tensor::<1, Int>::from_data(TensorData::new(src, [len]), device),
+            dst: Tensor::<1, Int>::from_data(TensorData::new(dst, [len]), device),
+            cn_pair,
+        }
+    }
+
     /// Upload `pairs`; common neighbours are computed in `graph` when `with_cn`.
     pub(crate) fn new(
         pairs: &[(u32, u32)],
@@ -205,5 +395,85 @@ mod tests {
             g.neighbors(3).iter().all(|&(j, _)| j != 3),
             "self loop dropped"
         );
+    }
+}
+
+#[cfg(test)]
+mod subgraph_tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn coefs(
+        src: &[i64],
+        dst: &[i64],
+        coef: &[f32],
+        map: impl Fn(i64) -> u32,
+    ) -> HashMap<(u32, u32), f32> {
+        src.iter()
+            .zip(dst)
+            .zip(coef)
+            .map(|((&s, &d), &c)| ((map(d), map(s)), c))
+            .collect()
+    }
+
+    #[test]
+    fn subgraph_coefficients_equal_the_masked_full_graph() {
+        // chunks 0..6 in a chain with a chord, queries 6..9 joined to two chunks each.
+        let edges = vec![
+            (0, 1, 0.5),
+            (1, 2, 0.7),
+            (2, 3, 0.9),
+            (3, 4, 0.4),
+            (4, 5, 0.6),
+            (0, 3, 0.8),
+            (6, 0, 1.0),
+            (6, 1, 1.0),
+            (7, 2, 1.0),
+            (7, 3, 1.0),
+            (8, 4, 1.0),
+            (8, 0, 1.0),
+        ];
+        let full = HostGraph::from_edges(9, edges.iter().copied());
+        let masked: HashSet<(u32, u32)> = [pair_key(6, 0), pair_key(7, 3)].into_iter().collect();
+        let m = HostGraph::from_edges(
+            9,
+            edges
+                .iter()
+                .copied()
+                .filter(|&(a, b, _)| !masked.contains(&pair_key(a, b))),
+        );
+        let wsum = full.weight_sums();
+        for agg in [Aggregation::Sage, Aggregation::Gcn] {
+            for hops in [1, 2] {
+                let seeds = [6, 0, 7, 5];
+                let sub = full.subgraph(&wsum, &masked, &seeds, hops, agg);
+                let got = coefs(&sub.src, &sub.dst, &sub.coef, |l| sub.nodes[l as usize]);
+                // Reference: the masked graph's coefficients into the receivers.
+                let dev = m.to_device(agg, &Device::flex());
+                let v =
+                    |t: Tensor<1, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+                let c: Vec<f32> = dev
+                    .coef
+                    .clone()
+                    .reshape([dev.num_edges])
+                    .into_data()
+                    .try_to_vec::<f32>()
+                    .unwrap();
+                let want = coefs(&v(dev.src.clone()), &v(dev.dst.clone()), &c, |g| g as u32);
+                let receivers: HashSet<u32> = got.keys().map(|k| k.0).collect();
+                for (k, w) in &want {
+                    if receivers.contains(&k.0) {
+                        let g = got.get(k).copied().unwrap_or(f32::NAN);
+                        assert!(
+                            (g - w).abs() < 1e-6,
+                            "{agg:?} hops {hops} edge {k:?}: {g} vs {w}"
+                        );
+                    }
+                }
+                assert!(seeds
+                    .iter()
+                    .all(|s| receivers.contains(s) || m.neighbors(*s).is_empty()));
+            }
+        }
     }
 }

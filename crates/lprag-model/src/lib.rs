@@ -12,7 +12,9 @@
 #![warn(missing_docs)]
 
 pub mod bert;
+mod cached;
 mod config;
+mod dense;
 mod early_stop;
 pub mod gfm;
 mod host;
@@ -23,7 +25,7 @@ mod predictor;
 pub use bert::SentenceEncoder;
 pub use burn::tensor::Device;
 pub use config::{
-    Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, Targets,
+    Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
     TrainConfig,
 };
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};

@@ -11,6 +11,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, IndexingUpdateOp, Tensor};
 
 use crate::config::{Aggregation, Decoder, ModelConfig, PredictorKind};
+use crate::dense::{to_vec, Dense};
 use crate::host::{MessageGraph, PairBatch};
 
 /// A stack of linear layers with ReLU between them (none after the last).
@@ -254,5 +255,66 @@ impl LinkNet {
             }
             None => (correction.clone(), correction),
         }
+    }
+}
+
+/// One GNN layer's weights on the host.
+#[derive(Debug, Clone)]
+pub(crate) struct HostGnnLayer {
+    /// The neighbour transform (no bias).
+    pub nbr: Dense,
+    /// SAGE's self transform (with its bias).
+    pub this: Option<Dense>,
+    /// GCN's bias.
+    pub bias: Option<Vec<f32>>,
+}
+
+/// [`LinkNet`]'s weights on the host (see [`crate::cached`]).
+#[derive(Debug, Clone)]
+pub(crate) struct HostLinkNet {
+    pub gnn: Vec<HostGnnLayer>,
+    pub node_mlp: Option<Vec<Dense>>,
+    pub pair_mlp: Option<Vec<Dense>>,
+    pub cn_mlp: Option<Vec<Dense>>,
+    pub out_mlp: Option<Vec<Dense>>,
+    pub beta: Option<f32>,
+    /// `(a, b)` of the dense residual `a·cos + b`.
+    pub residual: Option<(f32, f32)>,
+    pub dot: bool,
+}
+
+fn export_mlp(m: &Option<Mlp>) -> lprag_core::Result<Option<Vec<Dense>>> {
+    m.as_ref()
+        .map(|m| m.layers().iter().map(Dense::export).collect())
+        .transpose()
+}
+
+impl LinkNet {
+    /// Copy the weights to the host.
+    pub(crate) fn to_host(&self) -> lprag_core::Result<HostLinkNet> {
+        let gnn = self
+            .gnn
+            .iter()
+            .map(|l| {
+                Ok(HostGnnLayer {
+                    nbr: Dense::export(&l.nbr)?,
+                    this: l.this.as_ref().map(Dense::export).transpose()?,
+                    bias: l.bias.as_ref().map(|b| to_vec(b.val())).transpose()?,
+                })
+            })
+            .collect::<lprag_core::Result<_>>()?;
+        let scalar = |p: &Option<Param<Tensor<1>>>| -> lprag_core::Result<Option<Vec<f32>>> {
+            p.as_ref().map(|p| to_vec(p.val())).transpose()
+        };
+        Ok(HostLinkNet {
+            gnn,
+            node_mlp: export_mlp(&self.node_mlp)?,
+            pair_mlp: export_mlp(&self.pair_mlp)?,
+            cn_mlp: export_mlp(&self.cn_mlp)?,
+            out_mlp: export_mlp(&self.out_mlp)?,
+            beta: scalar(&self.beta)?.map(|v| v[0]),
+            residual: scalar(&self.residual)?.map(|v| (v[0], v[1])),
+            dot: self.dot,
+        })
     }
 }

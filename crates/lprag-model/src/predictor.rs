@@ -9,7 +9,7 @@ use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::activation::log_sigmoid;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use lprag_core::{
     ChunkId, EdgeKind, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result,
     TrainReport,
@@ -21,9 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use lprag_graph::{NegativeSampler, NegativeSampling};
 
-use crate::config::{InferenceMode, ModelConfig, Negatives, Targets, TrainConfig};
+use crate::cached::{CachedScorer, Join};
+use crate::config::{
+    InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets, TrainConfig,
+};
 use crate::early_stop::EarlyStopping;
-use crate::host::{HostGraph, PairBatch};
+use crate::host::{pair_key, HostGraph, PairBatch};
 use crate::net::LinkNet;
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
@@ -36,6 +39,10 @@ const GRAPH_FILE: &str = "chunks.graph";
 /// Most validation queries scored per evaluation in [`InferenceMode::JoinAll`], where each
 /// needs its own forward pass.
 const MAX_JOIN_ALL_VALIDATION: usize = 32;
+
+/// Most validation queries scored per evaluation otherwise (their joins are found once,
+/// each by a scan over every chunk).
+const MAX_VALIDATION: usize = 1024;
 
 /// A GNN (or MLP) link predictor trained in burn: NCN, GAE or MLP per [`ModelConfig`].
 ///
@@ -65,6 +72,35 @@ struct Trained {
     net: Option<LinkNet>,
     d_in: usize,
     ctx: ChunkContext,
+    /// The chunks' node representations under `net` (present whenever `net` is).
+    cache: Option<CachedScorer>,
+}
+
+impl Trained {
+    fn new(
+        net: Option<LinkNet>,
+        d_in: usize,
+        ctx: ChunkContext,
+        mc: &ModelConfig,
+        mode: InferenceMode,
+    ) -> Result<Self> {
+        let cache = match &net {
+            Some(net) => Some(CachedScorer::new(
+                net.to_host()?,
+                mc.aggregation,
+                &ctx.features,
+                &ctx.host,
+                mode == InferenceMode::JoinAll,
+            )?),
+            None => None,
+        };
+        Ok(Self {
+            net,
+            d_in,
+            ctx,
+            cache,
+        })
+    }
 }
 
 /// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
@@ -191,6 +227,90 @@ impl GnnLinkPredictor {
         Ok((net, st))
     }
 
+    /// Check query width, finiteness and candidate ids; the candidates as node ids.
+    fn checked(
+        &self,
+        queries: &Embeddings,
+        candidates: &[ChunkId],
+    ) -> Result<(&LinkNet, &Trained, Vec<u32>)> {
+        let (net, st) = self.trained()?;
+        if queries.dim() != st.d_in {
+            return Err(Error::DimensionMismatch {
+                location: "GnnLinkPredictor::score (query vector)".into(),
+                expected: st.d_in,
+                actual: queries.dim(),
+            });
+        }
+        let nc = st.ctx.num_chunks();
+        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
+            return Err(Error::invalid(
+                "GnnLinkPredictor::score (candidates)",
+                format!("chunk id {bad} out of range: the graph has {nc} chunks"),
+            ));
+        }
+        if let Some(i) = queries
+            .iter()
+            .position(|q| q.iter().any(|x| !x.is_finite()))
+        {
+            return Err(Error::invalid(
+                format!("GnnLinkPredictor::score (query {i})"),
+                "query vector has a non-finite value",
+            ));
+        }
+        Ok((net, st, candidates.iter().map(|&c| c as u32).collect()))
+    }
+
+    /// The chunks the query joins under the inference mode; `nearest` (best first) saves
+    /// the search for [`InferenceMode::JoinTopK`] when it is long enough.
+    fn join_for(&self, st: &Trained, q: &[f32], nearest: Option<&[ChunkId]>) -> Join {
+        let mode = self.train.inference;
+        match mode {
+            InferenceMode::JoinAll => Join::All,
+            InferenceMode::Isolated => Join::List(Vec::new()),
+            InferenceMode::JoinTopK(k) => {
+                let k = k.min(st.ctx.num_chunks());
+                match nearest {
+                    Some(n) if n.len() >= k => {
+                        Join::list(n[..k].iter().map(|&c| c as u32).collect())
+                    }
+                    _ => Join::list(st.ctx.join(q, mode)),
+                }
+            }
+        }
+    }
+
+    /// Scores through the cached chunk representations (`q` normalised).
+    fn score_cached(
+        &self,
+        st: &Trained,
+        q: &[f32],
+        nearest: Option<&[ChunkId]>,
+        cands: &[u32],
+    ) -> Result<Vec<f32>> {
+        let cache = st.cache.as_ref().ok_or_else(|| {
+            Error::NotReady("the link predictor has no cached chunk representations".into())
+        })?;
+        let join = self.join_for(st, q, nearest);
+        Ok(cache.score(&st.ctx.features, &st.ctx.host, q, &join, cands))
+    }
+
+    /// Logits through a forward pass over the whole graph on the predictor's device (the
+    /// reference that [`LinkPredictor::score`]'s cached path is tested against; each query
+    /// costs a pass over every chunk and edge).
+    pub fn score_full_graph(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
+        let queries = Embeddings::new(query.len().max(1), query.to_vec())?;
+        let (net, st, cands) = self.checked(&queries, candidates)?;
+        Ok(Self::score_group(
+            net,
+            st,
+            &self.model,
+            self.train.inference,
+            &[normalize_vec(query)],
+            std::slice::from_ref(&cands),
+            &self.device,
+        ))
+    }
+
     /// Logits of each query in `queries` (normalised) against `candidates`, all queries in
     /// one forward pass (they interact only through shared chunks).
     fn score_group(
@@ -296,9 +416,9 @@ pub(crate) fn scalar(t: Tensor<1>) -> f32 {
 impl LinkPredictor for GnnLinkPredictor {
     fn name(&self) -> &str {
         match self.model.kind {
-            crate::PredictorKind::Ncn => "ncn",
-            crate::PredictorKind::Gae(_) => "gae",
-            crate::PredictorKind::Mlp => "mlp",
+            PredictorKind::Ncn => "ncn",
+            PredictorKind::Gae(_) => "gae",
+            PredictorKind::Mlp => "mlp",
         }
     }
 
@@ -359,11 +479,7 @@ impl LinkPredictor for GnnLinkPredictor {
             // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
             self.device.seed(tc.seed);
             let net = LinkNet::new(&mc, d_in, &self.device);
-            self.state = Some(Trained {
-                net: Some(net),
-                d_in,
-                ctx,
-            });
+            self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
             return Ok(TrainReport {
                 seconds: started.elapsed().as_secs_f64(),
                 ..TrainReport::default()
@@ -378,18 +494,30 @@ impl LinkPredictor for GnnLinkPredictor {
             .init();
         let x = to_tensor(&normalized(&graph.features), &ad);
         let full_host = HostGraph::from_edges(n, msg_edges.iter().copied());
+        let wsum_full = full_host.weight_sums();
+        let hops = match mc.kind {
+            PredictorKind::Mlp => 0,
+            _ => mc.layers.max(1),
+        };
         let sampler = NegativeDraw::new(tc.negatives, nc, &full_host)?;
 
         // Validation: held-out queries scored exactly as at inference, against fixed negatives.
         let mut val_queries: Vec<u32> = val.iter().copied().collect();
         val_queries.sort_unstable();
-        if tc.inference == InferenceMode::JoinAll {
-            val_queries.truncate(MAX_JOIN_ALL_VALIDATION);
+        val_queries.truncate(if tc.inference == InferenceMode::JoinAll {
+            MAX_JOIN_ALL_VALIDATION
+        } else {
+            MAX_VALIDATION
+        });
+        let mut positives_of: std::collections::HashMap<u32, Vec<u32>> =
+            std::collections::HashMap::new();
+        for &(q, c) in &val_pos {
+            positives_of.entry(q).or_default().push(c);
         }
         let val_set: Vec<ValQuery> = val_queries
             .iter()
             .map(|&q| {
-                let pos: Vec<u32> = val_pos.iter().filter(|p| p.0 == q).map(|p| p.1).collect();
+                let pos: Vec<u32> = positives_of.get(&q).cloned().unwrap_or_default();
                 let mut cands = pos.clone();
                 for &p in &pos {
                     for _ in 0..tc.negatives_per_positive {
@@ -403,13 +531,16 @@ impl LinkPredictor for GnnLinkPredictor {
                 )
             })
             .collect();
-        let val_ctx = ChunkContext {
-            features: ctx.features.clone(),
-            edges: ctx.edges.clone(),
-            host: ctx.host.clone(),
-            x: ctx.x.clone(),
+        let val_joins: Vec<Join> = {
+            use rayon::prelude::*;
+            val_set
+                .par_iter()
+                .map(|v| match tc.inference {
+                    InferenceMode::JoinAll => Join::All,
+                    mode => Join::list(ctx.join(&v.0, mode)),
+                })
+                .collect()
         };
-
         let bs = if tc.batch_size == 0 {
             targets.len()
         } else {
@@ -423,18 +554,10 @@ impl LinkPredictor for GnnLinkPredictor {
             let mut epoch_loss = 0.0f32;
             let mut steps = 0usize;
             for batch in targets.chunks(bs) {
-                let host = if tc.mask_targets {
-                    let masked: HashSet<(u32, u32)> =
-                        batch.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
-                    HostGraph::from_edges(
-                        n,
-                        msg_edges
-                            .iter()
-                            .copied()
-                            .filter(|&(a, b, _)| !masked.contains(&(a.min(b), a.max(b)))),
-                    )
+                let masked: HashSet<(u32, u32)> = if tc.mask_targets {
+                    batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
                 } else {
-                    full_host.clone()
+                    HashSet::new()
                 };
                 let mut pairs: Vec<(u32, u32)> = batch.to_vec();
                 for &(a, b) in batch {
@@ -442,9 +565,58 @@ impl LinkPredictor for GnnLinkPredictor {
                         pairs.push((a, sampler.draw(&mut rng, b)));
                     }
                 }
-                let g = host.to_device(mc.aggregation, &ad);
-                let pb = PairBatch::new(&pairs, &host, net.uses_common_neighbors(), &ad);
-                let h = net.encode(x.clone(), &g);
+                let with_cn = net.uses_common_neighbors();
+                let (h, x, pb) = match tc.step_graph {
+                    StepGraph::Full => {
+                        let host = if masked.is_empty() {
+                            full_host.clone()
+                        } else {
+                            HostGraph::from_edges(
+                                n,
+                                msg_edges
+                                    .iter()
+                                    .copied()
+                                    .filter(|&(a, b, _)| !masked.contains(&pair_key(a, b))),
+                            )
+                        };
+                        let g = host.to_device(mc.aggregation, &ad);
+                        let pb = PairBatch::new(&pairs, &host, with_cn, &ad);
+                        (net.encode(x.clone(), &g), x.clone(), pb)
+                    }
+                    StepGraph::Neighbourhood => {
+                        let mut seeds: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+                        let (mut cn_pair, mut cn_node) = (Vec::new(), Vec::new());
+                        if with_cn {
+                            let mut buf = Vec::new();
+                            for (k, &(a, b)) in pairs.iter().enumerate() {
+                                buf.clear();
+                                full_host.common_neighbors_masked(a, b, &masked, &mut buf);
+                                for &u in &buf {
+                                    cn_pair.push(k as i64);
+                                    cn_node.push(u);
+                                    seeds.push(u);
+                                }
+                            }
+                        }
+                        let sub =
+                            full_host.subgraph(&wsum_full, &masked, &seeds, hops, mc.aggregation);
+                        let ids: Vec<i64> = sub.nodes.iter().map(|&v| v as i64).collect();
+                        let m = ids.len();
+                        let idx = Tensor::<1, Int>::from_data(TensorData::new(ids, [m]), &ad);
+                        let xs = x.clone().select(0, idx);
+                        let local: Vec<(u32, u32)> = pairs
+                            .iter()
+                            .map(|&(a, b)| (sub.local(a), sub.local(b)))
+                            .collect();
+                        let cn = with_cn.then(|| {
+                            let nodes = cn_node.iter().map(|&u| sub.local(u) as i64).collect();
+                            (cn_pair, nodes)
+                        });
+                        let pb = PairBatch::from_parts(&local, cn, &ad);
+                        let g = sub.to_device(&ad);
+                        (net.encode(xs.clone(), &g), xs, pb)
+                    }
+                };
                 let (logits, correction) = net.score_pairs_parts(h, &x, &pb);
                 let mut loss = bce(logits, batch.len());
                 if tc.correction_penalty > 0.0 && mc.residual {
@@ -465,17 +637,14 @@ impl LinkPredictor for GnnLinkPredictor {
             let mut message = format!("loss {train_loss:.4}");
             if !val_set.is_empty() {
                 let valid = net.valid();
-                let st = Trained {
-                    net: None,
-                    d_in,
-                    ctx: ChunkContext {
-                        features: val_ctx.features.clone(),
-                        edges: Vec::new(),
-                        host: val_ctx.host.clone(),
-                        x: val_ctx.x.clone(),
-                    },
-                };
-                let vloss = validation_loss(&valid, &st, &mc, tc.inference, &val_set, &self.device);
+                let cache = CachedScorer::new(
+                    valid.to_host()?,
+                    mc.aggregation,
+                    &ctx.features,
+                    &ctx.host,
+                    tc.inference == InferenceMode::JoinAll,
+                )?;
+                let vloss = validation_loss(&cache, &ctx, &val_set, &val_joins);
                 message.push_str(&format!(", val {vloss:.4}"));
                 if stopping.observe(epoch, vloss, valid, &mut report) {
                     progress.update("train", (epoch + 1) as u64, &message);
@@ -488,11 +657,7 @@ impl LinkPredictor for GnnLinkPredictor {
         }
         progress.finish("train");
         let net = stopping.into_best().unwrap_or_else(|| net.valid());
-        self.state = Some(Trained {
-            net: Some(net),
-            d_in,
-            ctx,
-        });
+        self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -509,14 +674,17 @@ impl LinkPredictor for GnnLinkPredictor {
                         actual: d_in,
                     });
                 }
-                st.ctx = ctx;
+                let net = st.net.take();
+                *st = Trained::new(net, d_in, ctx, &self.model, self.train.inference)?;
             }
             None => {
-                self.state = Some(Trained {
-                    net: None,
+                self.state = Some(Trained::new(
+                    None,
                     d_in,
                     ctx,
-                })
+                    &self.model,
+                    self.train.inference,
+                )?)
             }
         }
         Ok(())
@@ -531,47 +699,29 @@ impl LinkPredictor for GnnLinkPredictor {
     }
 
     fn score_batch(&self, queries: &Embeddings, candidates: &[ChunkId]) -> Result<Vec<Vec<f32>>> {
-        let (net, st) = self.trained()?;
-        if queries.dim() != st.d_in {
-            return Err(Error::DimensionMismatch {
-                location: "GnnLinkPredictor::score (query vector)".into(),
-                expected: st.d_in,
-                actual: queries.dim(),
-            });
-        }
+        let (_, st, cands) = self.checked(queries, candidates)?;
+        queries
+            .iter()
+            .map(|q| self.score_cached(st, &normalize_vec(q), None, &cands))
+            .collect()
+    }
+
+    fn score_near(
+        &self,
+        query: &[f32],
+        nearest: &[ChunkId],
+        candidates: &[ChunkId],
+    ) -> Result<Vec<f32>> {
+        let queries = Embeddings::new(query.len().max(1), query.to_vec())?;
+        let (_, st, cands) = self.checked(&queries, candidates)?;
         let nc = st.ctx.num_chunks();
-        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
+        if let Some(&bad) = nearest.iter().find(|&&c| c >= nc) {
             return Err(Error::invalid(
-                "GnnLinkPredictor::score (candidates)",
+                "GnnLinkPredictor::score_near (nearest)",
                 format!("chunk id {bad} out of range: the graph has {nc} chunks"),
             ));
         }
-        if let Some(i) = queries
-            .iter()
-            .position(|q| q.iter().any(|x| !x.is_finite()))
-        {
-            return Err(Error::invalid(
-                format!("GnnLinkPredictor::score (query {i})"),
-                "query vector has a non-finite value",
-            ));
-        }
-        let cands: Vec<u32> = candidates.iter().map(|&c| c as u32).collect();
-        // Each query gets its own forward pass: with JoinAll, queries would otherwise
-        // exchange messages through every chunk.
-        queries
-            .iter()
-            .map(|q| {
-                Ok(Self::score_group(
-                    net,
-                    st,
-                    &self.model,
-                    self.train.inference,
-                    &[normalize_vec(q)],
-                    std::slice::from_ref(&cands),
-                    &self.device,
-                ))
-            })
-            .collect()
+        self.score_cached(st, &normalize_vec(query), Some(nearest), &cands)
     }
 
     fn save(&self, dir: &Path) -> Result<()> {
@@ -639,11 +789,14 @@ impl LinkPredictor for GnnLinkPredictor {
         }
         self.model = meta.model;
         self.train = meta.train;
-        self.state = Some(Trained {
-            net: Some(net),
-            d_in: meta.d_in,
-            ctx: ChunkContext::new(&graph, &self.device)?,
-        });
+        let ctx = ChunkContext::new(&graph, &self.device)?;
+        self.state = Some(Trained::new(
+            Some(net),
+            meta.d_in,
+            ctx,
+            &self.model,
+            self.train.inference,
+        )?);
         Ok(())
     }
 }
@@ -651,38 +804,26 @@ impl LinkPredictor for GnnLinkPredictor {
 /// A held-out validation query: embedding, candidate chunk ids, number of positives.
 type ValQuery = (Vec<f32>, Vec<u32>, usize);
 
+/// Mean BCE of held-out queries, each scored alone as at inference.
 fn validation_loss(
-    net: &LinkNet,
-    st: &Trained,
-    mc: &ModelConfig,
-    mode: InferenceMode,
+    cache: &CachedScorer,
+    ctx: &ChunkContext,
     val: &[ValQuery],
-    device: &Device,
+    joins: &[Join],
 ) -> f32 {
-    let groups: Vec<&[ValQuery]> = if mode == InferenceMode::JoinAll {
-        val.chunks(1).collect()
-    } else {
-        vec![val]
-    };
     let (mut pos_loss, mut neg_loss, mut np, mut nn) = (0.0f64, 0.0f64, 0usize, 0usize);
-    for group in groups {
-        let qs: Vec<Vec<f32>> = group.iter().map(|v| v.0.clone()).collect();
-        let cs: Vec<Vec<u32>> = group.iter().map(|v| v.1.clone()).collect();
-        let logits = GnnLinkPredictor::score_group(net, st, mc, mode, &qs, &cs, device);
-        let mut off = 0;
-        for v in group {
-            for (i, &l) in logits[off..off + v.1.len()].iter().enumerate() {
-                // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
-                let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
-                if i < v.2 {
-                    pos_loss += sp(-l);
-                    np += 1;
-                } else {
-                    neg_loss += sp(l);
-                    nn += 1;
-                }
+    for ((q, cands, positives), join) in val.iter().zip(joins) {
+        let logits = cache.score(&ctx.features, &ctx.host, q, join, cands);
+        for (i, &l) in logits.iter().enumerate() {
+            // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
+            let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
+            if i < *positives {
+                pos_loss += sp(-l);
+                np += 1;
+            } else {
+                neg_loss += sp(l);
+                nn += 1;
             }
-            off += v.1.len();
         }
     }
     (pos_loss / np.max(1) as f64 + neg_loss / nn.max(1) as f64) as f32

@@ -1,0 +1,238 @@
+//! The scale benchmark: retrievers on MuSiQue-100's questions with the corpus padded to N
+//! passages by real distractors, all in one process, so their ratios are measured under the
+//! same conditions.
+//!
+//! [`make_corpus`] writes the padded corpus with the shared tool `scale-corpus.py` (once
+//! per N; an existing corpus is reused). [`run_scale`] builds each retriever in turn,
+//! times its stages (LP-RAG reports chunk / embed / graph / queries / train), runs every
+//! question, and records the process's peak resident memory while that retriever was
+//! built and queried (Linux: the high-water mark is reset through
+//! `/proc/self/clear_refs` before each retriever; elsewhere it is not reported).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{Encoder, Progress, Retriever};
+use serde::{Deserialize, Serialize};
+
+use crate::datasets::Dataset;
+use crate::harness::{evaluate_retrieval, EvalOptions};
+use crate::registry::{build_lprag, build_retriever_with};
+use crate::report::RetrievalResult;
+use crate::{Error, Result};
+
+/// One retriever at one corpus size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScaleResult {
+    /// Passages in the corpus.
+    pub passages: usize,
+    /// Seconds per indexing stage (`[("build", total)]` for retrievers without stages).
+    pub stages: Vec<(String, f64)>,
+    /// Peak resident memory in bytes while the retriever was built and queried (the
+    /// loaded dataset and encoder included), when the platform reports it.
+    pub peak_rss_bytes: Option<u64>,
+    /// Recall, latency and index time.
+    pub result: RetrievalResult,
+}
+
+/// Write MuSiQue-100 padded to `passages` passages into `dir` with the shared tool
+/// `scale-corpus.py` at `tool` (run by `python3`), unless `dir/corpus.json` exists.
+pub fn make_corpus(tool: &Path, passages: usize, dir: &Path) -> Result<()> {
+    if dir.join("corpus.json").is_file() && dir.join("questions.json").is_file() {
+        return Ok(());
+    }
+    if !tool.is_file() {
+        return Err(Error::invalid(
+            "--corpus-tool",
+            format!(
+                "{} not found (the shared tools/scale-corpus.py; set LPRAG_DATA or pass --corpus-tool)",
+                tool.display()
+            ),
+        ));
+    }
+    let status = std::process::Command::new("python3")
+        .arg(tool)
+        .arg(passages.to_string())
+        .arg(dir)
+        .status()
+        .map_err(|source| Error::Io {
+            path: tool.to_path_buf(),
+            source,
+        })?;
+    if !status.success() {
+        return Err(Error::invalid(
+            "--corpus-tool",
+            format!(
+                "{} {passages} {} failed: {status}",
+                tool.display(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reset the process's peak-RSS mark (Linux); `false` where that is not possible.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The process's peak resident memory in bytes since start or the last
+/// [`reset_peak_rss`] (Linux `VmHWM`), `None` where it is not available.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Build and evaluate each retriever of `names` on `dataset`, one after the other (each is
+/// dropped before the next is built).
+pub async fn run_scale(
+    dataset: &Dataset,
+    names: &[String],
+    encoder: Arc<dyn Encoder>,
+    options: &EvalOptions,
+    progress: &dyn Progress,
+) -> Result<Vec<ScaleResult>> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let can_reset = reset_peak_rss();
+        let stage = format!("index {name}");
+        progress.start(&stage, None);
+        let t = Instant::now();
+        let (retriever, stages): (Box<dyn Retriever>, Vec<(String, f64)>) = if name == "lprag" {
+            let rag = build_lprag(&dataset.corpus, encoder.clone(), &options.retrievers).await?;
+            let stages = rag.stats().seconds.clone();
+            (Box::new(rag), stages)
+        } else {
+            let r =
+                build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
+                    .await?;
+            (r, vec![("build".into(), t.elapsed().as_secs_f64())])
+        };
+        let index_seconds = t.elapsed().as_secs_f64();
+        progress.finish(&stage);
+        let result = evaluate_retrieval(
+            retriever.as_ref(),
+            dataset,
+            index_seconds,
+            options,
+            progress,
+        )
+        .await?;
+        let peak = if can_reset { peak_rss_bytes() } else { None };
+        drop(retriever);
+        out.push(ScaleResult {
+            passages: dataset.corpus.len(),
+            stages,
+            peak_rss_bytes: peak,
+            result,
+        });
+    }
+    Ok(out)
+}
+
+/// A Markdown table of scale results: one row per retriever and size, with query p50 as a
+/// ratio to `baseline`'s in the same size's run (when it ran).
+pub fn scale_markdown(rows: &[ScaleResult], baseline: &str) -> String {
+    let mut s = String::from(
+        "| passages | retriever | R@2 | R@5 | query p50 (ms) | p95 (ms) | p50 / baseline | index (s) | stages (s) | peak RSS (GB) |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n",
+    );
+    for r in rows {
+        let base = rows
+            .iter()
+            .find(|b| b.passages == r.passages && b.result.retriever == baseline)
+            .map(|b| b.result.query_ms_p50);
+        let ratio = match base {
+            Some(b) if b > 0.0 => format!("{:.2}×", r.result.query_ms_p50 / b),
+            _ => "—".into(),
+        };
+        let stages: Vec<String> = r
+            .stages
+            .iter()
+            .map(|(n, t)| format!("{n} {t:.1}"))
+            .collect();
+        let recall = |k: usize| {
+            r.result
+                .recall
+                .get(&k)
+                .map_or("—".into(), |v| format!("{:.2}", 100.0 * v))
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {:.1} | {} | {} |\n",
+            r.passages,
+            r.result.retriever,
+            recall(2),
+            recall(5),
+            r.result.query_ms_p50,
+            r.result.query_ms_p95,
+            ratio,
+            r.result.index_seconds,
+            stages.join(", "),
+            r.peak_rss_bytes
+                .map_or("—".into(), |b| format!("{:.2}", b as f64 / 1e9)),
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn row(passages: usize, name: &str, p50: f64) -> ScaleResult {
+        ScaleResult {
+            passages,
+            stages: vec![("build".into(), 1.5)],
+            peak_rss_bytes: Some(2_000_000_000),
+            result: RetrievalResult {
+                retriever: name.into(),
+                recall: BTreeMap::from([(2, 0.5), (5, 0.75)]),
+                index_seconds: 1.5,
+                query_ms_p50: p50,
+                query_ms_p95: p50 * 2.0,
+                tokens_per_query: 0.0,
+                questions: 1,
+                questions_with_gold: 1,
+                per_question: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn table_gives_ratios_within_a_size() {
+        let rows = vec![
+            row(10, "dense", 2.0),
+            row(10, "lprag", 3.0),
+            row(20, "lprag", 8.0),
+        ];
+        let t = scale_markdown(&rows, "dense");
+        assert!(
+            t.contains("| 10 | lprag | 50.00 | 75.00 | 3.00 | 6.00 | 1.50× |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| 20 | lprag | 50.00 | 75.00 | 8.00 | 16.00 | — |"),
+            "{t}"
+        );
+        assert!(t.contains("| 2.00 |"));
+    }
+
+    #[test]
+    fn peak_rss_is_read_where_linux_reports_it() {
+        if std::path::Path::new("/proc/self/status").exists() {
+            let before = peak_rss_bytes().expect("VmHWM");
+            assert!(before > 0);
+        }
+        let e = make_corpus(
+            Path::new("/nonexistent/tool.py"),
+            10,
+            Path::new("/nonexistent"),
+        );
+        assert!(e.unwrap_err().to_string().contains("scale-corpus.py"));
+    }
+}

@@ -1,0 +1,497 @@
+//! Cached inference: the chunks' node representations are computed once (after training,
+//! `attach` or `load`); a user query then recomputes only the nodes it changes.
+//!
+//! Adding a query node `q` joined to chunks `S` changes, layer by layer:
+//! - layer 1: `q`, the chunks of `S` (their neighbourhood gains `q`) and, for GCN, the
+//!   neighbours of `S` too (GCN's coefficient `w/√((1+s_i)(1+s_j))` reads both degrees);
+//! - layer `l + 1`: the nodes changed at layer `l` and their neighbours.
+//!
+//! Every other node keeps its cached row, so the scores equal a full-graph forward pass
+//! (up to float summation order) at a cost proportional to the changed nodes. With
+//! [`Join::All`] every chunk changes: a one-layer model takes an exact low-rank route
+//! (each chunk's row is its cached row with no query plus a multiple of one query
+//! message), deeper models recompute every chunk on the host.
+
+use std::collections::HashMap;
+
+use lprag_core::{Embeddings, Result};
+use rayon::prelude::*;
+
+use crate::config::Aggregation;
+use crate::dense::{relu_in_place, Dense};
+use crate::host::HostGraph;
+use crate::net::HostLinkNet;
+
+/// Which chunks the query node is joined to (weight 1 each).
+#[derive(Debug, Clone)]
+pub(crate) enum Join {
+    /// These chunks (sorted, distinct).
+    List(Vec<u32>),
+    /// Every chunk.
+    All,
+}
+
+impl Join {
+    /// A join to `chunks` (any order, duplicates allowed).
+    pub(crate) fn list(mut chunks: Vec<u32>) -> Self {
+        chunks.sort_unstable();
+        chunks.dedup();
+        Join::List(chunks)
+    }
+
+    fn contains(&self, c: u32) -> bool {
+        match self {
+            Join::List(l) => l.binary_search(&c).is_ok(),
+            Join::All => true,
+        }
+    }
+}
+
+/// The chunk graph, optionally with one query node `q = num_chunks` added.
+struct View<'a> {
+    host: &'a HostGraph,
+    /// Sum of positive edge weights per chunk, without the query.
+    wsum: &'a [f32],
+    query: Option<&'a Join>,
+}
+
+impl View<'_> {
+    fn q(&self) -> u32 {
+        self.wsum.len() as u32
+    }
+
+    fn joined(&self, i: u32) -> bool {
+        self.query.is_some_and(|j| j.contains(i))
+    }
+
+    fn wsum(&self, i: u32) -> f32 {
+        if i == self.q() {
+            return match self.query {
+                Some(Join::List(l)) => l.len() as f32,
+                Some(Join::All) => self.wsum.len() as f32,
+                None => 0.0,
+            };
+        }
+        self.wsum[i as usize] + if self.joined(i) { 1.0 } else { 0.0 }
+    }
+
+    fn for_each_neighbor(&self, i: u32, mut f: impl FnMut(u32, f32)) {
+        if i == self.q() {
+            match self.query {
+                Some(Join::List(l)) => l.iter().for_each(|&j| f(j, 1.0)),
+                Some(Join::All) => (0..self.q()).for_each(|j| f(j, 1.0)),
+                None => {}
+            }
+            return;
+        }
+        for &(j, w) in self.host.neighbors(i) {
+            f(j, w);
+        }
+        if self.joined(i) {
+            f(self.q(), 1.0);
+        }
+    }
+}
+
+/// `a += c·x`.
+fn axpy(a: &mut [f32], c: f32, x: &[f32]) {
+    a.iter_mut().zip(x).for_each(|(a, &x)| *a += c * x);
+}
+
+/// Rows of `nodes` gathered from `input`.
+fn gather<'a>(nodes: &[u32], width: usize, input: &(dyn Fn(u32) -> &'a [f32] + Sync)) -> Vec<f32> {
+    let mut out = vec![0.0f32; nodes.len() * width];
+    out.par_chunks_mut(width.max(1))
+        .zip(nodes.par_iter())
+        .for_each(|(o, &i)| o.copy_from_slice(input(i)));
+    out
+}
+
+/// An MLP on the host (ReLU between layers).
+fn mlp(layers: &[Dense], x: &[f32], d_in: usize) -> Vec<f32> {
+    let mut x = x.to_vec();
+    let mut width = d_in;
+    for (i, l) in layers.iter().enumerate() {
+        x = l.forward(&x, width);
+        width = l.d_out;
+        if i + 1 < layers.len() {
+            relu_in_place(&mut x);
+        }
+    }
+    x
+}
+
+/// Trained weights plus the chunks' representations at every layer.
+#[derive(Debug)]
+pub(crate) struct CachedScorer {
+    net: HostLinkNet,
+    aggregation: Aggregation,
+    /// Positive edge-weight sum per chunk.
+    wsum: Vec<f32>,
+    /// `reps[l]`: the chunks' output of GNN layer `l` (after ReLU where the encoder applies
+    /// one), or for the MLP encoder one entry, its output. `[num_chunks, widths[l + 1]]`.
+    reps: Vec<Vec<f32>>,
+    /// Widths: `widths[0]` = feature width, then one per entry of `reps`.
+    widths: Vec<usize>,
+    /// One-layer models only: the chunks' representations with a zero-feature query joined
+    /// to every chunk, and the coefficient of the query's message to each chunk.
+    join_all: Option<JoinAllCache>,
+}
+
+#[derive(Debug)]
+struct JoinAllCache {
+    base: Vec<f32>,
+    coef: Vec<f32>,
+    /// NCN: per chunk, the sum of `base` over its neighbours and of their `coef`.
+    cn_base: Vec<f32>,
+    cn_coef: Vec<f32>,
+}
+
+impl CachedScorer {
+    /// Compute every chunk's representation once. `x`: the normalised chunk features,
+    /// `host`: the chunk graph; `join_all` also prepares the [`Join::All`] terms.
+    pub(crate) fn new(
+        net: HostLinkNet,
+        aggregation: Aggregation,
+        x: &Embeddings,
+        host: &HostGraph,
+        join_all: bool,
+    ) -> Result<Self> {
+        let nc = x.rows();
+        let wsum: Vec<f32> = (0..nc as u32)
+            .map(|i| host.neighbors(i).iter().map(|&(_, w)| w.max(0.0)).sum())
+            .collect();
+        let mut me = Self {
+            net,
+            aggregation,
+            wsum,
+            reps: Vec::new(),
+            widths: vec![x.dim()],
+            join_all: None,
+        };
+        let all: Vec<u32> = (0..nc as u32).collect();
+        if let Some(layers) = &me.net.node_mlp {
+            let out = mlp(layers, x.as_slice(), x.dim());
+            me.widths.push(layers.last().map_or(x.dim(), |l| l.d_out));
+            me.reps.push(out);
+        } else {
+            let view = View {
+                host,
+                wsum: &me.wsum,
+                query: None,
+            };
+            let depth = me.net.gnn.len();
+            for l in 0..depth {
+                let width = me.widths[l];
+                let prev: &[f32] = if l == 0 {
+                    x.as_slice()
+                } else {
+                    &me.reps[l - 1]
+                };
+                let input = |j: u32| &prev[j as usize * width..(j as usize + 1) * width];
+                let mut out = me.layer(l, &view, &all, &input, width);
+                if l + 1 < depth {
+                    relu_in_place(&mut out);
+                }
+                me.widths.push(me.net.gnn[l].nbr.d_out);
+                me.reps.push(out);
+            }
+            if join_all && depth == 1 && nc > 0 {
+                me.join_all = Some(me.join_all_cache(x, host));
+            }
+        }
+        Ok(me)
+    }
+
+    /// Output width of the node encoder.
+    fn hidden(&self) -> usize {
+        *self.widths.last().expect("at least the feature width")
+    }
+
+    /// The chunks' final representations.
+    fn final_reps(&self) -> &[f32] {
+        self.reps.last().map_or(&[], |r| r.as_slice())
+    }
+
+    /// GNN layer `l` for `nodes`, reading layer inputs through `input`.
+    fn layer<'a>(
+        &self,
+        l: usize,
+        view: &View<'_>,
+        nodes: &[u32],
+        input: &(dyn Fn(u32) -> &'a [f32] + Sync),
+        width: usize,
+    ) -> Vec<f32> {
+        let layer = &self.net.gnn[l];
+        let mut agg = vec![0.0f32; nodes.len() * width];
+        let gcn = self.aggregation == Aggregation::Gcn;
+        agg.par_chunks_mut(width.max(1))
+            .zip(nodes.par_iter())
+            .for_each(|(a, &i)| {
+                let si = view.wsum(i);
+                view.for_each_neighbor(i, |j, w| {
+                    let w = w.max(0.0);
+                    let c = if gcn {
+                        w / ((1.0 + si) * (1.0 + view.wsum(j))).sqrt()
+                    } else if si > 0.0 {
+                        w / si
+                    } else {
+                        0.0
+                    };
+                    if c > 0.0 {
+                        axpy(a, c, input(j));
+                    }
+                });
+                if gcn {
+                    axpy(a, 1.0 / (1.0 + si), input(i));
+                }
+            });
+        let mut out = layer.nbr.forward(&agg, width);
+        if let Some(this) = &layer.this {
+            let own = gather(nodes, width, input);
+            this.forward_into(&own, width, &mut out, true);
+        }
+        if let Some(b) = &layer.bias {
+            out.par_chunks_mut(b.len().max(1))
+                .for_each(|o| o.iter_mut().zip(b).for_each(|(o, b)| *o += b));
+        }
+        out
+    }
+
+    /// The one-layer [`Join::All`] terms: with the query joined to every chunk, a layer is
+    /// affine in the query's features, so each chunk's row is `base + coef · (W_nbr x_q)`.
+    fn join_all_cache(&self, x: &Embeddings, host: &HostGraph) -> JoinAllCache {
+        let (nc, d) = (x.rows(), x.dim());
+        let join = Join::All;
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: Some(&join),
+        };
+        let zero = vec![0.0f32; d];
+        let q = nc as u32;
+        let input = |j: u32| {
+            if j == q {
+                zero.as_slice()
+            } else {
+                x.row(j as usize)
+            }
+        };
+        let all: Vec<u32> = (0..nc as u32).collect();
+        let base = self.layer(0, &view, &all, &input, d);
+        let gcn = self.aggregation == Aggregation::Gcn;
+        let sq = view.wsum(q);
+        let coef: Vec<f32> = (0..nc as u32)
+            .map(|i| {
+                let si = view.wsum(i);
+                if gcn {
+                    1.0 / ((1.0 + si) * (1.0 + sq)).sqrt()
+                } else {
+                    1.0 / si
+                }
+            })
+            .collect();
+        let h = self.hidden();
+        let (mut cn_base, mut cn_coef) = (Vec::new(), Vec::new());
+        if self.net.cn_mlp.is_some() {
+            cn_base = vec![0.0f32; nc * h];
+            cn_coef = vec![0.0f32; nc];
+            cn_base
+                .par_chunks_mut(h)
+                .zip(cn_coef.par_iter_mut())
+                .enumerate()
+                .for_each(|(c, (z, k))| {
+                    for &(u, _) in host.neighbors(c as u32) {
+                        axpy(z, 1.0, &base[u as usize * h..(u as usize + 1) * h]);
+                        *k += coef[u as usize];
+                    }
+                });
+        }
+        JoinAllCache {
+            base,
+            coef,
+            cn_base,
+            cn_coef,
+        }
+    }
+
+    /// Link logits of the query `q` (normalised features) joined per `join` against
+    /// `candidates`. `x`/`host`: the chunk features and graph the cache was built from.
+    pub(crate) fn score(
+        &self,
+        x: &Embeddings,
+        host: &HostGraph,
+        q: &[f32],
+        join: &Join,
+        candidates: &[u32],
+    ) -> Vec<f32> {
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let h = self.hidden();
+        let nc = x.rows();
+        let qid = nc as u32;
+        if let (Join::All, Some(ja)) = (join, &self.join_all) {
+            return self.score_join_all(ja, x, host, q, candidates);
+        }
+        // Node representations: the query's and the changed chunks' rows, recomputed.
+        let mut changed: HashMap<u32, usize> = HashMap::new();
+        let mut rows: Vec<f32> = Vec::new();
+        let hq: Vec<f32>;
+        if let Some(layers) = &self.net.node_mlp {
+            hq = mlp(layers, q, q.len());
+        } else {
+            let view = View {
+                host,
+                wsum: &self.wsum,
+                query: Some(join),
+            };
+            let mut order = vec![qid];
+            changed.insert(qid, 0);
+            rows = q.to_vec();
+            let depth = self.net.gnn.len();
+            for l in 0..depth {
+                let width = self.widths[l];
+                // Nodes whose layer-l output changes.
+                let mut next = order.clone();
+                let mut seen: std::collections::HashSet<u32> = order.iter().copied().collect();
+                for &i in &order {
+                    view.for_each_neighbor(i, |j, _| {
+                        if seen.insert(j) {
+                            next.push(j);
+                        }
+                    });
+                }
+                if l == 0 && self.aggregation == Aggregation::Gcn {
+                    let joined: Vec<u32> = next[1..].to_vec();
+                    for s in joined {
+                        for &(j, _) in host.neighbors(s) {
+                            if seen.insert(j) {
+                                next.push(j);
+                            }
+                        }
+                    }
+                }
+                let prev: &[f32] = if l == 0 {
+                    x.as_slice()
+                } else {
+                    &self.reps[l - 1]
+                };
+                let (cur, cur_rows) = (&changed, &rows);
+                let input = |j: u32| match cur.get(&j) {
+                    Some(&r) => &cur_rows[r * width..(r + 1) * width],
+                    None => &prev[j as usize * width..(j as usize + 1) * width],
+                };
+                let mut out = self.layer(l, &view, &next, &input, width);
+                if l + 1 < depth {
+                    relu_in_place(&mut out);
+                }
+                changed = next.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+                rows = out;
+                order = next;
+            }
+            hq = rows[..h].to_vec();
+        }
+        let fin = self.final_reps();
+        let rep = |i: u32| match changed.get(&i) {
+            Some(&r) => &rows[r * h..(r + 1) * h],
+            None => &fin[i as usize * h..(i as usize + 1) * h],
+        };
+        let cn = |c: u32, z: &mut [f32]| {
+            for &(u, _) in host.neighbors(c) {
+                if join.contains(u) {
+                    axpy(z, 1.0, rep(u));
+                }
+            }
+        };
+        self.head(x, q, &hq, candidates, &rep, &cn)
+    }
+
+    /// [`Join::All`] through the one-layer cache.
+    fn score_join_all(
+        &self,
+        ja: &JoinAllCache,
+        x: &Embeddings,
+        host: &HostGraph,
+        q: &[f32],
+        candidates: &[u32],
+    ) -> Vec<f32> {
+        let h = self.hidden();
+        let nc = x.rows();
+        let join = Join::All;
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: Some(&join),
+        };
+        let qid = nc as u32;
+        let input = |j: u32| if j == qid { q } else { x.row(j as usize) };
+        let hq = self.layer(0, &view, &[qid], &input, x.dim());
+        // The query's message before aggregation: W_nbr x_q.
+        let msg = self.net.gnn[0].nbr.forward(q, q.len());
+        let reps: HashMap<u32, Vec<f32>> = candidates
+            .iter()
+            .map(|&c| {
+                let mut r = ja.base[c as usize * h..(c as usize + 1) * h].to_vec();
+                axpy(&mut r, ja.coef[c as usize], &msg);
+                (c, r)
+            })
+            .collect();
+        let rep = |i: u32| reps[&i].as_slice();
+        let cn = |c: u32, z: &mut [f32]| {
+            let c = c as usize;
+            z.copy_from_slice(&ja.cn_base[c * h..(c + 1) * h]);
+            axpy(z, ja.cn_coef[c], &msg);
+        };
+        self.head(x, q, &hq, candidates, &rep, &cn)
+    }
+
+    /// The pair decoder (and dense residual) for `hq` against each candidate.
+    #[allow(clippy::too_many_arguments)]
+    fn head<'a>(
+        &self,
+        x: &Embeddings,
+        q: &[f32],
+        hq: &[f32],
+        candidates: &[u32],
+        rep: &(dyn Fn(u32) -> &'a [f32] + Sync),
+        cn: &(dyn Fn(u32, &mut [f32]) + Sync),
+    ) -> Vec<f32> {
+        let h = hq.len();
+        let p = candidates.len();
+        let mut had = vec![0.0f32; p * h];
+        had.par_chunks_mut(h.max(1))
+            .zip(candidates.par_iter())
+            .for_each(|(o, &c)| {
+                o.iter_mut()
+                    .zip(hq.iter().zip(rep(c)))
+                    .for_each(|(o, (a, b))| *o = a * b)
+            });
+        let mut logits: Vec<f32> = if self.net.dot {
+            had.chunks(h.max(1)).map(|r| r.iter().sum()).collect()
+        } else if let (Some(cn_mlp), Some(out)) = (&self.net.cn_mlp, &self.net.out_mlp) {
+            let mut z = vec![0.0f32; p * h];
+            z.par_chunks_mut(h.max(1))
+                .zip(candidates.par_iter())
+                .for_each(|(z, &c)| cn(c, z));
+            let beta = self.net.beta.unwrap_or(1.0);
+            let mut a = mlp(cn_mlp, &z, h);
+            a.iter_mut().for_each(|v| *v *= beta);
+            let b = mlp(self.net.pair_mlp.as_deref().unwrap_or(&[]), &had, h);
+            a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+            mlp(out, &a, h)
+        } else {
+            mlp(self.net.pair_mlp.as_deref().unwrap_or(&[]), &had, h)
+        };
+        if let Some((a, b)) = self.net.residual {
+            logits
+                .par_iter_mut()
+                .zip(candidates.par_iter())
+                .for_each(|(l, &c)| {
+                    let cos: f32 = x.row(c as usize).iter().zip(q).map(|(u, v)| u * v).sum();
+                    *l += cos * a + b;
+                });
+        }
+        logits
+    }
+}

@@ -1,0 +1,124 @@
+//! The cached inference path (`LinkPredictor::score`) gives the same logits as a forward
+//! pass over the whole graph (`GnnLinkPredictor::score_full_graph`), for every predictor
+//! kind, aggregation, depth and inference mode, on a graph with weighted similarity edges,
+//! bridges and isolated chunks.
+
+use lprag_core::{LinkPredictor, NoProgress};
+use lprag_model::{
+    Aggregation, Decoder, GnnLinkPredictor, InferenceMode, ModelConfig, PredictorKind, TrainConfig,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+mod common;
+use common::{graph, CHUNKS, DIM};
+
+fn models() -> Vec<ModelConfig> {
+    let m = |kind, aggregation, layers, residual| ModelConfig {
+        kind,
+        aggregation,
+        hidden: 16,
+        layers,
+        residual,
+    };
+    use Aggregation::{Gcn, Sage};
+    use PredictorKind::{Gae, Mlp, Ncn};
+    vec![
+        m(Ncn, Sage, 1, true),
+        m(Ncn, Gcn, 1, false),
+        m(Ncn, Sage, 2, false),
+        m(Ncn, Gcn, 3, true),
+        m(Gae(Decoder::Dot), Gcn, 1, false),
+        m(Gae(Decoder::Dot), Sage, 2, false),
+        m(Gae(Decoder::Hadamard), Sage, 1, true),
+        m(Gae(Decoder::Hadamard), Gcn, 2, false),
+        m(Mlp, Sage, 2, true),
+    ]
+}
+
+#[test]
+fn cached_scores_equal_the_full_graph_forward_pass() {
+    let g = graph();
+    let mut rng = StdRng::seed_from_u64(5);
+    let queries: Vec<Vec<f32>> = (0..4)
+        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
+        .collect();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    let mut checked = 0;
+    for model in models() {
+        for mode in [
+            InferenceMode::JoinTopK(3),
+            InferenceMode::JoinTopK(CHUNKS + 4),
+            InferenceMode::JoinAll,
+            InferenceMode::Isolated,
+        ] {
+            let train = TrainConfig {
+                epochs: 3,
+                batch_size: 16,
+                learning_rate: 0.02,
+                correction_penalty: 0.0,
+                inference: mode,
+                ..TrainConfig::default()
+            };
+            let mut p = GnnLinkPredictor::new(model.clone(), train);
+            p.fit(&g, &NoProgress).unwrap();
+            for q in &queries {
+                let fast = p.score(q, &all).unwrap();
+                let full = p.score_full_graph(q, &all).unwrap();
+                let diff = fast
+                    .iter()
+                    .zip(&full)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                assert!(
+                    diff <= 1e-4,
+                    "{model:?} {mode:?}: max |cached − full| = {diff}\n{fast:?}\n{full:?}"
+                );
+                // The scores are not all equal (a constant model would pass trivially).
+                let spread = full.iter().copied().fold(f32::MIN, f32::max)
+                    - full.iter().copied().fold(f32::MAX, f32::min);
+                assert!(spread > 1e-3, "{model:?} {mode:?}: flat scores");
+                // A subset of candidates, in another order, gets the same logits.
+                let some = [29, 3, 17, 0];
+                let sub = p.score(q, &some).unwrap();
+                for (k, &c) in some.iter().enumerate() {
+                    assert!((sub[k] - fast[c]).abs() <= 1e-5);
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, models().len() * 4 * queries.len());
+}
+
+#[test]
+fn nearest_chunks_from_the_caller_give_the_same_join() {
+    let g = graph();
+    let train = TrainConfig {
+        epochs: 2,
+        batch_size: 16,
+        inference: InferenceMode::JoinTopK(3),
+        ..TrainConfig::default()
+    };
+    let mut p = GnnLinkPredictor::new(ModelConfig::default(), train);
+    p.fit(&g, &NoProgress).unwrap();
+    let q: Vec<f32> = (0..DIM).map(|i| (i as f32 * 0.7).sin()).collect();
+    // The caller's search, best first by cosine.
+    let f = &g.features;
+    let cos = |i: usize| {
+        let r = f.row(i);
+        let n = r.iter().map(|v| v * v).sum::<f32>().sqrt();
+        r.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>() / n
+    };
+    let mut order: Vec<usize> = (0..CHUNKS).collect();
+    order.sort_by(|&a, &b| cos(b).total_cmp(&cos(a)));
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    let plain = p.score(&q, &all).unwrap();
+    let near = p.score_near(&q, &order[..5], &all).unwrap();
+    assert_eq!(plain, near);
+    // Another join changes the scores of the chunks it touches.
+    let other = p.score_near(&q, &order[10..15], &all).unwrap();
+    assert_ne!(plain, other);
+    // Out-of-range ids are errors, not panics.
+    assert!(p.score_near(&q, &[CHUNKS], &all).is_err());
+}
