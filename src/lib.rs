@@ -60,7 +60,8 @@ pub use lprag_model::{
     Targets, TrainConfig,
 };
 pub use pipeline::{
-    DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, INDEX_FORMAT_VERSION,
+    DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,
+    INDEX_FORMAT_VERSION,
 };
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};

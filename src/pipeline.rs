@@ -31,6 +31,10 @@ const PREDICTOR_DIR: &str = "predictor";
 /// Texts embedded per encoder call while indexing (progress is reported per batch).
 const EMBED_BATCH: usize = 256;
 
+/// Default [`LpRagConfig::candidate_pool`]: the 100 nearest chunks and their graph
+/// neighbours are scored.
+pub const DEFAULT_CANDIDATE_POOL: usize = 100;
+
 /// Settings of the LP-RAG pipeline. Defaults follow the paper (mutual k-NN with k = 5,
 /// n_B = 2 queries per A.2 batch, NCN with Table 8 hyperparameters, τ = 0.5).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,7 +56,9 @@ pub struct LpRagConfig {
     /// scan, shared with the query's join under [`InferenceMode::JoinTopK`]) plus, with
     /// [`LpRagConfig::candidate_neighbours`], their chunk-graph neighbours. `None` scores
     /// every chunk, as the paper does (exhaustive; the cost of the pair decoder then grows
-    /// with the corpus).
+    /// with the corpus). Default [`DEFAULT_CANDIDATE_POOL`], which departs from the paper's
+    /// exhaustive scoring for speed; `docs/benchmarks.md` ("LP-RAG at scale") measures the
+    /// recall it costs.
     pub candidate_pool: Option<usize>,
     /// Add the chunk-graph neighbours of the pool's chunks to the candidates (a chunk
     /// reached through a bridge or k-NN edge can outrank its dense score).
@@ -68,7 +74,7 @@ impl Default for LpRagConfig {
             seed: 42,
             model: ModelConfig::default(),
             train: TrainConfig::default(),
-            candidate_pool: None,
+            candidate_pool: Some(DEFAULT_CANDIDATE_POOL),
             candidate_neighbours: true,
         }
     }
@@ -713,6 +719,13 @@ impl LpRag {
     /// The built-in encoder choice, when no encoder was given to the builder.
     pub fn default_encoder(&self) -> Option<&DefaultEncoder> {
         self.default_encoder.as_ref()
+    }
+
+    /// Change the candidate stage without rebuilding (see
+    /// [`LpRagConfig::candidate_pool`]): `None` scores every chunk.
+    pub fn set_candidates(&mut self, pool: Option<usize>, neighbours: bool) {
+        self.config.candidate_pool = pool;
+        self.config.candidate_neighbours = neighbours;
     }
 
     /// Rank chunks for an already embedded query (the encoder's vector).

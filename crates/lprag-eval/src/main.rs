@@ -69,6 +69,10 @@ struct ScaleArgs {
     /// LP-RAG configuration as JSON (an `LpRagConfig`).
     #[arg(long, value_name = "FILE")]
     lprag_config: Option<PathBuf>,
+    /// LP-RAG candidate pools to evaluate on the same index, comma separated (`all` =
+    /// every chunk); default: the configured pool only.
+    #[arg(long, value_name = "P[,P...]")]
+    pools: Option<String>,
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
@@ -216,6 +220,19 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             .map(|d| PathBuf::from(d).join("../tools/scale-corpus.py"))
             .unwrap_or_else(|| PathBuf::from("../shared/tools/scale-corpus.py"))
     });
+    let pools: Vec<Option<usize>> = match &args.pools {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|p| match p.trim() {
+                "all" => Ok(None),
+                n => n
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|e| Error::invalid("--pools", format!("{n}: {e}"))),
+            })
+            .collect::<Result<_>>()?,
+    };
     let encoder_kind: EncoderKind = args.encoder.parse()?;
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
@@ -238,7 +255,7 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             dataset.corpus.len()
         );
         let progress = Bars::new(false);
-        let got = run_scale(&dataset, &names, encoder, &options, &progress).await?;
+        let got = run_scale(&dataset, &names, encoder, &options, &pools, &progress).await?;
         for r in &got {
             eprintln!(
                 "  {} at {n}: p50 {:.2} ms, index {:.1} s",

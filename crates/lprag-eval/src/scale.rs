@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{Encoder, Progress, Retriever};
+use lprag_core::{Encoder, Progress};
 use serde::{Deserialize, Serialize};
 
 use crate::datasets::Dataset;
@@ -88,12 +88,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// Build and evaluate each retriever of `names` on `dataset`, one after the other (each is
-/// dropped before the next is built).
+/// dropped before the next is built). `lprag` is evaluated once per entry of `pools` (its
+/// candidate pool, `None` = every chunk; empty = its configured pool), on the same index;
+/// those rows are named `lprag` plus the pool (`lprag P=200`, `lprag all`).
 pub async fn run_scale(
     dataset: &Dataset,
     names: &[String],
     encoder: Arc<dyn Encoder>,
     options: &EvalOptions,
+    pools: &[Option<usize>],
     progress: &dyn Progress,
 ) -> Result<Vec<ScaleResult>> {
     let mut out = Vec::with_capacity(names.len());
@@ -102,16 +105,43 @@ pub async fn run_scale(
         let stage = format!("index {name}");
         progress.start(&stage, None);
         let t = Instant::now();
-        let (retriever, stages): (Box<dyn Retriever>, Vec<(String, f64)>) = if name == "lprag" {
-            let rag = build_lprag(&dataset.corpus, encoder.clone(), &options.retrievers).await?;
+        if name == "lprag" {
+            let mut rag =
+                build_lprag(&dataset.corpus, encoder.clone(), &options.retrievers).await?;
+            let index_seconds = t.elapsed().as_secs_f64();
+            progress.finish(&stage);
             let stages = rag.stats().seconds.clone();
-            (Box::new(rag), stages)
-        } else {
-            let r =
-                build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
-                    .await?;
-            (r, vec![("build".into(), t.elapsed().as_secs_f64())])
-        };
+            let neighbours = rag.config().candidate_neighbours;
+            let variants: Vec<Option<Option<usize>>> = if pools.is_empty() {
+                vec![None]
+            } else {
+                pools.iter().map(|&p| Some(p)).collect()
+            };
+            for variant in variants {
+                if let Some(pool) = variant {
+                    rag.set_candidates(pool, neighbours);
+                }
+                let mut result =
+                    evaluate_retrieval(&rag, dataset, index_seconds, options, progress).await?;
+                if let Some(pool) = variant {
+                    result.retriever = match pool {
+                        Some(p) => format!("lprag P={p}"),
+                        None => "lprag all".into(),
+                    };
+                }
+                out.push(ScaleResult {
+                    passages: dataset.corpus.len(),
+                    stages: stages.clone(),
+                    peak_rss_bytes: if can_reset { peak_rss_bytes() } else { None },
+                    result,
+                });
+            }
+            continue;
+        }
+        let retriever =
+            build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
+                .await?;
+        let stages = vec![("build".to_string(), t.elapsed().as_secs_f64())];
         let index_seconds = t.elapsed().as_secs_f64();
         progress.finish(&stage);
         let result = evaluate_retrieval(
