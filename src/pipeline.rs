@@ -31,12 +31,14 @@ const PREDICTOR_DIR: &str = "predictor";
 /// Texts embedded per encoder call while indexing (progress is reported per batch).
 const EMBED_BATCH: usize = 256;
 
-/// Default [`LpRagConfig::candidate_pool`]: the 100 nearest chunks and their graph
+/// Default [`LpRagConfig::candidate_pool`]: the 20 nearest chunks and their graph
 /// neighbours are scored.
-pub const DEFAULT_CANDIDATE_POOL: usize = 100;
+pub const DEFAULT_CANDIDATE_POOL: usize = 20;
 
 /// Settings of the LP-RAG pipeline. Defaults follow the paper (mutual k-NN with k = 5,
-/// n_B = 2 queries per A.2 batch, NCN with Table 8 hyperparameters, τ = 0.5).
+/// n_B = 2 queries per A.2 batch, NCN with Table 8 hyperparameters, τ = 0.5) except where
+/// a field says it departs (the candidate pool, the model's residual, bridges, the
+/// inference join).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LpRagConfig {

@@ -26,6 +26,7 @@ use lprag_core::{EdgeKind, Embeddings, LinkEdge};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::search::dot;
 use crate::GraphError;
 
 /// Default number of neighbours for the mutual k-NN chunk graph (LP-RAG: k = 5).
@@ -244,24 +245,6 @@ pub(crate) fn check_finite(emb: &Embeddings, matrix: &'static str) -> Result<(),
         Some(row) => Err(GraphError::NonFinite { matrix, row }),
         None => Ok(()),
     }
-}
-
-/// Dot product with eight independent accumulators (vectorises).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 /// `true` when `(j, s)` ranks before `(i, t)`: higher score, ties by lower index.

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use lprag::graph::dot;
 use lprag_core::{
     Chunk, Document, Embeddings, Encoder, Error, Result, Retriever, ScoredChunk, Selection,
 };
@@ -115,25 +116,6 @@ impl DenseRetriever {
             .map(|row| dot(row, query) * inv)
             .collect())
     }
-}
-
-/// Dot product with eight independent accumulators, so the compiler can vectorise it
-/// without reassociating floating-point sums itself.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 #[async_trait]
