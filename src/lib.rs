@@ -36,6 +36,7 @@ pub mod lesegr;
 mod pipeline;
 mod progress;
 pub mod qcg;
+mod workdir;
 
 pub use lprag_core as core;
 pub use lprag_graph as graph;

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, NoProgress,
+    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, HashingEncoder,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkEdge, LinkGraph, LinkPredictor, NoProgress,
     PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection,
     SyntheticQuery, TrainReport,
 };
@@ -18,6 +18,8 @@ use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, StageUsage, TokenMeter
 use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
+
+use crate::workdir::{StageKey, WorkDir};
 
 /// Version of the on-disk index layout written by [`LpRag::save`].
 pub const INDEX_FORMAT_VERSION: u32 = 1;
@@ -115,6 +117,10 @@ pub struct IndexStats {
     /// with [`LpRagBuilder::llm`]; empty otherwise.
     #[serde(default)]
     pub llm_usage: BTreeMap<String, StageUsage>,
+    /// Stages loaded from [`LpRagBuilder::work_dir`] instead of computed (`"chunk"`,
+    /// `"embed"`, `"graph"`, `"queries"`, `"query-embed"`).
+    #[serde(default)]
+    pub reused_stages: Vec<String>,
 }
 
 /// The encoder [`LpRag`] chose by itself when none was given, recorded in the index so
@@ -192,6 +198,7 @@ pub struct LpRagBuilder {
     labelled_only: bool,
     progress: Arc<dyn Progress>,
     config: LpRagConfig,
+    work_dir: Option<PathBuf>,
 }
 
 impl Default for LpRagBuilder {
@@ -208,6 +215,7 @@ impl Default for LpRagBuilder {
             labelled_only: false,
             progress: Arc::new(NoProgress),
             config: LpRagConfig::default(),
+            work_dir: None,
         }
     }
 }
@@ -303,6 +311,25 @@ impl LpRagBuilder {
         self
     }
 
+    /// Keep each finished stage (chunks, chunk embeddings, chunk graph, synthetic
+    /// queries, query embeddings) in `dir`, and reuse the stages found there: a build
+    /// that was interrupted, or is repeated with a changed later stage (say, another
+    /// [`TrainConfig`]), starts after the last stage whose inputs are unchanged.
+    ///
+    /// A stage is reused only when its key matches: a hash of the documents (for the
+    /// chunks) or of the previous stage's output, the component's
+    /// [`name`](Chunker::name) (chunker, encoder and its dimension, query generator) and
+    /// the configuration fields the stage reads. Settings held inside a custom
+    /// component are not part of its name: clear the directory after changing them.
+    /// [`IndexStats::reused_stages`] lists what was loaded. Files are written atomically
+    /// and an unreadable one is recomputed with a warning. With an LLM, also wrap it in
+    /// [`CachedChat`](lprag_llm::CachedChat) so a stage interrupted half-way keeps the
+    /// answers it already paid for.
+    pub fn work_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.work_dir = Some(dir.into());
+        self
+    }
+
     /// Index `documents`: chunk, embed, build the chunk graph, write synthetic queries and
     /// train the link predictor.
     pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
@@ -318,6 +345,7 @@ impl LpRagBuilder {
             labelled_only,
             progress,
             config,
+            work_dir,
         } = self;
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
@@ -354,8 +382,35 @@ impl LpRagBuilder {
             clock = Instant::now();
         };
 
+        let work = work_dir.as_deref().map(WorkDir::open).transpose()?;
+        let warned = std::sync::Mutex::new(Vec::<String>::new());
+        let warn = |m: String| {
+            progress.warn(&m);
+            warned.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+        };
+        let mut reused: Vec<String> = Vec::new();
+
         // 1. Chunks.
-        let chunks = chunker.chunk(documents).await?;
+        let chunk_key = match &work {
+            Some(_) => StageKey::of_json(documents)?.then(&[chunker.name().as_bytes()]),
+            None => StageKey(0),
+        };
+        let cached = work
+            .as_ref()
+            .and_then(|w| w.load_json::<Vec<Chunk>>("chunks", chunk_key, &warn));
+        let chunks = match cached {
+            Some(c) => {
+                reused.push("chunk".into());
+                c
+            }
+            None => {
+                let c = chunker.chunk(documents).await?;
+                if let Some(w) = &work {
+                    w.save_json("chunks", chunk_key, &c)?;
+                }
+                c
+            }
+        };
         if chunks.is_empty() {
             return Err(Error::EmptyCorpus("no document produced a chunk".into()));
         }
@@ -378,24 +433,85 @@ impl LpRagBuilder {
                 (enc, Some(spec))
             }
         };
-        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        let emb_key = chunks_key(&chunks).then(&[
+            encoder.name().as_bytes(),
+            &(encoder.dimension() as u64).to_le_bytes(),
+        ]);
+        let cached = work
+            .as_ref()
+            .and_then(|w| w.load_graph("chunk-embeddings", emb_key, &warn))
+            .filter(|g| g.features.rows() == chunks.len());
+        let chunk_emb = match cached {
+            Some(g) => {
+                reused.push("embed".into());
+                g.features
+            }
+            None => {
+                let e = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+                match &work {
+                    Some(w) => {
+                        let g = LinkGraph {
+                            num_chunks: e.rows(),
+                            features: e,
+                            edges: Vec::new(),
+                        };
+                        w.save_graph("chunk-embeddings", emb_key, &g)?;
+                        g.features
+                    }
+                    None => e,
+                }
+            }
+        };
         lap(&mut stats, "embed");
 
         // 3. Mutual k-NN chunk graph and A.2 batches.
         let (k, backend, seed) = (config.knn_k, config.knn_backend, config.seed);
-        let emb = chunk_emb.clone();
-        let bridges = config.bridges;
-        let bridge_chunks = chunks.clone();
-        let (edges, batches, isolated, n_bridges) = blocking(move || {
-            let mut edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
-            let bridge = lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?;
-            let n_bridges = bridge.len();
-            edges.extend(bridge);
-            let graph = ChunkGraph::from_edges(emb.rows(), &edges)?;
-            let batches = lprag_graph::sample_batches(&graph, seed);
-            Ok((edges, batches, graph.isolated_count(), n_bridges))
-        })
-        .await?;
+        let graph_key = emb_key.then(&[
+            &(k as u64).to_le_bytes(),
+            &StageKey::of_json(&backend)?.0.to_le_bytes(),
+            &StageKey::of_json(&config.bridges)?.0.to_le_bytes(),
+        ]);
+        let cached = work
+            .as_ref()
+            .and_then(|w| w.load_json::<Vec<LinkEdge>>("chunk-graph", graph_key, &warn))
+            .filter(|edges| {
+                edges
+                    .iter()
+                    .all(|e| (e.a as usize) < chunks.len() && (e.b as usize) < chunks.len())
+            });
+        let rows = chunk_emb.rows();
+        let (edges, batches, isolated, n_bridges) = match cached {
+            Some(edges) => {
+                reused.push("graph".into());
+                blocking(move || {
+                    let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
+                    let graph = ChunkGraph::from_edges(rows, &edges)?;
+                    let batches = lprag_graph::sample_batches(&graph, seed);
+                    Ok((edges, batches, graph.isolated_count(), n_bridges))
+                })
+                .await?
+            }
+            None => {
+                let emb = chunk_emb.clone();
+                let bridges = config.bridges;
+                let bridge_chunks = chunks.clone();
+                let out = blocking(move || {
+                    let mut edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
+                    drop(emb);
+                    let bridge = lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?;
+                    let n_bridges = bridge.len();
+                    edges.extend(bridge);
+                    let graph = ChunkGraph::from_edges(rows, &edges)?;
+                    let batches = lprag_graph::sample_batches(&graph, seed);
+                    Ok((edges, batches, graph.isolated_count(), n_bridges))
+                })
+                .await?;
+                if let Some(w) = &work {
+                    w.save_json("chunk-graph", graph_key, &out.0)?;
+                }
+                out
+            }
+        };
         stats.chunk_edges = edges.len();
         stats.bridge_edges = n_bridges;
         stats.isolated_chunks = isolated;
@@ -403,18 +519,54 @@ impl LpRagBuilder {
 
         // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
         //    gold documents' chunks.
+        let query_key = graph_key.then(&[&seed.to_le_bytes(), query_generator.name().as_bytes()]);
         let mut queries = if labelled_only {
             Vec::new()
         } else {
-            query_generator.generate(&chunks, &batches).await?
+            let cached = work
+                .as_ref()
+                .and_then(|w| w.load_json::<Vec<SyntheticQuery>>("queries", query_key, &warn));
+            match cached {
+                Some(q) => {
+                    reused.push("queries".into());
+                    q
+                }
+                None => {
+                    let q = query_generator.generate(&chunks, &batches).await?;
+                    if let Some(w) = &work {
+                        w.save_json("queries", query_key, &q)?;
+                    }
+                    q
+                }
+            }
         };
         stats.labelled_queries = labelled.len();
         queries.extend(labelled);
         let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
+        let qemb_key = emb_key.then(&[&StageKey::of_json(&qtexts)?.0.to_le_bytes()]);
+        let cached = work
+            .as_ref()
+            .and_then(|w| w.load_graph("query-embeddings", qemb_key, &warn))
+            .filter(|g| g.features.rows() == qtexts.len());
         let query_emb = if qtexts.is_empty() {
             Embeddings::empty(chunk_emb.dim())
+        } else if let Some(g) = cached {
+            reused.push("query-embed".into());
+            g.features
         } else {
-            embed_all(&*encoder, &qtexts, "embed queries", &*progress).await?
+            let e = embed_all(&*encoder, &qtexts, "embed queries", &*progress).await?;
+            match &work {
+                Some(w) => {
+                    let g = LinkGraph {
+                        num_chunks: e.rows(),
+                        features: e,
+                        edges: Vec::new(),
+                    };
+                    w.save_graph("query-embeddings", qemb_key, &g)?;
+                    g.features
+                }
+                None => e,
+            }
         };
         let graph = lprag_graph::build_link_graph(&chunk_emb, &edges, &queries, &query_emb)?;
         stats.queries = queries.len();
@@ -441,6 +593,10 @@ impl LpRagBuilder {
         stats.train = report;
         lap(&mut stats, "train");
         stats.llm_usage = meter.snapshot();
+        stats.reused_stages = reused;
+        stats
+            .warnings
+            .extend(warned.into_inner().unwrap_or_else(|p| p.into_inner()));
 
         Ok(LpRag {
             chunks,
@@ -478,6 +634,24 @@ pub(crate) async fn embed_all(
     }
     progress.finish(stage);
     Ok(out)
+}
+
+/// The key of a list of chunks (their ids, texts and provenance).
+fn chunks_key(chunks: &[Chunk]) -> StageKey {
+    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        let mut p = Vec::with_capacity(c.text.len() + c.provenance.title.len() + 32);
+        p.extend_from_slice(&(c.id as u64).to_le_bytes());
+        for s in [&c.text, &c.provenance.title, &c.provenance.document_id] {
+            p.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            p.extend_from_slice(s.as_bytes());
+        }
+        p.extend_from_slice(&(c.provenance.span.start as u64).to_le_bytes());
+        p.extend_from_slice(&(c.provenance.span.end as u64).to_le_bytes());
+        parts.push(p);
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    StageKey::of(&refs)
 }
 
 /// Write `value` as JSON to `dir/file` atomically (temporary file, then rename).

@@ -1,8 +1,9 @@
 //! A rule-based query generator (see [`HeuristicQueryGenerator`]).
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use async_trait::async_trait;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{is_initialism, sentence_spans};
@@ -127,24 +128,32 @@ impl HeuristicQueryGenerator {
                 ));
             }
         }
-        let mut cache: HashMap<ChunkId, Analysed> = HashMap::new();
-        let mut out = Vec::new();
-        for batch in batches {
-            let mut ids: Vec<ChunkId> = Vec::with_capacity(batch.len());
-            for &id in batch {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-            for &id in &ids {
-                cache
-                    .entry(id)
-                    .or_insert_with(|| analyse(id, &chunks[id], self.config.max_words));
-            }
-            let analysed: Vec<&Analysed> = ids.iter().filter_map(|id| cache.get(id)).collect();
-            out.extend(self.batch_queries(&analysed, chunks));
+        // Each chunk a batch names is analysed once; then every batch is written on its
+        // own (a batch's choices are seeded by its chunk ids alone), both on rayon's pool.
+        let mut used = vec![false; chunks.len()];
+        for &id in batches.iter().flatten() {
+            used[id] = true;
         }
-        Ok(out)
+        let analysed: Vec<Option<Analysed>> = used
+            .par_iter()
+            .enumerate()
+            .map(|(id, &u)| u.then(|| analyse(id, &chunks[id], self.config.max_words)))
+            .collect();
+        let per_batch: Vec<Vec<SyntheticQuery>> = batches
+            .par_iter()
+            .map(|batch| {
+                let mut ids: Vec<ChunkId> = Vec::with_capacity(batch.len());
+                for &id in batch {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                let batch: Vec<&Analysed> =
+                    ids.iter().filter_map(|&id| analysed[id].as_ref()).collect();
+                self.batch_queries(&batch, chunks)
+            })
+            .collect();
+        Ok(per_batch.into_iter().flatten().collect())
     }
 
     /// Queries for one batch (ids deduplicated, in batch order).
@@ -179,7 +188,8 @@ impl HeuristicQueryGenerator {
         // Multi-hop questions first, for batches of several chunks.
         if batch.len() > 1 {
             let want = n_b.div_ceil(2);
-            let mut multi = multi_hop_candidates(batch, self.config.max_words);
+            let joinable = multi_hop_chunks(batch, &mut rng);
+            let mut multi = multi_hop_candidates(&joinable, self.config.max_words);
             let mut used_pairs: Vec<(ChunkId, ChunkId)> = Vec::new();
             while chosen.len() < want && !multi.is_empty() {
                 // Prefer a pair not used yet.
@@ -849,6 +859,22 @@ struct Analysed {
     person: bool,
     sents: Vec<Sent>,
     cands: Vec<Cand>,
+    /// Hashes of the sentences' tokens with a possessive "'s" stripped, sorted: a bridge
+    /// entity whose first token is not here cannot be described by this chunk.
+    vocab: Vec<u64>,
+    /// The multi-hop plans of this chunk's questions (see [`BridgePlan`]).
+    plans: Vec<BridgePlan>,
+}
+
+/// The part of a multi-hop join that depends only on the question's chunk: a question
+/// (score ≥ 1) tokenised, with the entities it could be bridged on and where they stand.
+#[derive(Debug, Clone)]
+struct BridgePlan {
+    /// Index into the chunk's `cands`.
+    cand: usize,
+    q_toks: Vec<String>,
+    /// `(entity, position in q_toks, hash of its first token stripped)`, in trial order.
+    ents: Vec<(Vec<String>, usize, u64)>,
 }
 
 /// A candidate question.
@@ -1140,7 +1166,7 @@ fn find_seq(toks: &[String], seq: &[String]) -> Option<usize> {
         toks[i..i + seq.len()]
             .iter()
             .zip(seq)
-            .all(|(a, b)| a.trim_end_matches("'s") == b.trim_end_matches("'s"))
+            .all(|(a, b)| strip_possessive(a) == strip_possessive(b))
     })
 }
 
@@ -1420,13 +1446,42 @@ fn analyse(id: ChunkId, chunk: &Chunk, max_words: usize) -> Analysed {
         }
     }
     cands.extend(fallback_questions(chunk, &sents, &title_str));
+    let mut vocab: Vec<u64> = sents
+        .iter()
+        .flat_map(|s| s.toks.iter())
+        .map(|t| token_hash(t))
+        .collect();
+    vocab.sort_unstable();
+    vocab.dedup();
+    let plans = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.score >= 1)
+        .map(|(i, c)| bridge_plan(i, c, &title))
+        .filter(|p| !p.ents.is_empty())
+        .collect();
     Analysed {
         id,
         title,
         person,
         sents,
         cands,
+        vocab,
+        plans,
     }
+}
+
+/// A token without trailing possessives, as [`find_seq`] compares tokens.
+fn strip_possessive(mut t: &str) -> &str {
+    while let Some(rest) = t.strip_suffix("'s") {
+        t = rest;
+    }
+    t
+}
+
+/// Hash of a token as [`find_seq`] compares it.
+fn token_hash(t: &str) -> u64 {
+    fnv1a64(&[strip_possessive(t).as_bytes()])
 }
 
 /// Prefix "In <title>, " when a question does not mention its chunk's title.
@@ -1929,18 +1984,45 @@ fn fallback_questions(chunk: &Chunk, sents: &[Sent], title: &str) -> Vec<Cand> {
 // ---------------------------------------------------------------------------------------
 // Multi-hop questions.
 
+/// Most chunks of one batch whose pairs are tried for multi-hop questions: every ordered
+/// pair is tried below this (23 · 22 = 506 pairs), so the cost per batch is bounded
+/// however many neighbours a hub chunk has.
+const MAX_MULTI_HOP_CHUNKS: usize = 23;
+
+/// The chunks of `batch` tried for multi-hop questions: all of them when there are at most
+/// [`MAX_MULTI_HOP_CHUNKS`], else the target chunk (first) and a random subset of the
+/// others, in batch order.
+fn multi_hop_chunks<'a>(batch: &[&'a Analysed], rng: &mut Rng) -> Vec<&'a Analysed> {
+    if batch.len() <= MAX_MULTI_HOP_CHUNKS {
+        return batch.to_vec();
+    }
+    // Partial Fisher–Yates over the positions after the target.
+    let mut pos: Vec<usize> = (1..batch.len()).collect();
+    let keep = MAX_MULTI_HOP_CHUNKS - 1;
+    for i in 0..keep {
+        let j = i + (rng.next_u64() % (pos.len() - i) as u64) as usize;
+        pos.swap(i, j);
+    }
+    pos.truncate(keep);
+    pos.sort_unstable();
+    std::iter::once(batch[0])
+        .chain(pos.into_iter().map(|p| batch[p]))
+        .collect()
+}
+
 /// Multi-hop candidates of a batch with the ordered chunk pair `(description source,
 /// question source)` they join.
 fn multi_hop_candidates(batch: &[&Analysed], max_words: usize) -> Vec<(Cand, (ChunkId, ChunkId))> {
     let mut out = Vec::new();
+    let mut texts: HashSet<String> = HashSet::new();
     for a in batch {
         for b in batch {
             if a.id == b.id {
                 continue;
             }
-            for qb in b.cands.iter().filter(|c| c.score >= 1) {
-                if let Some(c) = bridge(a, b, qb, max_words) {
-                    if !out.iter().any(|(x, _): &(Cand, _)| x.text == c.text) {
+            for plan in &b.plans {
+                if let Some(c) = bridge(a, b, plan, max_words) {
+                    if texts.insert(c.text.clone()) {
                         out.push((c, (a.id, b.id)));
                     }
                 }
@@ -1950,15 +2032,15 @@ fn multi_hop_candidates(batch: &[&Analysed], max_words: usize) -> Vec<(Cand, (Ch
     out
 }
 
-/// Join: take a question `qb` about chunk `b`, find an entity of it that chunk `a`
-/// describes, and replace it by that description.
-fn bridge(a: &Analysed, b: &Analysed, qb: &Cand, max_words: usize) -> Option<Cand> {
+/// The entities question `qb` (of the chunk titled `title`) could be bridged on: spans
+/// of the question, longest first, the title first; those in the answer, possessive
+/// ones and appositions are dropped.
+fn bridge_plan(cand: usize, qb: &Cand, title: &[String]) -> BridgePlan {
     let q_toks = tokenise(qb.text.trim_end_matches('?'));
     let answer = qb.answer.as_deref().unwrap_or("");
-    // Candidate bridge entities: spans of the question, longest first; b's title first.
     let mut ents: Vec<Vec<String>> = Vec::new();
-    if !b.title.is_empty() {
-        ents.push(b.title.clone());
+    if !title.is_empty() {
+        ents.push(title.to_vec());
     }
     for (e0, e1) in entity_spans(&q_toks) {
         // Multi-word names only: single capitalised words are often adjectives
@@ -1967,6 +2049,7 @@ fn bridge(a: &Analysed, b: &Analysed, qb: &Cand, max_words: usize) -> Option<Can
             ents.push(q_toks[e0..e1].to_vec());
         }
     }
+    let mut kept = Vec::new();
     for e in ents {
         let e_str = join(&e);
         if e_str.chars().count() < 3 || answer.contains(&e_str) {
@@ -1998,8 +2081,29 @@ fn bridge(a: &Analysed, b: &Analysed, qb: &Cand, max_words: usize) -> Option<Can
                 continue;
             }
         }
+        let h = token_hash(&e[0]);
+        kept.push((e, pos, h));
+    }
+    BridgePlan {
+        cand,
+        q_toks,
+        ents: kept,
+    }
+}
+
+/// Join: take a question about chunk `b` (its `plan`), find an entity of it that chunk
+/// `a` describes, and replace it by that description.
+fn bridge(a: &Analysed, b: &Analysed, plan: &BridgePlan, max_words: usize) -> Option<Cand> {
+    let qb = &b.cands[plan.cand];
+    let q_toks = &plan.q_toks;
+    for (e, pos, h) in &plan.ents {
+        // `describe` needs the entity in one of a's sentences.
+        if a.vocab.binary_search(h).is_err() {
+            continue;
+        }
+        let pos = *pos;
         for s in &a.sents {
-            let Some(desc) = describe(a, s, &e, b) else {
+            let Some(desc) = describe(a, s, e, b) else {
                 continue;
             };
             let mut q: Vec<String> = q_toks[..pos].to_vec();
@@ -2017,7 +2121,7 @@ fn bridge(a: &Analysed, b: &Analysed, qb: &Cand, max_words: usize) -> Option<Can
             return Some(Cand {
                 text,
                 answer: qb.answer.clone(),
-                score: qb.score + if e == b.title { 1 } else { 0 },
+                score: qb.score + if *e == b.title { 1 } else { 0 },
             });
         }
     }

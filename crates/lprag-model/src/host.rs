@@ -127,9 +127,65 @@ pub(crate) struct Subgraph {
     dst: Vec<i64>,
     coef: Vec<f32>,
     self_coef: Vec<f32>,
+    /// Nodes `nodes[..receivers]` receive messages (all but the last hop's frontier).
+    receivers: usize,
 }
 
 impl Subgraph {
+    /// Host-side first layer input for a one-layer encoder: for each receiver `r` (the
+    /// seeds, when `hops == 1`), its own features `x_r` and its aggregated neighbourhood
+    /// `Σ_j coef_rj · x_j`, plus `self_coef_r · x_r` when `fold_self` (GCN). Row-major
+    /// `[receivers, d]` each. `x` holds every node's features, `d` wide.
+    ///
+    /// A linear layer commutes with the aggregation (`Σ c·(x W) = (Σ c·x) W`), so the
+    /// layer can be applied to these `receivers` rows instead of to every node of the
+    /// neighbourhood; the features are constants, so no gradient is lost.
+    pub(crate) fn aggregate_inputs(
+        &self,
+        x: &[f32],
+        d: usize,
+        fold_self: bool,
+    ) -> (Vec<f32>, Vec<f32>) {
+        use rayon::prelude::*;
+        let r = self.receivers;
+        let mut own = vec![0f32; r * d];
+        own.par_chunks_mut(d).enumerate().for_each(|(li, row)| {
+            let g = self.nodes[li] as usize;
+            row.copy_from_slice(&x[g * d..(g + 1) * d]);
+        });
+        // Edges are grouped by receiver (they are pushed receiver by receiver).
+        let mut starts = vec![0usize; r + 1];
+        for &t in &self.dst {
+            starts[t as usize + 1] += 1;
+        }
+        for i in 0..r {
+            starts[i + 1] += starts[i];
+        }
+        let mut agg = vec![0f32; r * d];
+        agg.par_chunks_mut(d).enumerate().for_each(|(li, row)| {
+            for e in starts[li]..starts[li + 1] {
+                let g = self.nodes[self.src[e] as usize] as usize;
+                let c = self.coef[e];
+                for (o, &v) in row.iter_mut().zip(&x[g * d..(g + 1) * d]) {
+                    *o += c * v;
+                }
+            }
+            if fold_self {
+                let c = self.self_coef[li];
+                let g = self.nodes[li] as usize;
+                for (o, &v) in row.iter_mut().zip(&x[g * d..(g + 1) * d]) {
+                    *o += c * v;
+                }
+            }
+        });
+        (own, agg)
+    }
+
+    /// Number of nodes that receive messages (they come first in `nodes`).
+    pub(crate) fn receivers(&self) -> usize {
+        self.receivers
+    }
+
     /// The local id of global node `g` (which must be in the subgraph).
     pub(crate) fn local(&self, g: u32) -> u32 {
         self.local[&g]
@@ -273,6 +329,7 @@ impl HostGraph {
             dst,
             coef,
             self_coef,
+            receivers,
         }
     }
 }

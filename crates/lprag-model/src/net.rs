@@ -107,6 +107,21 @@ impl GnnLayer {
 
 /// Every link predictor of the crate in one module; which parts exist depends on
 /// [`ModelConfig::kind`].
+impl GnnLayer {
+    /// The layer's output for nodes whose inputs were aggregated beforehand (see
+    /// `Subgraph::aggregate_inputs`): `x` their own features, `ax` their aggregated
+    /// neighbourhood (with the GCN self loop folded in). Equal to [`GnnLayer::forward`]'s
+    /// rows for those nodes, as the linear maps commute with the aggregation.
+    pub(crate) fn forward_aggregated(&self, x: Tensor<2>, ax: Tensor<2>) -> Tensor<2> {
+        let agg = self.nbr.forward(ax);
+        match (&self.this, &self.bias) {
+            (Some(this), _) => this.forward(x) + agg,
+            (None, Some(b)) => agg + b.val().unsqueeze::<2>(),
+            (None, None) => agg,
+        }
+    }
+}
+
 #[derive(Module, Debug)]
 pub(crate) struct LinkNet {
     gnn: Vec<GnnLayer>,
@@ -173,6 +188,16 @@ impl LinkNet {
     }
 
     /// Whether scoring needs common neighbours.
+    /// `true` for a one-layer GNN encoder, which [`LinkNet::encode_aggregated`] can run.
+    pub(crate) fn single_gnn_layer(&self) -> bool {
+        self.node_mlp.is_none() && self.gnn.len() == 1
+    }
+
+    /// [`LinkNet::encode`] of a one-layer GNN for nodes with pre-aggregated inputs.
+    pub(crate) fn encode_aggregated(&self, x: Tensor<2>, ax: Tensor<2>) -> Tensor<2> {
+        self.gnn[0].forward_aggregated(x, ax)
+    }
+
     pub(crate) fn uses_common_neighbors(&self) -> bool {
         self.cn_mlp.is_some()
     }

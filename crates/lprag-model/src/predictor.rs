@@ -9,7 +9,7 @@ use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::activation::log_sigmoid;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use lprag_core::{
     ChunkId, EdgeKind, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result,
     TrainReport,
@@ -23,7 +23,8 @@ use lprag_graph::{NegativeSampler, NegativeSampling};
 
 use crate::cached::{CachedScorer, Join};
 use crate::config::{
-    InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets, TrainConfig,
+    Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
+    TrainConfig,
 };
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph, PairBatch};
@@ -361,6 +362,11 @@ fn normalize_vec(v: &[f32]) -> Vec<f32> {
     }
 }
 
+/// A `[rows, d]` tensor from row-major data.
+fn rows_tensor(data: Vec<f32>, rows: usize, d: usize, device: &Device) -> Tensor<2> {
+    Tensor::<2>::from_data(TensorData::new(data, [rows, d]), device)
+}
+
 fn to_tensor(e: &Embeddings, device: &Device) -> Tensor<2> {
     Tensor::<2>::from_data(
         TensorData::new(e.as_slice().to_vec(), [e.rows(), e.dim()]),
@@ -492,7 +498,10 @@ impl LinkPredictor for GnnLinkPredictor {
         let mut optim = AdamConfig::new()
             .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
             .init();
-        let x = to_tensor(&normalized(&graph.features), &ad);
+        // Normalised features stay on the host; full-graph steps upload them once,
+        // neighbourhood steps only the rows a step needs.
+        let xh = normalized(&graph.features);
+        let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
         let full_host = HostGraph::from_edges(n, msg_edges.iter().copied());
         let wsum_full = full_host.weight_sums();
         let hops = match mc.kind {
@@ -581,7 +590,8 @@ impl LinkPredictor for GnnLinkPredictor {
                         };
                         let g = host.to_device(mc.aggregation, &ad);
                         let pb = PairBatch::new(&pairs, &host, with_cn, &ad);
-                        (net.encode(x.clone(), &g), x.clone(), pb)
+                        let x = x_full.clone().expect("uploaded for full-graph steps");
+                        (net.encode(x.clone(), &g), x, pb)
                     }
                     StepGraph::Neighbourhood => {
                         let mut seeds: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
@@ -600,10 +610,6 @@ impl LinkPredictor for GnnLinkPredictor {
                         }
                         let sub =
                             full_host.subgraph(&wsum_full, &masked, &seeds, hops, mc.aggregation);
-                        let ids: Vec<i64> = sub.nodes.iter().map(|&v| v as i64).collect();
-                        let m = ids.len();
-                        let idx = Tensor::<1, Int>::from_data(TensorData::new(ids, [m]), &ad);
-                        let xs = x.clone().select(0, idx);
                         let local: Vec<(u32, u32)> = pairs
                             .iter()
                             .map(|&(a, b)| (sub.local(a), sub.local(b)))
@@ -613,8 +619,28 @@ impl LinkPredictor for GnnLinkPredictor {
                             (cn_pair, nodes)
                         });
                         let pb = PairBatch::from_parts(&local, cn, &ad);
-                        let g = sub.to_device(&ad);
-                        (net.encode(xs.clone(), &g), xs, pb)
+                        if net.single_gnn_layer() {
+                            // Aggregate the constant features on the host, then apply the
+                            // layer to the seeds only (not to their whole neighbourhood).
+                            let (own, agg) = sub.aggregate_inputs(
+                                xh.as_slice(),
+                                d_in,
+                                mc.aggregation == Aggregation::Gcn,
+                            );
+                            let r = sub.receivers();
+                            let xs = rows_tensor(own, r, d_in, &ad);
+                            let ax = rows_tensor(agg, r, d_in, &ad);
+                            (net.encode_aggregated(xs.clone(), ax), xs, pb)
+                        } else {
+                            let rows: Vec<f32> = sub
+                                .nodes
+                                .iter()
+                                .flat_map(|&v| xh.row(v as usize).iter().copied())
+                                .collect();
+                            let xs = rows_tensor(rows, sub.nodes.len(), d_in, &ad);
+                            let g = sub.to_device(&ad);
+                            (net.encode(xs.clone(), &g), xs, pb)
+                        }
                     }
                 };
                 let (logits, correction) = net.score_pairs_parts(h, &x, &pb);

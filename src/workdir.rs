@@ -1,0 +1,224 @@
+//! The stage cache behind [`LpRagBuilder::work_dir`](crate::LpRagBuilder::work_dir).
+//!
+//! Each indexing stage's output is written to the work directory as soon as it is done,
+//! beside a key: a 64-bit FNV-1a hash of everything the stage's output depends on (its
+//! input's key, the component names, the configuration fields it reads). A later build
+//! with the same work directory loads every stage whose key still matches and recomputes
+//! the rest, so an interrupted build resumes after its last finished stage. Files are
+//! written atomically (temporary file, then rename); an unreadable file is recomputed
+//! with a warning, never trusted.
+
+use std::path::{Path, PathBuf};
+
+use lprag_core::{Error, LinkGraph, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A stage key: FNV-1a over length-prefixed parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StageKey(pub u64);
+
+impl StageKey {
+    /// The key of `parts`, each length-prefixed so `["ab", "c"]` and `["a", "bc"]` differ.
+    pub(crate) fn of(parts: &[&[u8]]) -> Self {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for p in parts {
+            eat(&(p.len() as u64).to_le_bytes());
+            eat(p);
+        }
+        StageKey(h)
+    }
+
+    /// This key extended by `parts` (a stage's key from its input's key).
+    pub(crate) fn then(self, parts: &[&[u8]]) -> Self {
+        let k = self.0.to_le_bytes();
+        let mut all: Vec<&[u8]> = vec![&k];
+        all.extend_from_slice(parts);
+        StageKey::of(&all)
+    }
+
+    /// The key of a value's JSON form.
+    pub(crate) fn of_json<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
+        let bytes = serde_json::to_vec(value)
+            .map_err(|e| Error::invalid("work directory key", e.to_string()))?;
+        Ok(StageKey::of(&[&bytes]))
+    }
+
+    fn hex(self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+/// A work directory holding finished stages.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkDir {
+    dir: PathBuf,
+}
+
+impl WorkDir {
+    /// Use `dir`, creating it if needed.
+    pub(crate) fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn key_path(&self, stage: &str) -> PathBuf {
+        self.dir.join(format!("{stage}.key"))
+    }
+
+    /// `true` when `stage` was finished with this `key`.
+    fn has(&self, stage: &str, key: StageKey) -> bool {
+        std::fs::read_to_string(self.key_path(stage)).is_ok_and(|k| k.trim() == key.hex())
+    }
+
+    /// Record `stage` as finished with `key` (after its data file is in place), atomically.
+    fn mark(&self, stage: &str, key: StageKey) -> Result<()> {
+        let path = self.key_path(stage);
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        std::io::Write::write_all(&mut tmp, key.hex().as_bytes())
+            .map_err(|e| Error::io(&path, e))?;
+        tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+        Ok(())
+    }
+
+    /// Forget `stage` (before its data file is rewritten).
+    fn unmark(&self, stage: &str) -> Result<()> {
+        let path = self.key_path(stage);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// The JSON output of `stage` when it was finished with `key`; `warn` hears about a
+    /// file that could not be read (the stage is then recomputed).
+    pub(crate) fn load_json<T: DeserializeOwned>(
+        &self,
+        stage: &str,
+        key: StageKey,
+        warn: &dyn Fn(String),
+    ) -> Option<T> {
+        if !self.has(stage, key) {
+            return None;
+        }
+        let path = self.dir.join(format!("{stage}.json"));
+        let read = std::fs::File::open(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| {
+                serde_json::from_reader(std::io::BufReader::new(f)).map_err(|e| e.to_string())
+            });
+        match read {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warn(format!(
+                    "work directory: {} unreadable ({e}); recomputing",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Save the JSON output of `stage` under `key`.
+    pub(crate) fn save_json<T: Serialize>(
+        &self,
+        stage: &str,
+        key: StageKey,
+        value: &T,
+    ) -> Result<()> {
+        self.unmark(stage)?;
+        crate::pipeline::save_json_atomic(&self.dir, &format!("{stage}.json"), value)?;
+        self.mark(stage, key)
+    }
+
+    /// The graph output of `stage` when it was finished with `key` (see
+    /// [`WorkDir::load_json`]).
+    pub(crate) fn load_graph(
+        &self,
+        stage: &str,
+        key: StageKey,
+        warn: &dyn Fn(String),
+    ) -> Option<LinkGraph> {
+        if !self.has(stage, key) {
+            return None;
+        }
+        let path = self.dir.join(format!("{stage}.bin"));
+        match lprag_graph::load_link_graph(&path) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                warn(format!(
+                    "work directory: {} unreadable ({e}); recomputing",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Save the graph output of `stage` under `key` (written to a temporary name, then
+    /// renamed).
+    pub(crate) fn save_graph(&self, stage: &str, key: StageKey, graph: &LinkGraph) -> Result<()> {
+        self.unmark(stage)?;
+        let path = self.dir.join(format!("{stage}.bin"));
+        let tmp = self.dir.join(format!("{stage}.bin.tmp"));
+        lprag_graph::save_link_graph(graph, &tmp)?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+        self.mark(stage, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_separate_parts_and_chain() {
+        assert_ne!(StageKey::of(&[b"ab", b"c"]), StageKey::of(&[b"a", b"bc"]));
+        assert_eq!(StageKey::of(&[b"x"]), StageKey::of(&[b"x"]));
+        let k = StageKey::of(&[b"x"]);
+        assert_ne!(k.then(&[b"y"]), k.then(&[b"z"]));
+        assert_ne!(k.then(&[b"y"]), StageKey::of(&[b"y"]));
+    }
+
+    #[test]
+    fn stages_round_trip_and_mismatches_and_damage_are_misses() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = WorkDir::open(dir.path()).unwrap();
+        let warnings = std::cell::RefCell::new(Vec::new());
+        let warn = |m: String| warnings.borrow_mut().push(m);
+        let k = StageKey::of(&[b"one"]);
+        assert!(w.load_json::<Vec<u32>>("s", k, &warn).is_none());
+        w.save_json("s", k, &vec![1u32, 2, 3]).unwrap();
+        assert_eq!(w.load_json::<Vec<u32>>("s", k, &warn), Some(vec![1, 2, 3]));
+        assert!(w
+            .load_json::<Vec<u32>>("s", StageKey::of(&[b"two"]), &warn)
+            .is_none());
+        assert!(warnings.borrow().is_empty());
+        std::fs::write(dir.path().join("s.json"), b"[1, 2,").unwrap();
+        assert!(w.load_json::<Vec<u32>>("s", k, &warn).is_none());
+        assert_eq!(warnings.borrow().len(), 1, "{:?}", warnings.borrow());
+        assert!(warnings.borrow()[0].contains("s.json"));
+
+        let g = LinkGraph {
+            features: lprag_core::Embeddings::new(2, vec![1.0, 0.0, 0.0, 1.0]).unwrap(),
+            num_chunks: 2,
+            edges: vec![],
+        };
+        w.save_graph("g", k, &g).unwrap();
+        let back = w.load_graph("g", k, &warn).unwrap();
+        assert_eq!(back.features.as_slice(), g.features.as_slice());
+        std::fs::write(dir.path().join("g.bin"), b"junk").unwrap();
+        assert!(w.load_graph("g", k, &warn).is_none());
+        assert_eq!(warnings.borrow().len(), 2);
+    }
+}

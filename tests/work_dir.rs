@@ -1,0 +1,215 @@
+//! `LpRagBuilder::work_dir`: finished stages are kept on disk and a later build reuses
+//! them, so an interrupted build resumes after its last finished stage.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lprag::core::{Chunk, ChunkId, Embeddings, Encoder, QueryGenerator, SyntheticQuery};
+use lprag::{
+    Document, Error, HashingEncoder, HeuristicQueryGenerator, LpRag, LpRagConfig, TrainConfig,
+};
+
+fn corpus() -> Vec<Document> {
+    vec![
+        Document::new(
+            "curie",
+            "Marie Curie",
+            "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.",
+        ),
+        Document::new(
+            "warsaw",
+            "Warsaw",
+            "Warsaw is the capital of Poland. The city lies on the Vistula River.",
+        ),
+        Document::new(
+            "nobel",
+            "Alfred Nobel",
+            "Alfred Nobel invented dynamite in 1867. He was born in Stockholm.",
+        ),
+        Document::new(
+            "tokyo",
+            "Tokyo",
+            "Tokyo is the capital of Japan. Tokyo hosted the Summer Olympics in 1964.",
+        ),
+        Document::new(
+            "kyoto",
+            "Kyoto",
+            "Kyoto was the imperial capital of Japan for over a thousand years.",
+        ),
+        Document::new(
+            "everest",
+            "Mount Everest",
+            "Mount Everest is the highest mountain above sea level.",
+        ),
+    ]
+}
+
+/// Counts the texts it embeds.
+struct CountingEncoder {
+    inner: HashingEncoder,
+    texts: AtomicUsize,
+}
+
+#[async_trait]
+impl Encoder for CountingEncoder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    async fn embed(&self, texts: &[String]) -> lprag::Result<Embeddings> {
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
+}
+
+/// Counts its calls; fails while `fail` is set (an interrupted stage).
+struct CountingGenerator {
+    calls: AtomicUsize,
+    fail: AtomicBool,
+}
+
+#[async_trait]
+impl QueryGenerator for CountingGenerator {
+    fn name(&self) -> &str {
+        "counting-heuristic"
+    }
+    async fn generate(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+    ) -> lprag::Result<Vec<SyntheticQuery>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(Error::invalid("CountingGenerator", "interrupted"));
+        }
+        HeuristicQueryGenerator::default()
+            .generate(chunks, batches)
+            .await
+    }
+}
+
+fn config(epochs: usize) -> LpRagConfig {
+    LpRagConfig {
+        train: TrainConfig {
+            epochs,
+            ..TrainConfig::default()
+        },
+        ..LpRagConfig::default()
+    }
+}
+
+async fn build(
+    dir: &std::path::Path,
+    enc: &Arc<CountingEncoder>,
+    generator: &Arc<CountingGenerator>,
+    config: LpRagConfig,
+) -> lprag::Result<LpRag> {
+    LpRag::builder()
+        .encoder(enc.clone())
+        .query_generator(generator.clone())
+        .config(config)
+        .work_dir(dir)
+        .build(&corpus())
+        .await
+}
+
+#[tokio::test]
+async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their_inputs_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let enc = Arc::new(CountingEncoder {
+        inner: HashingEncoder::default(),
+        texts: AtomicUsize::new(0),
+    });
+    let generator = Arc::new(CountingGenerator {
+        calls: AtomicUsize::new(0),
+        fail: AtomicBool::new(true),
+    });
+
+    // Interrupted in the query stage: chunks, embeddings and graph are kept.
+    let err = build(dir.path(), &enc, &generator, config(3))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    assert_eq!(enc.texts.load(Ordering::SeqCst), 6);
+    for f in ["chunks.json", "chunk-embeddings.bin", "chunk-graph.json"] {
+        assert!(dir.path().join(f).is_file(), "{f} kept");
+    }
+
+    // Resumed: the first three stages are loaded, not recomputed.
+    generator.fail.store(false, Ordering::SeqCst);
+    let first = build(dir.path(), &enc, &generator, config(3))
+        .await
+        .unwrap();
+    assert_eq!(first.stats().reused_stages, ["chunk", "embed", "graph"]);
+    let n_queries = first.synthetic_queries().len();
+    assert!(n_queries > 0);
+    // Only the synthetic queries were embedded this time.
+    assert_eq!(enc.texts.load(Ordering::SeqCst), 6 + n_queries);
+    assert_eq!(generator.calls.load(Ordering::SeqCst), 2);
+
+    // Another training configuration reuses every stage before training.
+    let second = build(dir.path(), &enc, &generator, config(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.stats().reused_stages,
+        ["chunk", "embed", "graph", "queries", "query-embed"]
+    );
+    assert_eq!(generator.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(enc.texts.load(Ordering::SeqCst), 6 + n_queries);
+    assert_eq!(second.synthetic_queries(), first.synthetic_queries());
+    assert_eq!(second.graph().edges, first.graph().edges);
+    assert_eq!(
+        second.graph().features.as_slice(),
+        first.graph().features.as_slice()
+    );
+    assert_eq!(second.stats().train.epochs_run, 2);
+
+    // A different k changes the graph, hence the queries; the embeddings stay.
+    let mut other_k = config(2);
+    other_k.knn_k = 2;
+    let third = build(dir.path(), &enc, &generator, other_k).await.unwrap();
+    assert_eq!(third.stats().reused_stages, ["chunk", "embed"]);
+    assert_eq!(generator.calls.load(Ordering::SeqCst), 3);
+
+    // A damaged file is recomputed with a warning, never trusted.
+    std::fs::write(dir.path().join("queries.json"), b"[{\"text\": ").unwrap();
+    let fourth = build(dir.path(), &enc, &generator, {
+        let mut c = config(2);
+        c.knn_k = 2;
+        c
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        fourth.stats().reused_stages,
+        ["chunk", "embed", "graph", "query-embed"]
+    );
+    assert_eq!(generator.calls.load(Ordering::SeqCst), 4);
+    assert!(
+        fourth
+            .stats()
+            .warnings
+            .iter()
+            .any(|w| w.contains("queries.json") && w.contains("recomputing")),
+        "{:?}",
+        fourth.stats().warnings
+    );
+    assert_eq!(fourth.synthetic_queries(), third.synthetic_queries());
+
+    // Changed documents invalidate everything.
+    let mut docs = corpus();
+    docs[0].text.push_str(" She died in 1934.");
+    let fifth = LpRag::builder()
+        .encoder(enc.clone())
+        .query_generator(generator.clone())
+        .config(config(2))
+        .work_dir(dir.path())
+        .build(&docs)
+        .await
+        .unwrap();
+    assert!(fifth.stats().reused_stages.is_empty());
+}
