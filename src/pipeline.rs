@@ -312,7 +312,9 @@ impl LpRagBuilder {
     }
 
     /// Keep each finished stage (chunks, chunk embeddings, chunk graph, synthetic
-    /// queries, query embeddings) in `dir`, and reuse the stages found there: a build
+    /// queries, query embeddings) in `dir`, and reuse the stages found there; the built-in
+    /// predictor also checkpoints every training epoch in `dir/train` (see
+    /// [`GnnLinkPredictor::with_checkpoints`]) and resumes from it. A build
     /// that was interrupted, or is repeated with a changed later stage (say, another
     /// [`TrainConfig`]), starts after the last stage whose inputs are unchanged.
     ///
@@ -575,10 +577,11 @@ impl LpRagBuilder {
 
         // 5. Train the link predictor on a blocking thread.
         let mut predictor = predictor.unwrap_or_else(|| {
-            Box::new(GnnLinkPredictor::new(
-                config.model.clone(),
-                config.train.clone(),
-            ))
+            let p = GnnLinkPredictor::new(config.model.clone(), config.train.clone());
+            Box::new(match &work_dir {
+                Some(dir) => p.with_checkpoints(dir.join("train")),
+                None => p,
+            })
         });
         let graph = Arc::new(graph);
         let (predictor, report) = {

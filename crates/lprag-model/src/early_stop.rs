@@ -45,6 +45,27 @@ impl<M> EarlyStopping<M> {
     }
 
     /// The model of the best validation loss, if any epoch was observed.
+    /// Continue from a checkpoint: the best (loss, model) so far and the epochs since.
+    pub(crate) fn restore(&mut self, best: Option<(f32, M)>, since_best: usize) {
+        self.best = best;
+        self.since_best = since_best;
+    }
+
+    /// The best validation loss so far.
+    pub(crate) fn best_loss(&self) -> Option<f32> {
+        self.best.as_ref().map(|(l, _)| *l)
+    }
+
+    /// The model with the best validation loss so far.
+    pub(crate) fn best(&self) -> Option<&M> {
+        self.best.as_ref().map(|(_, m)| m)
+    }
+
+    /// Epochs observed since the best one.
+    pub(crate) fn since_best(&self) -> usize {
+        self.since_best
+    }
+
     pub(crate) fn into_best(self) -> Option<M> {
         self.best.map(|(_, m)| m)
     }

@@ -13,6 +13,7 @@
 
 pub mod bert;
 mod cached;
+mod checkpoint;
 mod config;
 mod dense;
 mod early_stop;

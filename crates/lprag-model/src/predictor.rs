@@ -1,7 +1,7 @@
 //! [`GnnLinkPredictor`]: the burn link predictors behind [`lprag_core::LinkPredictor`].
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::module::Module;
@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use lprag_graph::{NegativeSampler, NegativeSampling};
 
 use crate::cached::{CachedScorer, Join};
+use crate::checkpoint::{Checkpoints, SavedState};
 use crate::config::{
     Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
     TrainConfig,
@@ -56,6 +57,7 @@ pub struct GnnLinkPredictor {
     train: TrainConfig,
     device: Device,
     state: Option<Trained>,
+    checkpoints: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for GnnLinkPredictor {
@@ -197,7 +199,24 @@ impl GnnLinkPredictor {
             train,
             device,
             state: None,
+            checkpoints: None,
         }
+    }
+
+    /// Checkpoint training in `dir` after every epoch and resume from it: a later
+    /// [`LinkPredictor::fit`] on the same graph with the same configurations starts after
+    /// the last finished epoch (or returns the finished result at once), so an interrupted
+    /// training run loses at most one epoch. Another graph or configuration starts afresh
+    /// and overwrites the checkpoint.
+    ///
+    /// Each epoch draws its shuffle and negatives from its own generator (seeded by
+    /// [`TrainConfig::seed`] and the epoch number), so a resumed run sees the same batches
+    /// as an uninterrupted one. Adam's moment estimates are not saved: after a resume
+    /// they start again from zero, so the weights can differ slightly from an
+    /// uninterrupted run's.
+    pub fn with_checkpoints(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.checkpoints = Some(dir.into());
+        self
     }
 
     /// A predictor restored from a directory written by [`LinkPredictor::save`].
@@ -557,8 +576,40 @@ impl LinkPredictor for GnnLinkPredictor {
         };
         let mut report = TrainReport::default();
         let mut stopping = EarlyStopping::new(tc.patience);
+        let checkpoints = self
+            .checkpoints
+            .as_deref()
+            .map(|dir| Checkpoints::open(dir, graph, &mc, &tc))
+            .transpose()?;
+        let (mut start, mut finished) = (0, false);
+        if let Some(c) = &checkpoints {
+            let mut best = LinkNet::new(&mc, d_in, &self.device);
+            if let Some(saved) = c.load(&mut net, &mut best)? {
+                start = saved.epochs_done;
+                finished = saved.finished;
+                report = saved.report;
+                stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
+            }
+        }
         progress.start("train", Some(tc.epochs as u64));
-        for epoch in 0..tc.epochs {
+        if start > 0 {
+            progress.update(
+                "train",
+                start as u64,
+                &format!("resumed from the checkpoint after epoch {start}"),
+            );
+        }
+        let base_targets = targets;
+        for epoch in start..tc.epochs {
+            if finished {
+                break;
+            }
+            // Each epoch has its own generator, so a resumed run draws what an
+            // uninterrupted one would.
+            let mut rng = StdRng::seed_from_u64(
+                tc.seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            let mut targets = base_targets.clone();
             targets.shuffle(&mut rng);
             let mut epoch_loss = 0.0f32;
             let mut steps = 0usize;
@@ -672,12 +723,26 @@ impl LinkPredictor for GnnLinkPredictor {
                 )?;
                 let vloss = validation_loss(&cache, &ctx, &val_set, &val_joins);
                 message.push_str(&format!(", val {vloss:.4}"));
-                if stopping.observe(epoch, vloss, valid, &mut report) {
-                    progress.update("train", (epoch + 1) as u64, &message);
-                    break;
-                }
+                finished = stopping.observe(epoch, vloss, valid, &mut report);
             } else {
                 report.best_epoch = epoch + 1;
+            }
+            finished |= epoch + 1 == tc.epochs;
+            if let Some(c) = &checkpoints {
+                let state = SavedState {
+                    key: String::new(),
+                    epochs_done: epoch + 1,
+                    finished,
+                    report: report.clone(),
+                    best_loss: stopping.best_loss(),
+                    since_best: stopping.since_best(),
+                };
+                let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
+                c.save(
+                    &state,
+                    &net,
+                    best_changed.then(|| stopping.best()).flatten(),
+                )?;
             }
             progress.update("train", (epoch + 1) as u64, &message);
         }

@@ -1,0 +1,159 @@
+//! Per-epoch training checkpoints (see [`GnnLinkPredictor::with_checkpoints`]).
+//!
+//! After every epoch the current weights, the best weights so far and a small JSON state
+//! (epochs done, the report, early-stopping counters, a key of the run's inputs) are
+//! written to the checkpoint directory, each file atomically. A later `fit` with the same
+//! graph and configuration (same key) starts after the last finished epoch, or returns
+//! the finished result at once when the run had ended.
+//!
+//! [`GnnLinkPredictor::with_checkpoints`]: crate::GnnLinkPredictor::with_checkpoints
+
+use std::path::{Path, PathBuf};
+
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use lprag_core::{Error, LinkGraph, Result, TrainReport};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ModelConfig, TrainConfig};
+use crate::net::LinkNet;
+use crate::predictor::write_atomic;
+
+const STATE: &str = "train-state.json";
+const CURRENT: &str = "current.bpk";
+const BEST: &str = "best.bpk";
+
+/// What a checkpoint records besides the weights.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SavedState {
+    /// Key of the graph and configurations the run was started with.
+    pub key: String,
+    /// Epochs finished.
+    pub epochs_done: usize,
+    /// `true` once training ended (all epochs run or stopped early).
+    pub finished: bool,
+    /// The report so far (`seconds` excluded).
+    pub report: TrainReport,
+    /// Best validation loss so far, when `best.bpk` holds its weights.
+    pub best_loss: Option<f32>,
+    /// Epochs since the best one.
+    pub since_best: usize,
+}
+
+/// A checkpoint directory for one training run.
+pub(crate) struct Checkpoints {
+    dir: PathBuf,
+    key: String,
+}
+
+/// FNV-1a over the graph (sizes, features, edges) and both configurations.
+fn run_key(graph: &LinkGraph, model: &ModelConfig, train: &TrainConfig) -> Result<String> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&(graph.num_chunks as u64).to_le_bytes());
+    eat(&(graph.features.rows() as u64).to_le_bytes());
+    eat(&(graph.features.dim() as u64).to_le_bytes());
+    for v in graph.features.as_slice() {
+        eat(&v.to_le_bytes());
+    }
+    for e in &graph.edges {
+        eat(&e.a.to_le_bytes());
+        eat(&e.b.to_le_bytes());
+        eat(&e.weight.to_le_bytes());
+        eat(&[e.kind as u8]);
+    }
+    let configs = serde_json::to_vec(&(model, train))
+        .map_err(|e| Error::invalid("training checkpoint key", e.to_string()))?;
+    eat(&configs);
+    Ok(format!("{h:016x}"))
+}
+
+impl Checkpoints {
+    /// Checkpoints in `dir` (created) for a run on `graph` with these configurations.
+    pub(crate) fn open(
+        dir: &Path,
+        graph: &LinkGraph,
+        model: &ModelConfig,
+        train: &TrainConfig,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            key: run_key(graph, model, train)?,
+        })
+    }
+
+    /// The saved state when it belongs to this run; weights are loaded into `current`
+    /// and, when there are best weights, into `best`. `None` (start afresh) when there is
+    /// no checkpoint or it belongs to another run.
+    pub(crate) fn load(
+        &self,
+        current: &mut LinkNet,
+        best: &mut LinkNet,
+    ) -> Result<Option<SavedState>> {
+        let path = self.dir.join(STATE);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Ok(None);
+        };
+        let state: SavedState =
+            serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
+        if state.key != self.key {
+            return Ok(None);
+        }
+        load_weights(current, &self.dir.join(CURRENT))?;
+        if state.best_loss.is_some() {
+            load_weights(best, &self.dir.join(BEST))?;
+        }
+        Ok(Some(state))
+    }
+
+    /// Record a finished epoch: the `current` weights, the `best` weights when they changed
+    /// this epoch, then the state. Each file is replaced atomically; the state goes last.
+    pub(crate) fn save(
+        &self,
+        state: &SavedState,
+        current: &LinkNet,
+        best: Option<&LinkNet>,
+    ) -> Result<()> {
+        save_weights(current, &self.dir.join(CURRENT))?;
+        if let Some(b) = best {
+            save_weights(b, &self.dir.join(BEST))?;
+        }
+        let mut state = state.clone();
+        state.key = self.key.clone();
+        let json = serde_json::to_vec_pretty(&state)
+            .map_err(|e| Error::format(self.dir.join(STATE), e.to_string()))?;
+        write_atomic(&self.dir.join(STATE), &json)
+    }
+}
+
+fn save_weights(net: &LinkNet, path: &Path) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut store = BurnpackStore::from_file(&tmp)
+        .auto_extension(false)
+        .overwrite(true);
+    net.save_into(&mut store)
+        .map_err(|e| Error::format(path, format!("{e:?}")))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+fn load_weights(net: &mut LinkNet, path: &Path) -> Result<()> {
+    let mut store = BurnpackStore::from_file(path).auto_extension(false);
+    let applied = net
+        .load_from(&mut store)
+        .map_err(|e| Error::format(path, format!("{e:?}")))?;
+    if !applied.errors.is_empty() || !applied.missing.is_empty() {
+        return Err(Error::format(
+            path,
+            format!(
+                "checkpoint weights do not fit the model: missing {:?}, errors {:?}",
+                applied.missing, applied.errors
+            ),
+        ));
+    }
+    Ok(())
+}

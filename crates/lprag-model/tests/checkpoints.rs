@@ -1,0 +1,106 @@
+//! Per-epoch training checkpoints: a run killed after an epoch resumes there.
+//!
+//! One test in its own binary: burn's seeded parameter initialisation draws from a
+//! process-wide generator, so a test running beside it could change the weights.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use lprag_core::{LinkPredictor, NoProgress, Progress};
+use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
+
+mod common;
+use common::graph;
+
+/// Dies (panics) when the given training epoch is reported: a crash right after that
+/// epoch's checkpoint was written.
+struct DieAfter(u64);
+
+impl Progress for DieAfter {
+    fn update(&self, stage: &str, done: u64, _message: &str) {
+        if stage == "train" && done == self.0 {
+            panic!("killed after epoch {done}");
+        }
+    }
+}
+
+fn config(epochs: usize) -> TrainConfig {
+    TrainConfig {
+        epochs,
+        batch_size: 16,
+        validation_fraction: 0.2,
+        patience: 100,
+        ..TrainConfig::default()
+    }
+}
+
+fn scores(p: &GnnLinkPredictor) -> Vec<f32> {
+    let g = graph();
+    let q = g.features.row(g.num_chunks).to_vec();
+    p.score(&q, &(0..g.num_chunks).collect::<Vec<_>>()).unwrap()
+}
+
+#[test]
+fn a_killed_run_resumes_after_its_last_epoch_and_a_finished_run_is_not_repeated() {
+    let g = graph();
+    let dir = tempfile::tempdir().unwrap();
+
+    // Uninterrupted, no checkpoints: the reference.
+    let mut plain = GnnLinkPredictor::new(ModelConfig::default(), config(6));
+    let reference = plain.fit(&g, &NoProgress).unwrap();
+    assert_eq!(reference.epochs_run, 6);
+
+    // Killed after epoch 3.
+    let mut killed =
+        GnnLinkPredictor::new(ModelConfig::default(), config(6)).with_checkpoints(dir.path());
+    let crash = catch_unwind(AssertUnwindSafe(|| killed.fit(&g, &DieAfter(3))));
+    assert!(crash.is_err(), "the run was killed");
+    assert!(dir.path().join("train-state.json").is_file());
+
+    // Resumed: epochs 1–3 come from the checkpoint, identical to the reference's (same
+    // seed, same per-epoch draws); epochs 4–6 are trained now.
+    let mut resumed =
+        GnnLinkPredictor::new(ModelConfig::default(), config(6)).with_checkpoints(dir.path());
+    let report = resumed.fit(&g, &NoProgress).unwrap();
+    assert_eq!(report.epochs_run, 6);
+    assert_eq!(report.train_loss.len(), 6);
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+    assert!(
+        close(&report.train_loss[..3], &reference.train_loss[..3]),
+        "{report:?}"
+    );
+    assert!(
+        close(&report.val_loss[..3], &reference.val_loss[..3]),
+        "{report:?}"
+    );
+    for (a, b) in report.train_loss[3..]
+        .iter()
+        .zip(&reference.train_loss[3..])
+    {
+        // Adam restarts its moments after a resume: close, not identical.
+        assert!((a - b).abs() < 0.05, "{report:?} vs {reference:?}");
+    }
+    let resumed_scores = scores(&resumed);
+
+    // Finished: a new fit returns the saved result without training.
+    let mut again =
+        GnnLinkPredictor::new(ModelConfig::default(), config(6)).with_checkpoints(dir.path());
+    let report2 = again.fit(&g, &DieAfter(1)).unwrap();
+    assert_eq!(report2.train_loss, report.train_loss);
+    assert_eq!(report2.best_epoch, report.best_epoch);
+    let again_scores = scores(&again);
+    for (a, b) in again_scores.iter().zip(&resumed_scores) {
+        assert!(
+            (a - b).abs() < 1e-6,
+            "{again_scores:?} vs {resumed_scores:?}"
+        );
+    }
+
+    // Another configuration starts afresh (its first epoch would be reported, and dies).
+    let mut other =
+        GnnLinkPredictor::new(ModelConfig::default(), config(7)).with_checkpoints(dir.path());
+    let crash = catch_unwind(AssertUnwindSafe(|| other.fit(&g, &DieAfter(1))));
+    assert!(
+        crash.is_err(),
+        "a different run does not reuse the checkpoint"
+    );
+}
