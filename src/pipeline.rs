@@ -571,6 +571,8 @@ impl LpRagBuilder {
             }
         };
         let graph = lprag_graph::build_link_graph(&chunk_emb, &edges, &queries, &query_emb)?;
+        // The graph holds its own copy of both; free them before training.
+        drop((chunk_emb, query_emb));
         stats.queries = queries.len();
         stats.query_edges = graph.edges.len() - edges.len();
         lap(&mut stats, "queries");

@@ -113,14 +113,14 @@ struct ChunkContext {
     features: Embeddings,
     edges: Vec<LinkEdge>,
     host: HostGraph,
-    x: Tensor<2>,
 }
 
 impl ChunkContext {
-    fn new(graph: &LinkGraph, device: &Device) -> Result<Self> {
+    fn new(graph: &LinkGraph) -> Result<Self> {
         graph.validate()?;
         let nc = graph.num_chunks;
-        let features = normalized(&graph.features.select(&(0..nc).collect::<Vec<_>>()));
+        let mut features = graph.features.select(&(0..nc).collect::<Vec<_>>());
+        features.normalize();
         let edges: Vec<LinkEdge> = graph
             .edges
             .iter()
@@ -128,12 +128,10 @@ impl ChunkContext {
             .copied()
             .collect();
         let host = HostGraph::from_edges(nc, edges.iter().map(|e| (e.a, e.b, e.weight)));
-        let x = to_tensor(&features, device);
         Ok(Self {
             features,
             edges,
             host,
-            x,
         })
     }
 
@@ -180,7 +178,8 @@ impl ChunkContext {
         let d = self.features.dim();
         let flat: Vec<f32> = queries.iter().flatten().copied().collect();
         let qx = Tensor::<2>::from_data(TensorData::new(flat, [queries.len(), d]), device);
-        let x = Tensor::cat(vec![self.x.clone().to_device(device), qx], 0);
+        // Uploaded per call: this is the full-graph reference path, not the query path.
+        let x = Tensor::cat(vec![to_tensor(&self.features, device), qx], 0);
         (host, x, ids)
     }
 }
@@ -372,6 +371,20 @@ fn normalized(e: &Embeddings) -> Embeddings {
     e
 }
 
+/// `e` with unit rows: borrowed when every row already has norm 1 (within 1e-6) or 0, as
+/// most encoders' output does, so the node features are not copied; else a normalised copy.
+fn unit_rows(e: &Embeddings) -> std::borrow::Cow<'_, Embeddings> {
+    let unit = e.iter().all(|r| {
+        let n = dot(r, r).sqrt();
+        n == 0.0 || (n - 1.0).abs() <= 1e-6
+    });
+    if unit {
+        std::borrow::Cow::Borrowed(e)
+    } else {
+        std::borrow::Cow::Owned(normalized(e))
+    }
+}
+
 fn normalize_vec(v: &[f32]) -> Vec<f32> {
     let n = dot(v, v).sqrt();
     if n > 0.0 {
@@ -463,7 +476,7 @@ impl LinkPredictor for GnnLinkPredictor {
         if mc.hidden == 0 {
             return Err(Error::invalid("ModelConfig.hidden", "must be at least 1"));
         }
-        let ctx = ChunkContext::new(graph, &self.device)?;
+        let ctx = ChunkContext::new(graph)?;
         let nc = graph.num_chunks;
         let n = graph.num_nodes();
         let d_in = graph.features.dim();
@@ -519,7 +532,7 @@ impl LinkPredictor for GnnLinkPredictor {
             .init();
         // Normalised features stay on the host; full-graph steps upload them once,
         // neighbourhood steps only the rows a step needs.
-        let xh = normalized(&graph.features);
+        let xh = unit_rows(&graph.features);
         let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
         let full_host = HostGraph::from_edges(n, msg_edges.iter().copied());
         let wsum_full = full_host.weight_sums();
@@ -754,7 +767,7 @@ impl LinkPredictor for GnnLinkPredictor {
     }
 
     fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
-        let ctx = ChunkContext::new(graph, &self.device)?;
+        let ctx = ChunkContext::new(graph)?;
         let d_in = graph.features.dim();
         match &mut self.state {
             Some(st) => {
@@ -880,7 +893,7 @@ impl LinkPredictor for GnnLinkPredictor {
         }
         self.model = meta.model;
         self.train = meta.train;
-        let ctx = ChunkContext::new(&graph, &self.device)?;
+        let ctx = ChunkContext::new(&graph)?;
         self.state = Some(Trained::new(
             Some(net),
             meta.d_in,
