@@ -19,7 +19,7 @@ use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::workdir::{StageKey, WorkDir};
+use crate::workdir::{keep_embeddings, StageKey, WorkDir};
 
 /// Version of the on-disk index layout written by [`LpRag::save`].
 pub const INDEX_FORMAT_VERSION: u32 = 1;
@@ -441,27 +441,15 @@ impl LpRagBuilder {
         ]);
         let cached = work
             .as_ref()
-            .and_then(|w| w.load_graph("chunk-embeddings", emb_key, &warn))
-            .filter(|g| g.features.rows() == chunks.len());
+            .and_then(|w| w.load_embeddings("chunk-embeddings", emb_key, chunks.len(), &warn));
         let chunk_emb = match cached {
-            Some(g) => {
+            Some(e) => {
                 reused.push("embed".into());
-                g.features
+                e
             }
             None => {
                 let e = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
-                match &work {
-                    Some(w) => {
-                        let g = LinkGraph {
-                            num_chunks: e.rows(),
-                            features: e,
-                            edges: Vec::new(),
-                        };
-                        w.save_graph("chunk-embeddings", emb_key, &g)?;
-                        g.features
-                    }
-                    None => e,
-                }
+                keep_embeddings(work.as_ref(), "chunk-embeddings", emb_key, e)?
             }
         };
         lap(&mut stats, "embed");
@@ -548,27 +536,15 @@ impl LpRagBuilder {
         let qemb_key = emb_key.then(&[&StageKey::of_json(&qtexts)?.0.to_le_bytes()]);
         let cached = work
             .as_ref()
-            .and_then(|w| w.load_graph("query-embeddings", qemb_key, &warn))
-            .filter(|g| g.features.rows() == qtexts.len());
+            .and_then(|w| w.load_embeddings("query-embeddings", qemb_key, qtexts.len(), &warn));
         let query_emb = if qtexts.is_empty() {
             Embeddings::empty(chunk_emb.dim())
-        } else if let Some(g) = cached {
+        } else if let Some(e) = cached {
             reused.push("query-embed".into());
-            g.features
+            e
         } else {
             let e = embed_all(&*encoder, &qtexts, "embed queries", &*progress).await?;
-            match &work {
-                Some(w) => {
-                    let g = LinkGraph {
-                        num_chunks: e.rows(),
-                        features: e,
-                        edges: Vec::new(),
-                    };
-                    w.save_graph("query-embeddings", qemb_key, &g)?;
-                    g.features
-                }
-                None => e,
-            }
+            keep_embeddings(work.as_ref(), "query-embeddings", qemb_key, e)?
         };
         let graph = lprag_graph::build_link_graph(&chunk_emb, &edges, &queries, &query_emb)?;
         // The graph holds its own copy of both; free them before training.

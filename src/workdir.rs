@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lprag_core::{Error, LinkGraph, Result};
+use lprag_core::{Embeddings, Error, LinkGraph, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -175,6 +175,42 @@ impl WorkDir {
         std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
         self.mark(stage, key)
     }
+}
+
+impl WorkDir {
+    /// Embeddings saved as `stage` under `key` with `rows` rows (see
+    /// [`WorkDir::load_graph`]).
+    pub(crate) fn load_embeddings(
+        &self,
+        stage: &str,
+        key: StageKey,
+        rows: usize,
+        warn: &dyn Fn(String),
+    ) -> Option<Embeddings> {
+        self.load_graph(stage, key, warn)
+            .map(|g| g.features)
+            .filter(|e| e.rows() == rows)
+    }
+}
+
+/// Save `emb` as `stage` under `key` when there is a work directory (a graph without
+/// edges), and hand it back.
+pub(crate) fn keep_embeddings(
+    work: Option<&WorkDir>,
+    stage: &str,
+    key: StageKey,
+    emb: Embeddings,
+) -> Result<Embeddings> {
+    let Some(w) = work else {
+        return Ok(emb);
+    };
+    let g = LinkGraph {
+        num_chunks: emb.rows(),
+        features: emb,
+        edges: Vec::new(),
+    };
+    w.save_graph(stage, key, &g)?;
+    Ok(g.features)
 }
 
 #[cfg(test)]

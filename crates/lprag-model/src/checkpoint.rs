@@ -10,13 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::store::{BurnpackStore, ModuleSnapshot};
 use lprag_core::{Error, LinkGraph, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ModelConfig, TrainConfig};
 use crate::net::LinkNet;
 use crate::predictor::write_atomic;
+use crate::weights::{load_weights, save_weights};
 
 const STATE: &str = "train-state.json";
 const CURRENT: &str = "current.bpk";
@@ -129,31 +129,4 @@ impl Checkpoints {
             .map_err(|e| Error::format(self.dir.join(STATE), e.to_string()))?;
         write_atomic(&self.dir.join(STATE), &json)
     }
-}
-
-fn save_weights(net: &LinkNet, path: &Path) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut store = BurnpackStore::from_file(&tmp)
-        .auto_extension(false)
-        .overwrite(true);
-    net.save_into(&mut store)
-        .map_err(|e| Error::format(path, format!("{e:?}")))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
-
-fn load_weights(net: &mut LinkNet, path: &Path) -> Result<()> {
-    let mut store = BurnpackStore::from_file(path).auto_extension(false);
-    let applied = net
-        .load_from(&mut store)
-        .map_err(|e| Error::format(path, format!("{e:?}")))?;
-    if !applied.errors.is_empty() || !applied.missing.is_empty() {
-        return Err(Error::format(
-            path,
-            format!(
-                "checkpoint weights do not fit the model: missing {:?}, errors {:?}",
-                applied.missing, applied.errors
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -31,7 +31,6 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::activation::{log_sigmoid, relu, sigmoid};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
@@ -796,38 +795,12 @@ impl GfmModel {
 
     /// Write the weights to `path` (burnpack), atomically.
     pub fn save_weights(&self, path: &std::path::Path) -> Result<()> {
-        let tmp = path.with_extension("tmp");
-        let mut store = BurnpackStore::from_file(&tmp)
-            .auto_extension(false)
-            .overwrite(true);
-        self.net
-            .save_into(&mut store)
-            .map_err(|e| Error::format(path, format!("{e:?}")))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        crate::weights::save_weights(&self.net, path)
     }
 
     /// Read weights written by [`GfmModel::save_weights`] into this model (same shape).
     pub fn load_weights(&mut self, path: &std::path::Path) -> Result<()> {
-        if !path.is_file() {
-            return Err(Error::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
-            ));
-        }
-        let mut store = BurnpackStore::from_file(path).auto_extension(false);
-        let applied = self
-            .net
-            .load_from(&mut store)
-            .map_err(|e| Error::format(path, format!("{e:?}")))?;
-        if !applied.errors.is_empty() || !applied.missing.is_empty() {
-            return Err(Error::format(
-                path,
-                format!(
-                    "weights do not fit the model: missing {:?}, errors {:?}",
-                    applied.missing, applied.errors
-                ),
-            ));
-        }
+        crate::weights::load_weights(&mut self.net, path)?;
         self.host = HostNet::export(&self.net, &self.relations)?;
         Ok(())
     }

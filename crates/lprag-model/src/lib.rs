@@ -22,6 +22,7 @@ mod host;
 pub mod lesegr;
 mod net;
 mod predictor;
+mod weights;
 
 pub use bert::SentenceEncoder;
 pub use burn::tensor::Device;

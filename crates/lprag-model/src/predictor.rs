@@ -7,7 +7,6 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams};
-use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::activation::log_sigmoid;
 use burn::tensor::{Device, Tensor, TensorData};
 use lprag_core::{
@@ -846,15 +845,7 @@ impl LinkPredictor for GnnLinkPredictor {
             edges: st.ctx.edges.clone(),
         };
         lprag_graph::save_link_graph(&graph, dir.join(GRAPH_FILE))?;
-        let weights = dir.join(WEIGHTS_FILE);
-        let tmp = weights.with_extension("tmp");
-        let mut store = BurnpackStore::from_file(&tmp)
-            .auto_extension(false)
-            .overwrite(true);
-        net.save_into(&mut store)
-            .map_err(|e| Error::format(&weights, format!("{e:?}")))?;
-        std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
-        Ok(())
+        crate::weights::save_weights(net, &dir.join(WEIGHTS_FILE))
     }
 
     fn load(&mut self, dir: &Path) -> Result<()> {
@@ -870,27 +861,8 @@ impl LinkPredictor for GnnLinkPredictor {
                 ),
             ));
         }
-        let path = dir.join(WEIGHTS_FILE);
-        if !path.is_file() {
-            return Err(Error::io(
-                &path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
-            ));
-        }
         let mut net = LinkNet::new(&meta.model, meta.d_in, &self.device);
-        let mut store = BurnpackStore::from_file(&path).auto_extension(false);
-        let applied = net
-            .load_from(&mut store)
-            .map_err(|e| Error::format(&path, format!("{e:?}")))?;
-        if !applied.errors.is_empty() || !applied.missing.is_empty() {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "weights do not fit the model: missing {:?}, errors {:?}",
-                    applied.missing, applied.errors
-                ),
-            ));
-        }
+        crate::weights::load_weights(&mut net, &dir.join(WEIGHTS_FILE))?;
         self.model = meta.model;
         self.train = meta.train;
         let ctx = ChunkContext::new(&graph)?;
