@@ -536,19 +536,32 @@ impl LpRagBuilder {
         let qemb_key = emb_key.then(&[&StageKey::of_json(&qtexts)?.0.to_le_bytes()]);
         let cached = work
             .as_ref()
-            .and_then(|w| w.load_embeddings("query-embeddings", qemb_key, qtexts.len(), &warn));
-        let query_emb = if qtexts.is_empty() {
-            Embeddings::empty(chunk_emb.dim())
-        } else if let Some(e) = cached {
+            .and_then(|w| w.load_embeddings("query-embeddings", qemb_key, qtexts.len(), &warn))
+            .filter(|e| e.dim() == chunk_emb.dim());
+        // The graph's node features: the chunk rows, then the query rows, in one buffer
+        // (query embeddings are appended to it, not kept beside it).
+        let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
+        let mut features = chunk_emb.into_vec();
+        features.reserve_exact(qtexts.len() * dim);
+        if let Some(e) = cached {
             reused.push("query-embed".into());
-            e
-        } else {
-            let e = embed_all(&*encoder, &qtexts, "embed queries", &*progress).await?;
-            keep_embeddings(work.as_ref(), "query-embeddings", qemb_key, e)?
-        };
-        let graph = lprag_graph::build_link_graph(&chunk_emb, &edges, &queries, &query_emb)?;
-        // The graph holds its own copy of both; free them before training.
-        drop((chunk_emb, query_emb));
+            features.extend_from_slice(e.as_slice());
+        } else if !qtexts.is_empty() {
+            embed_into(
+                &*encoder,
+                &qtexts,
+                "embed queries",
+                &*progress,
+                &mut features,
+            )
+            .await?;
+            if work.is_some() {
+                let e = Embeddings::new(dim, features[nc * dim..].to_vec())?;
+                keep_embeddings(work.as_ref(), "query-embeddings", qemb_key, e)?;
+            }
+        }
+        let features = Embeddings::new(dim, features)?;
+        let graph = lprag_graph::link_graph_from_features(features, nc, &edges, &queries)?;
         stats.queries = queries.len();
         stats.query_edges = graph.edges.len() - edges.len();
         lap(&mut stats, "queries");
@@ -599,8 +612,20 @@ pub(crate) async fn embed_all(
     stage: &str,
     progress: &dyn Progress,
 ) -> Result<Embeddings> {
+    let mut out = Vec::with_capacity(texts.len() * encoder.dimension());
+    embed_into(encoder, texts, stage, progress, &mut out).await?;
+    Embeddings::new(encoder.dimension(), out)
+}
+
+/// [`embed_all`] appending the rows to `out` (row-major, the encoder's width).
+pub(crate) async fn embed_into(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    out: &mut Vec<f32>,
+) -> Result<()> {
     progress.start(stage, Some(texts.len() as u64));
-    let mut out = Embeddings::empty(encoder.dimension());
     for (i, batch) in texts.chunks(EMBED_BATCH).enumerate() {
         let e = encoder.embed(batch).await?;
         if e.rows() != batch.len() {
@@ -610,11 +635,18 @@ pub(crate) async fn embed_all(
                 actual: e.rows(),
             });
         }
-        out.extend(&e)?;
+        if e.dim() != encoder.dimension() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' output width", encoder.name()),
+                expected: encoder.dimension(),
+                actual: e.dim(),
+            });
+        }
+        out.extend_from_slice(e.as_slice());
         progress.update(stage, (i * EMBED_BATCH + batch.len()) as u64, "");
     }
     progress.finish(stage);
-    Ok(out)
+    Ok(())
 }
 
 /// The key of a list of chunks (their ids, texts and provenance).

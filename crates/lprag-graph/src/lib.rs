@@ -81,7 +81,7 @@ pub use bridge::{bridge_edges, BridgeConfig};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
 pub use knn::{knn, mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_HNSW_THRESHOLD, DEFAULT_K};
-pub use link::build_link_graph;
+pub use link::{build_link_graph, link_graph_from_features};
 pub use persist::{
     load_chunk_graph, load_link_graph, save_chunk_graph, save_link_graph, FORMAT_VERSION,
 };
