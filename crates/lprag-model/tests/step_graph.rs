@@ -14,6 +14,17 @@ use lprag_model::{
 mod common;
 use common::graph;
 
+/// A one-layer GCN GAE (its self loop is folded into the host-side aggregation).
+fn gcn_one_layer() -> ModelConfig {
+    ModelConfig {
+        kind: PredictorKind::Gae(Decoder::Hadamard),
+        aggregation: Aggregation::Gcn,
+        hidden: 16,
+        layers: 1,
+        residual: false,
+    }
+}
+
 /// With the learning rate at 0 every step sees the initial weights, so each epoch's loss is
 /// the mean loss of its batches: equal losses mean the neighbourhood subgraph (target
 /// masking, degrees, common neighbours included) gives the same forward pass as the full
@@ -44,16 +55,7 @@ fn neighbourhood_steps_see_the_same_forward_pass_as_full_graph_steps() {
             },
             Targets::QueryChunk,
         ),
-        (
-            ModelConfig {
-                kind: PredictorKind::Gae(Decoder::Hadamard),
-                aggregation: Aggregation::Gcn,
-                hidden: 16,
-                layers: 1,
-                residual: false,
-            },
-            Targets::QueryChunk,
-        ),
+        (gcn_one_layer(), Targets::QueryChunk),
         (ModelConfig::mlp(), Targets::QueryChunk),
     ];
     for (model, targets) in configs {
@@ -98,16 +100,7 @@ fn neighbourhood_steps_see_the_same_forward_pass_as_full_graph_steps() {
 /// Called from the test above (one test per binary, see the module docs).
 fn neighbourhood_steps_give_the_same_updates_as_full_graph_steps() {
     let g = graph();
-    for model in [
-        ModelConfig::ncn(),
-        ModelConfig {
-            kind: PredictorKind::Gae(Decoder::Hadamard),
-            aggregation: Aggregation::Gcn,
-            hidden: 16,
-            layers: 1,
-            residual: false,
-        },
-    ] {
+    for model in [ModelConfig::ncn(), gcn_one_layer()] {
         let losses = |step_graph| {
             let tc = TrainConfig {
                 epochs: 4,
