@@ -435,7 +435,7 @@ impl LpRagBuilder {
                 (enc, Some(spec))
             }
         };
-        let emb_key = chunks_key(&chunks).then(&[
+        let emb_key = stage_key(&work, || chunks_key(&chunks)).then(&[
             encoder.name().as_bytes(),
             &(encoder.dimension() as u64).to_le_bytes(),
         ]);
@@ -470,38 +470,36 @@ impl LpRagBuilder {
                     .all(|e| (e.a as usize) < chunks.len() && (e.b as usize) < chunks.len())
             });
         let rows = chunk_emb.rows();
-        let (edges, batches, isolated, n_bridges) = match cached {
+        let edges = match cached {
             Some(edges) => {
                 reused.push("graph".into());
-                blocking(move || {
-                    let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
-                    let graph = ChunkGraph::from_edges(rows, &edges)?;
-                    let batches = lprag_graph::sample_batches(&graph, seed);
-                    Ok((edges, batches, graph.isolated_count(), n_bridges))
-                })
-                .await?
+                edges
             }
             None => {
                 let emb = chunk_emb.clone();
                 let bridges = config.bridges;
                 let bridge_chunks = chunks.clone();
-                let out = blocking(move || {
+                let edges = blocking(move || {
                     let mut edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
                     drop(emb);
-                    let bridge = lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?;
-                    let n_bridges = bridge.len();
-                    edges.extend(bridge);
-                    let graph = ChunkGraph::from_edges(rows, &edges)?;
-                    let batches = lprag_graph::sample_batches(&graph, seed);
-                    Ok((edges, batches, graph.isolated_count(), n_bridges))
+                    edges.extend(lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?);
+                    Ok(edges)
                 })
                 .await?;
                 if let Some(w) = &work {
-                    w.save_json("chunk-graph", graph_key, &out.0)?;
+                    w.save_json("chunk-graph", graph_key, &edges)?;
                 }
-                out
+                edges
             }
         };
+        let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
+        let (edges, batches, isolated) = blocking(move || {
+            let graph = ChunkGraph::from_edges(rows, &edges)?;
+            let batches = lprag_graph::sample_batches(&graph, seed);
+            let isolated = graph.isolated_count();
+            Ok((edges, batches, isolated))
+        })
+        .await?;
         stats.chunk_edges = edges.len();
         stats.bridge_edges = n_bridges;
         stats.isolated_chunks = isolated;
@@ -533,7 +531,11 @@ impl LpRagBuilder {
         stats.labelled_queries = labelled.len();
         queries.extend(labelled);
         let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
-        let qemb_key = emb_key.then(&[&StageKey::of_json(&qtexts)?.0.to_le_bytes()]);
+        let qtexts_key = match &work {
+            Some(_) => StageKey::of_json(&qtexts)?,
+            None => StageKey(0),
+        };
+        let qemb_key = emb_key.then(&[&qtexts_key.0.to_le_bytes()]);
         let cached = work
             .as_ref()
             .and_then(|w| w.load_embeddings("query-embeddings", qemb_key, qtexts.len(), &warn))
@@ -647,6 +649,14 @@ pub(crate) async fn embed_into(
     }
     progress.finish(stage);
     Ok(())
+}
+
+/// `key()` when there is a work directory (keys hash whole stages), else a placeholder.
+fn stage_key(work: &Option<WorkDir>, key: impl FnOnce() -> StageKey) -> StageKey {
+    match work {
+        Some(_) => key(),
+        None => StageKey(0),
+    }
 }
 
 /// The key of a list of chunks (their ids, texts and provenance).
