@@ -20,7 +20,7 @@ mod mini_corpus;
 use lprag::{G2Config, G2Rag, G2Source, Retriever, Selection, SentenceChunker, StderrProgress};
 
 #[tokio::main]
-async fn main() -> lprag::Result<()> {
+async fn main() -> Result<(), lprag::Report> {
     let docs = mini_corpus::documents();
 
     // 1. Index. Ten short articles make few chunks, so this example splits them into

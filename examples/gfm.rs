@@ -22,7 +22,7 @@ mod mini_corpus;
 use lprag::{GfmConfig, GfmRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
-async fn main() -> lprag::Result<()> {
+async fn main() -> Result<(), lprag::Report> {
     let docs = mini_corpus::documents();
 
     // 1. Index. The paper's network is d = 512, L = 6; `GfmConfig::cpu()` (d = 32, L = 3)

@@ -22,7 +22,7 @@ mod mini_corpus;
 use lprag::{LesegrConfig, LesegrRag, Retriever, Selection, SentenceChunker, StderrProgress};
 
 #[tokio::main]
-async fn main() -> lprag::Result<()> {
+async fn main() -> Result<(), lprag::Report> {
     let docs = mini_corpus::documents();
     let question = "Which river flows through the city where Marie Curie was born?";
     // One encoder for everything below (all-MiniLM-L6-v2 when it is installed, else the

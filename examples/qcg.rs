@@ -20,7 +20,7 @@ mod mini_corpus;
 use lprag::{QcgConfig, QcgRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
-async fn main() -> lprag::Result<()> {
+async fn main() -> Result<(), lprag::Report> {
     let docs = mini_corpus::documents();
 
     // 1. Index: chunks (whole passages) → synthetic questions per chunk → Doc2Query--

@@ -22,7 +22,7 @@ mod mini_corpus;
 use lprag::{Document, LpRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
-async fn main() -> lprag::Result<()> {
+async fn main() -> Result<(), lprag::Report> {
     // 1. Documents. Any `Vec<Document>` works; here a small bundled corpus of ten articles.
     let docs: Vec<Document> = mini_corpus::documents();
 

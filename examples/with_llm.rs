@@ -30,7 +30,7 @@ use lprag::llm::{AnswerGenerator, CachedChat, OpenAiChat, OpenAiConfig, TokenMet
 use lprag::{Document, LpRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), lprag::Report> {
     let Some(config) = OpenAiConfig::from_env() else {
         println!(
             "No LLM configured, so there is nothing to run.\n\n\

@@ -262,6 +262,10 @@ pub struct G2Stats {
     pub merges_accepted: usize,
     /// Whether an LLM decided the merges (else the θ rule).
     pub llm_merge: bool,
+    /// Of [`G2Stats::merge_pairs`], pairs whose LLM answer had no yes/no even after the
+    /// judge's parse retries, decided by the θ rule instead.
+    #[serde(default)]
+    pub merge_fallbacks: usize,
     /// Communities (including outlier singletons under [`OutlierPolicy::Singletons`]).
     pub communities: usize,
     /// Members of the largest community.
@@ -756,7 +760,19 @@ impl G2RagBuilder {
                     .iter()
                     .map(|&(ci, mi, r, s)| (central(&split[ci][mi][r]), central(&split[ci][mi][s])))
                     .collect();
-                judge.judge_all(&shown).await?
+                let verdicts = judge.judge_all(&shown).await?;
+                stats.merge_fallbacks = verdicts.iter().filter(|v| v.is_none()).count();
+                pairs
+                    .iter()
+                    .zip(verdicts)
+                    .map(|(&(ci, mi, r, s), v)| {
+                        v.unwrap_or_else(|| {
+                            let a = centroid(&emb, &split[ci][mi][r]);
+                            let b = centroid(&emb, &split[ci][mi][s]);
+                            dot(&a, &b) >= config.merge_threshold
+                        })
+                    })
+                    .collect()
             }
             None => pairs
                 .iter()

@@ -232,7 +232,7 @@ pub struct GfmRagBuilder {
     weights: Option<std::path::PathBuf>,
     device: Device,
     progress: Arc<dyn Progress>,
-    config: GfmConfig,
+    config: Option<GfmConfig>,
 }
 
 impl GfmRagBuilder {
@@ -290,16 +290,24 @@ impl GfmRagBuilder {
         self
     }
 
-    /// The settings.
+    /// The settings. Default: [`GfmConfig::cpu`] on the CPU device (the paper's d = 512,
+    /// L = 6 network trains for hours on two cores) and [`GfmConfig::default`], the
+    /// paper's setting, on any other device.
     pub fn config(mut self, config: GfmConfig) -> Self {
-        self.config = config;
+        self.config = Some(config);
         self
     }
 
     /// Chunk, extract, resolve entities, build the KG and train the GNN.
     pub async fn build(self, documents: &[Document]) -> Result<GfmRag> {
         let started = std::time::Instant::now();
-        let config = self.config;
+        let config = self.config.clone().unwrap_or_else(|| {
+            if self.device == Device::flex() {
+                GfmConfig::cpu()
+            } else {
+                GfmConfig::default()
+            }
+        });
         config.validate()?;
         let progress = self.progress;
         let (chunks, texts, encoder) =
@@ -843,7 +851,7 @@ impl GfmRag {
             weights: None,
             device: Device::default(),
             progress: Arc::new(NoProgress),
-            config: GfmConfig::default(),
+            config: None,
         }
     }
 

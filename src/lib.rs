@@ -36,6 +36,7 @@ pub mod lesegr;
 mod pipeline;
 mod progress;
 pub mod qcg;
+mod report;
 mod workdir;
 
 pub use lprag_core as core;
@@ -66,3 +67,4 @@ pub use pipeline::{
 };
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};
+pub use report::Report;

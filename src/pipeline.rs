@@ -14,7 +14,7 @@ use lprag_core::{
     SyntheticQuery, TrainReport,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
-use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, StageUsage, TokenMeter};
+use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
 use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig};
 use serde::{Deserialize, Serialize};
@@ -185,6 +185,44 @@ impl DefaultEncoder {
     }
 }
 
+/// Forwards to another [`Progress`] and keeps a copy of every warning.
+struct RecordingProgress {
+    inner: Arc<dyn Progress>,
+    warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl RecordingProgress {
+    fn new(inner: Arc<dyn Progress>) -> Self {
+        Self {
+            inner,
+            warnings: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Progress for RecordingProgress {
+    fn start(&self, stage: &str, total: Option<u64>) {
+        self.inner.start(stage, total);
+    }
+    fn update(&self, stage: &str, done: u64, message: &str) {
+        self.inner.update(stage, done, message);
+    }
+    fn finish(&self, stage: &str) {
+        self.inner.finish(stage);
+    }
+    fn warn(&self, message: &str) {
+        self.inner.warn(message);
+        self.warnings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.to_string());
+    }
+}
+
 /// Assembles an [`LpRag`] retriever; every component has an offline default.
 pub struct LpRagBuilder {
     chunker: Arc<dyn Chunker>,
@@ -192,6 +230,7 @@ pub struct LpRagBuilder {
     chunker_set: bool,
     query_generator_set: bool,
     llm: Option<Arc<dyn ChatModel>>,
+    llm_on_unparseable: OnUnparseable,
     encoder: Option<Arc<dyn Encoder>>,
     predictor: Option<Box<dyn LinkPredictor>>,
     labelled: Vec<(String, Vec<String>)>,
@@ -209,6 +248,7 @@ impl Default for LpRagBuilder {
             chunker_set: false,
             query_generator_set: false,
             llm: None,
+            llm_on_unparseable: OnUnparseable::Fallback,
             encoder: None,
             predictor: None,
             labelled: Vec::new(),
@@ -259,8 +299,23 @@ impl LpRagBuilder {
     /// println!("{:?}", rag.stats().llm_usage);
     /// # Ok(()) }
     /// ```
+    ///
+    /// A weak model does not abort the build: a document (or batch) whose answer cannot be
+    /// parsed, even after the model is asked once more, is chunked by the offline
+    /// [`lprag_core::SentenceChunker`] (or gets [`HeuristicQueryGenerator`] questions) instead;
+    /// [`IndexStats::llm_usage`]'s `fallbacks` counts them per stage and
+    /// [`IndexStats::warnings`] says so. [`LpRagBuilder::llm_on_unparseable`] with
+    /// [`OnUnparseable::Fail`] fails the build instead.
     pub fn llm(mut self, model: Arc<dyn ChatModel>) -> Self {
         self.llm = Some(model);
+        self
+    }
+
+    /// What the LLM chunker and query writer made by [`LpRagBuilder::llm`] do with an
+    /// answer they cannot parse: fall back to the offline component for that item
+    /// (default) or fail the build ([`OnUnparseable::Fail`], strict mode).
+    pub fn llm_on_unparseable(mut self, policy: OnUnparseable) -> Self {
+        self.llm_on_unparseable = policy;
         self
     }
 
@@ -341,6 +396,7 @@ impl LpRagBuilder {
             chunker_set,
             query_generator_set,
             llm,
+            llm_on_unparseable,
             encoder,
             predictor,
             labelled,
@@ -356,19 +412,24 @@ impl LpRagBuilder {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
         let meter = Arc::new(TokenMeter::new());
+        // The LLM components warn (fallbacks) through this; their warnings go to
+        // `progress` and into the stats.
+        let llm_progress = Arc::new(RecordingProgress::new(progress.clone()));
         if let Some(model) = &llm {
             if !chunker_set {
                 chunker = Arc::new(
                     LlmChunker::new(model.clone())
                         .with_meter(meter.clone())
-                        .with_progress(progress.clone()),
+                        .with_progress(llm_progress.clone())
+                        .on_unparseable(llm_on_unparseable),
                 );
             }
             if !query_generator_set {
                 query_generator = Arc::new(
                     LlmQueryGenerator::new(model.clone())
                         .with_meter(meter.clone())
-                        .with_progress(progress.clone()),
+                        .with_progress(llm_progress.clone())
+                        .on_unparseable(llm_on_unparseable),
                 );
             }
         }
@@ -590,6 +651,7 @@ impl LpRagBuilder {
         lap(&mut stats, "train");
         stats.llm_usage = meter.snapshot();
         stats.reused_stages = reused;
+        stats.warnings.extend(llm_progress.take_warnings());
         stats
             .warnings
             .extend(warned.into_inner().unwrap_or_else(|p| p.into_inner()));

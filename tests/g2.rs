@@ -329,7 +329,9 @@ impl ChatModel for FakeJudge {
     }
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let user = &request.messages.last().unwrap().content;
+        // The first user turn shows the groups (a retry appends the model's answer and a
+        // request to answer again).
+        let user = &request.messages[1].content;
         assert!(user.contains("[Group A]") && user.contains("[Group B]"));
         Ok(ChatResponse::text(self.answer))
     }
@@ -376,13 +378,39 @@ async fn llm_verdicts_decide_the_merges() {
     let clustered = 13 - s.outliers;
     assert_eq!(no.stats().communities, clustered);
 
-    // An unparseable verdict is an error, not a silent "no".
+    // An unparseable verdict (asked twice) falls back to the θ rule for that pair,
+    // counted: the same communities as the offline build.
+    let unsure = Arc::new(FakeJudge {
+        answer: "It depends.",
+        calls: AtomicUsize::new(0),
+    });
+    let fell_back = G2Rag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .llm(unsure.clone())
+        .config(config.clone())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let offline = G2Rag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(config.clone())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let f = fell_back.stats();
+    assert_eq!(f.merge_fallbacks, f.merge_pairs);
+    assert_eq!(unsure.calls.load(Ordering::SeqCst), 2 * f.merge_pairs);
+    assert_eq!(f.merges_accepted, offline.stats().merges_accepted);
+    assert_eq!(f.communities, offline.stats().communities);
+    // Strict: an error, not a silent "no".
+    let strict = lprag::llm::LlmMergeJudge::new(Arc::new(FakeJudge {
+        answer: "It depends.",
+        calls: AtomicUsize::new(0),
+    }))
+    .on_unparseable(lprag::llm::OnUnparseable::Fail);
     let err = G2Rag::builder()
         .encoder(Arc::new(HashingEncoder::default()))
-        .llm(Arc::new(FakeJudge {
-            answer: "It depends.",
-            calls: AtomicUsize::new(0),
-        }))
+        .merge_judge(strict)
         .config(config)
         .build(&corpus())
         .await

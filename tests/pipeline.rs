@@ -382,6 +382,97 @@ async fn an_llm_chunks_and_writes_queries_and_its_tokens_are_counted() {
     assert!(rag.stats().llm_usage["queries"].calls > 0);
 }
 
+/// [`ScriptedLlm`], except that it answers like a weak model for the Japanese articles:
+/// an apology for their chunks, and statements instead of questions for batches whose
+/// first chunk is about Japan.
+struct WeakLlm;
+
+#[async_trait::async_trait]
+impl lprag::llm::ChatModel for WeakLlm {
+    fn name(&self) -> &str {
+        "weak"
+    }
+
+    async fn complete(
+        &self,
+        request: &lprag::llm::ChatRequest,
+    ) -> Result<lprag::llm::ChatResponse, lprag::llm::LlmError> {
+        let system = &request.messages[0].content;
+        let user = &request.messages[1].content;
+        let first_chunk = user.split("[Chunk 2]").next().unwrap_or_default();
+        if user.contains("Japan") && system.contains("extract the Chunks") {
+            return Ok(lprag::llm::ChatResponse::text(
+                "I'm sorry, I can't help with that.",
+            ));
+        }
+        if first_chunk.contains("Japan") && !system.contains("extract the Chunks") {
+            return Ok(lprag::llm::ChatResponse::text(
+                "[The End bag of chunks]\nTokyo is a big city in Japan.",
+            ));
+        }
+        ScriptedLlm.complete(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_weak_llm_falls_back_per_item_and_strict_mode_fails() {
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .llm(Arc::new(WeakLlm))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .expect("unreadable answers do not abort the build");
+    let stats = rag.stats();
+    // Tokyo and Kyoto were split by the offline sentence chunker, the rest by the model.
+    for c in rag.chunks() {
+        let japan = ["tokyo", "kyoto"].contains(&c.provenance.document_id.as_str());
+        assert_eq!(!c.text.starts_with("LLM: "), japan, "{c:?}");
+    }
+    let chunking = stats.llm_usage["chunking"];
+    assert_eq!(chunking.fallbacks, 2);
+    assert_eq!(chunking.calls, corpus().len() as u64 + 2, "one retry each");
+    let queries = stats.llm_usage["queries"];
+    assert!(queries.fallbacks > 0, "{stats:?}");
+    // Batches that fell back got heuristic questions, the others the model's.
+    assert!(rag
+        .synthetic_queries()
+        .iter()
+        .any(|q| q.text.starts_with("What about LLM: ")));
+    assert!(rag
+        .synthetic_queries()
+        .iter()
+        .any(|q| !q.text.starts_with("What about LLM: ")));
+    assert!(rag
+        .synthetic_queries()
+        .iter()
+        .all(|q| !q.text.contains("Tokyo is a big city")));
+    let warned: Vec<&String> = stats
+        .warnings
+        .iter()
+        .filter(|w| w.contains("could not be parsed"))
+        .collect();
+    assert_eq!(warned.len(), 2, "{:?}", stats.warnings);
+    assert!(warned[0].contains("2 of 6 documents"), "{warned:?}");
+
+    let Err(err) = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .llm(Arc::new(WeakLlm))
+        .llm_on_unparseable(lprag::llm::OnUnparseable::Fail)
+        .config(quick_config())
+        .build(&corpus())
+        .await
+    else {
+        panic!("strict mode fails");
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.contains("LLM chunking") && msg.contains("2 of 6"),
+        "{msg}"
+    );
+    assert!(msg.contains("I'm sorry"), "{msg}");
+}
+
 #[tokio::test]
 async fn supervised_mode_adds_or_replaces_synthetic_queries() {
     let pairs = vec![

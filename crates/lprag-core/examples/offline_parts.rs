@@ -9,7 +9,18 @@ use lprag_core::{
 };
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> lprag_core::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Errors are shown with `Display` (what failed and where), not `Debug`.
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> lprag_core::Result<()> {
     let docs = vec![
         Document::new(
             "curie",

@@ -88,17 +88,6 @@ struct QaArgs {
     /// Chunks given to the reader.
     #[arg(long, default_value_t = 5, value_name = "K")]
     top_k: usize,
-    /// OpenAI-compatible base URL of the reader (default: LPRAG_LLM_BASE_URL, else
-    /// OpenAI's).
-    #[arg(long, value_name = "URL")]
-    llm_base_url: Option<String>,
-    /// Reader model (default: LPRAG_LLM_MODEL). The API key comes from
-    /// LPRAG_LLM_API_KEY or OPENAI_API_KEY only, never from the command line.
-    #[arg(long, value_name = "NAME")]
-    llm_model: Option<String>,
-    /// Reader answers are cached here, so an interrupted run resumes and a rerun is free.
-    #[arg(long, value_name = "DIR", default_value = "target/lprag-llm-cache")]
-    llm_cache: PathBuf,
     /// Reader calls in flight at once.
     #[arg(long, default_value_t = 8, value_name = "N")]
     concurrency: usize,
@@ -167,6 +156,25 @@ struct RetrievalArgs {
     /// Print LP-RAG's, LeSeGR's, G²RAG's and GFM-RAG's indexing and training progress.
     #[arg(long)]
     verbose: bool,
+    /// The LLM writes the synthetic queries of `lprag` (S-PROMPT) and `qcg` (Doc2Query)
+    /// instead of the offline generator; answers are cached in --llm-cache.
+    #[arg(long)]
+    query_llm: bool,
+    /// OpenAI-compatible base URL of the LLM (reader, --query-llm) (default:
+    /// LPRAG_LLM_BASE_URL, else OpenAI's).
+    #[arg(long, value_name = "URL")]
+    llm_base_url: Option<String>,
+    /// LLM model (default: LPRAG_LLM_MODEL). The API key comes from LPRAG_LLM_API_KEY or
+    /// OPENAI_API_KEY only, never from the command line.
+    #[arg(long, value_name = "NAME")]
+    llm_model: Option<String>,
+    /// LLM answers are cached here, so an interrupted run resumes and a rerun is free.
+    #[arg(long, value_name = "DIR", default_value = "target/lprag-llm-cache")]
+    llm_cache: PathBuf,
+    /// Query-writer calls in flight at once (--query-llm). A local server that answers one
+    /// request at a time wants 1-2: queued requests count against the HTTP timeout.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    llm_concurrency: usize,
 }
 
 /// A JSON configuration file, missing fields defaulted by the type.
@@ -322,7 +330,13 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
     Ok(())
 }
 
-async fn qa(args: QaArgs) -> Result<()> {
+/// The LLM named by `--llm-model`/`--llm-base-url` or the environment, behind a response
+/// cache in `--llm-cache`.
+fn open_llm(
+    args: &RetrievalArgs,
+    what: &str,
+    concurrency: usize,
+) -> Result<lprag::llm::CachedChat> {
     use lprag::llm::{CachedChat, OpenAiChat, OpenAiConfig};
     let mut config = OpenAiConfig::from_env();
     if let Some(model) = &args.llm_model {
@@ -332,7 +346,7 @@ async fn qa(args: QaArgs) -> Result<()> {
     }
     let Some(mut config) = config else {
         return Err(Error::invalid(
-            "reader",
+            what,
             "no LLM configured: set LPRAG_LLM_MODEL (and LPRAG_LLM_BASE_URL, LPRAG_LLM_API_KEY \
              as needed) or pass --llm-model",
         ));
@@ -340,11 +354,15 @@ async fn qa(args: QaArgs) -> Result<()> {
     if let Some(url) = &args.llm_base_url {
         config.base_url = url.clone();
     }
-    config.http.max_concurrency = args.concurrency.max(1);
-    eprintln!("reader: {} at {}", config.model, config.base_url);
+    config.http.max_concurrency = concurrency.max(1);
+    eprintln!("{what}: {} at {}", config.model, config.base_url);
     let chat = OpenAiChat::new(config).map_err(lprag_core::Error::from)?;
-    let reader = CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
-        .map_err(lprag_core::Error::from)?;
+    Ok(CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
+        .map_err(lprag_core::Error::from)?)
+}
+
+async fn qa(args: QaArgs) -> Result<()> {
+    let reader = open_llm(&args.common, "reader", args.concurrency)?;
     let cache = reader.cache().clone();
     let p = prepare(&args.common)?;
     let progress: &dyn Progress = if args.common.no_progress {
@@ -479,7 +497,13 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
         options.retrievers.g2 = read_json(path)?;
     }
     if let Some(path) = &args.gfm_config {
-        options.retrievers.gfm = read_json(path)?;
+        options.retrievers.gfm = Some(read_json(path)?);
+    }
+    if args.query_llm {
+        let llm = open_llm(args, "query writer", args.llm_concurrency)?;
+        options.retrievers.query_llm_concurrency = args.llm_concurrency;
+        options.retrievers.query_llm =
+            Some(lprag_eval::registry::QueryLlm(std::sync::Arc::new(llm)));
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.verbose = args.verbose;

@@ -43,13 +43,29 @@ pub struct RetrieverOptions {
     pub lesegr: lprag::LesegrConfig,
     /// Configuration of `g2` (default: [`lprag::G2Config::default`]).
     pub g2: lprag::G2Config,
-    /// Configuration of `gfm` (default: [`lprag::GfmConfig::default`], the paper's
-    /// d = 512, L = 6 network; [`lprag::GfmConfig::cpu`] is the CPU setting of the benchmarks).
-    pub gfm: lprag::GfmConfig,
+    /// Configuration of `gfm` (default: `GfmRag`'s own, [`lprag::GfmConfig::cpu`] on the
+    /// CPU, the paper's d = 512, L = 6 network on a GPU device).
+    pub gfm: Option<lprag::GfmConfig>,
+    /// An LLM that writes the synthetic queries of `lprag` (LP-RAG's S-PROMPT batches)
+    /// and `qcg` (QCG-RAG's Doc2Query pairs) instead of the offline heuristic generator.
+    /// Default none.
+    pub query_llm: Option<QueryLlm>,
+    /// Calls of [`RetrieverOptions::query_llm`] in flight at once (0 is taken as 1).
+    pub query_llm_concurrency: usize,
     /// Labelled `(question, gold document ids)` pairs for the retrievers with a supervised
     /// mode: `lprag` adds them to its synthetic queries, `lesegr` and `gfm` train on them
     /// instead of synthetic questions. Default none.
     pub labelled: Vec<(String, Vec<String>)>,
+}
+
+/// The chat model of [`RetrieverOptions::query_llm`] (its `Debug` shows the model name).
+#[derive(Clone)]
+pub struct QueryLlm(pub Arc<dyn lprag::llm::ChatModel>);
+
+impl fmt::Debug for QueryLlm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QueryLlm({})", self.0.name())
+    }
 }
 
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
@@ -73,7 +89,15 @@ pub async fn build_lprag(
     } else {
         Arc::new(lprag::PassageChunker)
     };
-    let rag = lprag::LpRag::builder()
+    let mut builder = lprag::LpRag::builder();
+    if let Some(QueryLlm(model)) = &options.query_llm {
+        builder = builder.query_generator(Arc::new(
+            lprag::llm::LlmQueryGenerator::new(model.clone())
+                .concurrency(options.query_llm_concurrency)
+                .with_progress(progress(options.verbose)),
+        ));
+    }
+    let rag = builder
         .encoder(encoder)
         .chunker(chunker)
         .labelled(options.labelled.clone())
@@ -95,9 +119,11 @@ pub async fn build_lprag(
 /// - `bm25`: [`Bm25Retriever`], Okapi BM25 (k1 = 1.5, b = 0.75, rank_bm25 IDF);
 /// - `hybrid`: [`HybridRetriever::dense_bm25`], reciprocal-rank fusion of the two;
 /// - `lprag`: [`lprag::LpRag`] with `encoder`, the options' configuration and chunker, and
-///   the offline heuristic query generator;
+///   the offline heuristic query generator (the S-PROMPT on
+///   [`RetrieverOptions::query_llm`] when set);
 /// - `qcg`: [`lprag::QcgRag`] (QCG-RAG, training-free query-centric graph) with `encoder`,
-///   passages as chunks and the offline heuristic (query) generator;
+///   passages as chunks and the offline heuristic (query) generator (Doc2Query on
+///   [`RetrieverOptions::query_llm`] when set);
 /// - `lesegr` / `lesegr-lite`: [`lprag::LesegrRag`] (CG-RAG's LeSeGR, BM25 × dense message
 ///   passing on a chunk graph with k-NN document links), trained on synthetic queries or
 ///   untrained, with `encoder` and passages as chunks;
@@ -125,13 +151,23 @@ pub async fn build_retriever_with(
         "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
         "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
         "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
-        "qcg" => Box::new(
-            lprag::QcgRag::builder()
-                .encoder(encoder)
-                .config(options.qcg.clone())
-                .build(docs)
-                .await?,
-        ),
+        "qcg" => {
+            let mut builder = lprag::QcgRag::builder();
+            if let Some(QueryLlm(model)) = &options.query_llm {
+                builder = builder.query_generator(Arc::new(
+                    lprag::llm::LlmQueryGenerator::doc2query(model.clone())
+                        .concurrency(options.query_llm_concurrency)
+                        .with_progress(progress(options.verbose)),
+                ));
+            }
+            Box::new(
+                builder
+                    .encoder(encoder)
+                    .config(options.qcg.clone())
+                    .build(docs)
+                    .await?,
+            )
+        }
         "lesegr" | "lesegr-lite" => {
             let mut config = options.lesegr.clone();
             if name == "lesegr-lite" {
@@ -162,11 +198,14 @@ pub async fn build_retriever_with(
             Box::new(rag)
         }
         "gfm" => {
-            let rag = lprag::GfmRag::builder()
+            let mut builder = lprag::GfmRag::builder();
+            if let Some(config) = &options.gfm {
+                builder = builder.config(config.clone());
+            }
+            let rag = builder
                 .encoder(encoder)
                 .labelled(options.labelled.clone())
                 .progress(progress(options.verbose))
-                .config(options.gfm.clone())
                 .build(docs)
                 .await?;
             if options.verbose {

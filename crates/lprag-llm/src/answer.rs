@@ -25,10 +25,10 @@ pub struct AnswerGenerator {
 }
 
 impl AnswerGenerator {
-    /// The D.2 prompt on `model`, temperature 0.
+    /// The D.2 prompt on `model`, temperature 0, at most 512 tokens per answer.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            settings: Settings::new(model),
+            settings: Settings::new(model, 512),
         }
     }
 

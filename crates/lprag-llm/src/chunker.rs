@@ -5,8 +5,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result, SentenceChunker};
 
-use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
-use crate::parse::chunk_statements;
+use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
+use crate::parse::{chunk_statements, drop_prompt_echoes, drop_ungrounded};
+
+/// Share of a statement's content words that must occur in its document
+/// ([`drop_ungrounded`]): statements are rewrites, so some new words are expected.
+const GROUNDED_FRACTION: f32 = 0.5;
 use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// Splits each document into atomic, self-contained statements with an LLM (pronouns
@@ -16,22 +20,36 @@ use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 /// document they came from: the exact substring when the statement appears verbatim,
 /// else the sentence sharing the most words with it, else the whole document.
 ///
-/// A document whose answer cannot be parsed fails with [`LlmError::Parse`] (carrying the
-/// raw answer) instead of silently contributing no chunk; all other documents are still
-/// processed, so with a [`crate::CachedChat`] a rerun pays only for the failures.
+/// A document whose answer cannot be parsed, even after the model was asked once more
+/// ([`LlmChunker::parse_retries`]), is split by the offline fallback chunker instead
+/// ([`SentenceChunker`] by default, [`LlmChunker::fallback`] to change it), counted in
+/// [`crate::StageUsage::fallbacks`] under `"chunking"` and reported in one warning; with
+/// [`crate::OnUnparseable::Fail`] it fails the stage with [`LlmError::Parse`] (carrying
+/// the raw answer) instead. All other documents are still processed either way, so with
+/// a [`crate::CachedChat`] a rerun pays only for what failed.
 pub struct LlmChunker {
     settings: Settings,
+    fallback: Arc<dyn Chunker>,
 }
 
 impl LlmChunker {
-    /// A chunker on `model` with the paper's prompt, temperature 0, 8 documents in flight.
+    /// A chunker on `model` with the paper's prompt, temperature 0, 8 documents in flight,
+    /// at most 1,024 tokens per answer.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            settings: Settings::new(model),
+            settings: Settings::new(model, 1024),
+            fallback: Arc::new(SentenceChunker::default()),
         }
     }
 
     settings_methods!("chunking");
+
+    /// Split documents whose answer cannot be parsed with this chunker. Default
+    /// [`SentenceChunker::default`].
+    pub fn fallback(mut self, chunker: Arc<dyn Chunker>) -> Self {
+        self.fallback = chunker;
+        self
+    }
 
     /// The request sent for one document's text.
     pub fn request(&self, text: &str) -> std::result::Result<ChatRequest, LlmError> {
@@ -42,18 +60,24 @@ impl LlmChunker {
         ]))
     }
 
-    async fn statements(&self, doc: &Document) -> std::result::Result<Vec<String>, LlmError> {
-        let response = self
-            .settings
-            .call("chunking", &self.request(&doc.text)?)
-            .await?;
-        chunk_statements(&response.content).map_err(|reason| {
-            parse_error(
-                format!("chunk list for document `{}`", doc.id),
-                reason,
-                &response,
+    async fn statements(
+        &self,
+        doc: &Document,
+    ) -> std::result::Result<Parsed<Vec<String>>, LlmError> {
+        let request = self.request(&doc.text)?;
+        let system = request.messages[0].content.clone();
+        self.settings
+            .call_parsed(
+                "chunking",
+                request,
+                || format!("chunk list for document `{}`", doc.id),
+                |raw| {
+                    let statements = chunk_statements(raw)?;
+                    let statements = drop_prompt_echoes(statements, &system)?;
+                    drop_ungrounded(statements, &doc.text, GROUNDED_FRACTION)
+                },
             )
-        })
+            .await
     }
 }
 
@@ -108,20 +132,35 @@ impl Chunker for LlmChunker {
         .await;
         let per_doc = collect(stage, results, |i| format!("document `{}`", docs[i].id))
             .map_err(|e| Error::backend(stage, e))?;
+        let offline = format!("the offline chunker `{}`", self.fallback.name());
+        fallback_items(s, stage, "chunking", "documents", &offline, &per_doc);
         let splitter = SentenceChunker::default();
         let mut chunks = Vec::new();
-        for (doc, statements) in docs.iter().zip(per_doc) {
-            let sentences = splitter.split(&doc.text);
-            for s in statements {
-                chunks.push(Chunk {
-                    id: chunks.len(),
-                    provenance: Provenance {
-                        document_id: doc.id.clone(),
-                        title: doc.title.clone(),
-                        span: locate(&s, &doc.text, &sentences),
-                    },
-                    text: s,
-                });
+        for (doc, outcome) in docs.iter().zip(per_doc) {
+            match outcome {
+                Parsed::Read(statements) => {
+                    let sentences = splitter.split(&doc.text);
+                    for s in statements {
+                        chunks.push(Chunk {
+                            id: chunks.len(),
+                            provenance: Provenance {
+                                document_id: doc.id.clone(),
+                                title: doc.title.clone(),
+                                span: locate(&s, &doc.text, &sentences),
+                            },
+                            text: s,
+                        });
+                    }
+                }
+                Parsed::Unreadable(_) => {
+                    let own = self.fallback.chunk(std::slice::from_ref(*doc)).await?;
+                    for c in own {
+                        chunks.push(Chunk {
+                            id: chunks.len(),
+                            ..c
+                        });
+                    }
+                }
             }
         }
         Ok(chunks)

@@ -9,26 +9,44 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, Error, Extraction, Result, Triple, TripleExtractor};
+use lprag_core::{
+    Chunk, CooccurrenceExtractor, Error, Extraction, Result, Triple, TripleExtractor,
+};
 
-use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
+use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::openie;
 use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// A [`TripleExtractor`] backed by a [`ChatModel`] with the OpenIE prompt.
+///
+/// A chunk whose answer cannot be parsed, even after the model was asked once more
+/// ([`LlmTripleExtractor::parse_retries`]), is handled by the offline fallback extractor
+/// ([`CooccurrenceExtractor`] by default, [`LlmTripleExtractor::fallback`] to change it),
+/// counted in [`crate::StageUsage::fallbacks`] under `"openie"` and reported in one
+/// warning; with [`crate::OnUnparseable::Fail`] the stage fails instead.
 pub struct LlmTripleExtractor {
     settings: Settings,
+    fallback: Arc<dyn TripleExtractor>,
 }
 
 impl LlmTripleExtractor {
-    /// OpenIE on `model`: temperature 0, 8 calls in flight.
+    /// OpenIE on `model`: temperature 0, 8 calls in flight, at most 1,024 tokens per
+    /// answer.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            settings: Settings::new(model),
+            settings: Settings::new(model, 1024),
+            fallback: Arc::new(CooccurrenceExtractor::default()),
         }
     }
 
     settings_methods!("openie");
+
+    /// Extract from chunks whose answer cannot be parsed with this extractor. Default
+    /// [`CooccurrenceExtractor::default`].
+    pub fn fallback(mut self, extractor: Arc<dyn TripleExtractor>) -> Self {
+        self.fallback = extractor;
+        self
+    }
 
     /// The OpenIE request for one chunk.
     pub fn request(&self, chunk: &Chunk) -> std::result::Result<ChatRequest, LlmError> {
@@ -57,24 +75,60 @@ impl TripleExtractor for LlmTripleExtractor {
             stage,
             &*self.settings.progress,
             |i| async move {
-                let response = self
-                    .settings
-                    .call("openie", &self.request(&chunks[i])?)
-                    .await?;
-                openie(&response.content)
-                    .map(|o| Extraction {
-                        entities: o.entities,
-                        triples: o
-                            .triples
-                            .into_iter()
-                            .map(|(s, r, o)| Triple::new(s, r, o))
-                            .collect(),
-                    })
-                    .map_err(|r| parse_error(format!("OpenIE of chunk {i}"), r, &response))
+                self.settings
+                    .call_parsed(
+                        "openie",
+                        self.request(&chunks[i])?,
+                        || format!("OpenIE of chunk {i}"),
+                        |raw| {
+                            openie(raw).map(|o| Extraction {
+                                entities: o.entities,
+                                triples: o
+                                    .triples
+                                    .into_iter()
+                                    .map(|(s, r, o)| Triple::new(s, r, o))
+                                    .collect(),
+                            })
+                        },
+                    )
+                    .await
             },
         )
         .await;
-        collect(stage, results, |i| format!("chunk {i}")).map_err(|e| Error::backend(stage, e))
+        let per_chunk = collect(stage, results, |i| format!("chunk {i}"))
+            .map_err(|e| Error::backend(stage, e))?;
+        let offline = format!("the offline extractor `{}`", self.fallback.name());
+        let failed = fallback_items(
+            &self.settings,
+            stage,
+            "openie",
+            "chunks",
+            &offline,
+            &per_chunk,
+        );
+        let subset: Vec<Chunk> = failed.iter().map(|&i| chunks[i].clone()).collect();
+        let mut offline = if subset.is_empty() {
+            Vec::new()
+        } else {
+            self.fallback.extract(&subset).await?
+        }
+        .into_iter();
+        let mut out = Vec::with_capacity(chunks.len());
+        for outcome in per_chunk {
+            out.push(match outcome {
+                Parsed::Read(e) => e,
+                Parsed::Unreadable(_) => offline.next().ok_or_else(|| {
+                    Error::backend(
+                        stage,
+                        format!(
+                            "the fallback extractor `{}` returned fewer extractions than chunks",
+                            self.fallback.name()
+                        ),
+                    )
+                })?,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -128,8 +182,28 @@ mod tests {
             ok[0].triples,
             vec![Triple::new("Radio City", "located in", "India")]
         );
-        let err = x.extract(&chunks).await.unwrap_err().to_string();
+        // Chunk 1's answer is unreadable (asked twice): the co-occurrence extractor
+        // handles it, counted.
+        let meter = Arc::new(crate::TokenMeter::new());
+        let x = LlmTripleExtractor::new(model.clone()).with_meter(meter.clone());
+        let both = x.extract(&chunks).await.unwrap();
+        assert_eq!(both[0], ok[0]);
+        let offline = CooccurrenceExtractor::default()
+            .extract(&chunks[1..])
+            .await
+            .unwrap();
+        assert_eq!(both[1], offline[0]);
+        assert_eq!(model.0.load(Ordering::SeqCst), 4);
+        assert_eq!(meter.snapshot()["openie"].fallbacks, 1);
+        // Strict: the stage fails, naming the chunk.
+        let err = LlmTripleExtractor::new(model.clone())
+            .on_unparseable(crate::OnUnparseable::Fail)
+            .parse_retries(0)
+            .extract(&chunks)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("chunk 1") && err.contains("1 of 2"), "{err}");
-        assert_eq!(model.0.load(Ordering::SeqCst), 3);
+        assert_eq!(model.0.load(Ordering::SeqCst), 6);
     }
 }

@@ -1,5 +1,6 @@
-//! Running many LLM calls of one stage: bounded concurrency, progress, and failures that
-//! do not throw away the calls that succeeded.
+//! Running many LLM calls of one stage: bounded concurrency, progress, failures that do
+//! not throw away the calls that succeeded, re-asking once when an answer cannot be read,
+//! and the offline fallback for items whose answer stays unreadable.
 
 use std::future::Future;
 
@@ -30,6 +31,76 @@ pub struct StageError {
     /// Why it failed.
     #[source]
     pub first: LlmError,
+}
+
+/// What an LLM component does with an item (a document, a batch, a chunk, a pair) whose
+/// answer still cannot be parsed after its parse retries.
+///
+/// Transport failures (the server is down, the key is wrong) are never covered by a
+/// fallback: they fail the stage with a [`StageError`], and the response cache keeps the
+/// calls that succeeded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnparseable {
+    /// Use the component's offline counterpart for that item (the sentence chunker, the
+    /// heuristic questions, the co-occurrence extractor, the centroid merge rule), finish
+    /// the stage, count the item in [`crate::StageUsage::fallbacks`] and warn once per
+    /// stage through the component's progress sink. The default: a weak model costs
+    /// quality on some items, never the build.
+    #[default]
+    Fallback,
+    /// Fail the stage with a [`StageError`] naming the first unreadable item (its raw
+    /// answer included), after every other call has run and been cached.
+    Fail,
+}
+
+/// The outcome of one item's LLM call under [`OnUnparseable::Fallback`].
+pub(crate) enum Parsed<T> {
+    /// The answer was read.
+    Read(T),
+    /// It could not be; the reason, for the stage's warning.
+    Unreadable(String),
+}
+
+/// Count the items that fell back, warn once for the stage, and return the indices that
+/// need the offline path.
+pub(crate) fn fallback_items<T>(
+    settings: &Settings,
+    stage: &str,
+    usage_stage: &str,
+    what: &str,
+    offline: &str,
+    results: &[Parsed<T>],
+) -> Vec<usize> {
+    let failed: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Parsed::Unreadable(_)))
+        .map(|(i, _)| i)
+        .collect();
+    if let Some(&first) = failed.first() {
+        if let Some(m) = &settings.meter {
+            m.record_fallbacks(usage_stage, failed.len() as u64);
+        }
+        let reason = match &results[first] {
+            Parsed::Unreadable(r) => r.as_str(),
+            Parsed::Read(_) => "",
+        };
+        settings.progress.warn(&format!(
+            "{stage}: the answers for {} of {} {what} could not be parsed after {} retr{}; \
+             {offline} was used for them (first: {reason}). Use a stronger model, or \
+             `on_unparseable(OnUnparseable::Fail)` to stop instead",
+            failed.len(),
+            results.len(),
+            settings.parse_retries,
+            if settings.parse_retries == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+        ));
+    }
+    failed
 }
 
 /// Run `call(i)` for `i in 0..n`, at most `concurrency` at once, reporting progress under
@@ -105,6 +176,7 @@ pub(crate) fn collect<T>(
 
 /// What every LLM component holds: the model, the prompts, where tokens and progress go,
 /// and the sampling settings of its calls.
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) model: std::sync::Arc<dyn crate::ChatModel>,
     pub(crate) prompts: std::sync::Arc<crate::Prompts>,
@@ -113,11 +185,14 @@ pub(crate) struct Settings {
     pub(crate) concurrency: usize,
     pub(crate) temperature: Option<f32>,
     pub(crate) max_tokens: Option<u32>,
+    pub(crate) parse_retries: u32,
+    pub(crate) on_unparseable: OnUnparseable,
 }
 
 impl Settings {
-    /// The papers' prompts, temperature 0, 8 calls in flight, no meter, no progress.
-    pub(crate) fn new(model: std::sync::Arc<dyn crate::ChatModel>) -> Self {
+    /// The papers' prompts, temperature 0, 8 calls in flight, at most `max_tokens` per
+    /// answer, no meter, no progress.
+    pub(crate) fn new(model: std::sync::Arc<dyn crate::ChatModel>, max_tokens: u32) -> Self {
         Self {
             model,
             prompts: std::sync::Arc::new(crate::Prompts::default()),
@@ -125,7 +200,9 @@ impl Settings {
             progress: std::sync::Arc::new(lprag_core::NoProgress),
             concurrency: 8,
             temperature: Some(0.0),
-            max_tokens: None,
+            max_tokens: Some(max_tokens),
+            parse_retries: 1,
+            on_unparseable: OnUnparseable::Fallback,
         }
     }
 
@@ -149,6 +226,58 @@ impl Settings {
             m.record(stage, &response);
         }
         Ok(response)
+    }
+}
+
+impl Settings {
+    /// Call the model and parse its answer with `parse`. An answer that cannot be read is
+    /// shown back to the model with the reason and the request to answer again in the
+    /// asked format, up to `parse_retries` times (each retry is a different request, so a
+    /// response cache stores it separately and a rerun replays the same conversation).
+    ///
+    /// Returns `Ok(Parsed::Unreadable)` for an answer still unreadable under
+    /// [`OnUnparseable::Fallback`], and the [`LlmError::Parse`] of the last answer under
+    /// [`OnUnparseable::Fail`]. Transport errors are returned as they are.
+    pub(crate) async fn call_parsed<T>(
+        &self,
+        stage: &str,
+        request: crate::ChatRequest,
+        what: impl Fn() -> String,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Parsed<T>, LlmError> {
+        let mut request = request;
+        let mut attempt = 0;
+        loop {
+            let response = self.call(stage, &request).await?;
+            match parse(&response.content) {
+                Ok(v) => return Ok(Parsed::Read(v)),
+                Err(reason) if attempt < self.parse_retries => {
+                    attempt += 1;
+                    let again = self
+                        .prompts
+                        .reformat_user
+                        .render(&[("reason", reason.as_str())])?;
+                    request
+                        .messages
+                        .push(crate::ChatMessage::assistant(response.content.clone()));
+                    request.messages.push(crate::ChatMessage::user(again));
+                }
+                Err(reason) => {
+                    let e = parse_error(what(), reason, &response);
+                    return match self.on_unparseable {
+                        OnUnparseable::Fail => Err(e),
+                        OnUnparseable::Fallback => Ok(Parsed::Unreadable(match &e {
+                            LlmError::Parse { what, reason, raw } => {
+                                let head: String = raw.chars().take(160).collect();
+                                let more = if head.len() < raw.len() { "…" } else { "" };
+                                format!("{what}: {reason}; the answer began {head:?}{more}")
+                            }
+                            other => other.to_string(),
+                        })),
+                    };
+                }
+            }
+        }
     }
 }
 
@@ -207,7 +336,24 @@ macro_rules! settings_methods {
             self
         }
 
-        /// Token limit per answer (`None`: the backend's default).
+        /// Times an unreadable answer is shown back to the model with a request to answer
+        /// again in the asked format (the [`crate::Prompts`]' `reformat_user` turn).
+        /// Default 1; 0 never re-asks.
+        pub fn parse_retries(mut self, n: u32) -> Self {
+            self.settings.parse_retries = n;
+            self
+        }
+
+        /// What to do with an item whose answer is still unreadable after the parse
+        /// retries: use the offline counterpart (default) or fail the stage.
+        pub fn on_unparseable(mut self, policy: $crate::OnUnparseable) -> Self {
+            self.settings.on_unparseable = policy;
+            self
+        }
+
+        /// Token limit per answer (`None`: the backend's default, which for some local
+        /// servers is the whole context: a model that never stops then runs until the
+        /// request times out). The default of each component is in its docs.
         pub fn max_tokens(mut self, n: Option<u32>) -> Self {
             self.settings.max_tokens = n;
             self

@@ -52,7 +52,7 @@ pub use chunker::LlmChunker;
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
 pub use extract::LlmTripleExtractor;
 pub use http::{HttpClient, HttpConfig};
-pub use jobs::StageError;
+pub use jobs::{OnUnparseable, StageError};
 pub use merge::LlmMergeJudge;
 pub use ollama::{OllamaChat, OllamaConfig};
 pub use openai::{OpenAiChat, OpenAiConfig};

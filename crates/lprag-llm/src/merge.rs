@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use lprag_core::{Error, Result};
 
-use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
+use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::yes_no;
 use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
@@ -23,11 +23,11 @@ pub struct LlmMergeJudge {
 }
 
 impl LlmMergeJudge {
-    /// The default merge prompt on `model`: temperature 0, 8 calls in flight, at most 5
-    /// passages per group of at most 400 characters each.
+    /// The default merge prompt on `model`: temperature 0, 8 calls in flight, at most 32
+    /// tokens per answer, at most 5 passages per group of at most 400 characters each.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            settings: Settings::new(model),
+            settings: Settings::new(model, 32),
             max_passages: 5,
             max_chars: 400,
         }
@@ -80,18 +80,31 @@ impl LlmMergeJudge {
         ]))
     }
 
-    /// One verdict: `true` means merge. An answer with no yes/no is a parse error.
+    /// One verdict: `true` means merge. An answer with no yes/no, even after the parse
+    /// retries, is a parse error whatever [`crate::OnUnparseable`] says (there is no
+    /// offline rule here; [`LlmMergeJudge::judge_all`] leaves that to its caller).
     pub async fn judge(&self, a: &[&str], b: &[&str]) -> std::result::Result<bool, LlmError> {
         let request = self.request(a, b)?;
-        let response = self.settings.call("merge", &request).await?;
-        yes_no(&response.content)
-            .map_err(|reason| parse_error("merge verdict".into(), reason, &response))
+        let mut settings = self.settings.clone();
+        settings.on_unparseable = crate::OnUnparseable::Fail;
+        match settings
+            .call_parsed("merge", request, || "merge verdict".into(), yes_no)
+            .await?
+        {
+            Parsed::Read(v) => Ok(v),
+            Parsed::Unreadable(reason) => Err(LlmError::Permanent(reason)),
+        }
     }
 
-    /// Verdicts for every pair, in order, `concurrency` calls at a time. All calls run even
-    /// when some fail; any failure is a [`crate::StageError`] (wrapped in
-    /// [`lprag_core::Error::Backend`]) naming the first failed pair.
-    pub async fn judge_all(&self, pairs: &[(Vec<&str>, Vec<&str>)]) -> Result<Vec<bool>> {
+    /// Verdicts for every pair, in order, `concurrency` calls at a time; `None` for a
+    /// pair whose answer had no yes/no even after the parse retries (under
+    /// [`crate::OnUnparseable::Fallback`], the default: the caller applies its offline
+    /// rule, and the pairs are counted in [`crate::StageUsage::fallbacks`] under
+    /// `"merge"`). All calls run even when some fail; a transport failure, or an
+    /// unreadable answer under [`crate::OnUnparseable::Fail`], is a
+    /// [`crate::StageError`] (wrapped in [`lprag_core::Error::Backend`]) naming the first
+    /// failed pair.
+    pub async fn judge_all(&self, pairs: &[(Vec<&str>, Vec<&str>)]) -> Result<Vec<Option<bool>>> {
         let stage = "LLM merge";
         let results = run_all(
             pairs.len(),
@@ -100,11 +113,37 @@ impl LlmMergeJudge {
             &*self.settings.progress,
             |i| {
                 let (a, b) = &pairs[i];
-                async move { self.judge(a, b).await }
+                async move {
+                    let request = self.request(a, b)?;
+                    self.settings
+                        .call_parsed(
+                            "merge",
+                            request,
+                            || format!("merge verdict for pair {i}"),
+                            yes_no,
+                        )
+                        .await
+                }
             },
         )
         .await;
-        collect(stage, results, |i| format!("pair {i}")).map_err(|e| Error::backend(stage, e))
+        let verdicts = collect(stage, results, |i| format!("pair {i}"))
+            .map_err(|e| Error::backend(stage, e))?;
+        fallback_items(
+            &self.settings,
+            stage,
+            "merge",
+            "pairs",
+            "the centroid-similarity rule",
+            &verdicts,
+        );
+        Ok(verdicts
+            .into_iter()
+            .map(|v| match v {
+                Parsed::Read(v) => Some(v),
+                Parsed::Unreadable(_) => None,
+            })
+            .collect())
     }
 }
 
@@ -159,14 +198,19 @@ mod tests {
             no.judge_all(&[(vec!["a"], vec!["b"]), (vec!["c"], vec!["d"])])
                 .await
                 .unwrap(),
-            vec![false, false]
+            vec![Some(false), Some(false)]
         );
         let unsure = LlmMergeJudge::new(Arc::new(Fixed("Hard to say.")));
         assert!(matches!(
             unsure.judge(&["a"], &["b"]).await,
             Err(LlmError::Parse { .. })
         ));
-        let e = unsure
+        assert_eq!(
+            unsure.judge_all(&[(vec!["a"], vec!["b"])]).await.unwrap(),
+            vec![None]
+        );
+        let e = LlmMergeJudge::new(Arc::new(Fixed("Hard to say.")))
+            .on_unparseable(crate::OnUnparseable::Fail)
             .judge_all(&[(vec!["a"], vec!["b"])])
             .await
             .unwrap_err()

@@ -61,6 +61,16 @@ fn header(line: &str) -> Option<Header> {
             .and_then(|r| r.trim().trim_end_matches(':').trim().parse::<usize>().ok())
     };
     if line.starts_with('[') || line.ends_with(':') || line.ends_with("]:") {
+        if label_prefix(l).is_some_and(|rest| rest.trim().is_empty()) {
+            // `[Question 1]`, `Statement 2:` alone on a line: a label of what follows.
+            if number("questions chunk").is_none()
+                && number("questions for chunk").is_none()
+                && number("chunk").is_none()
+                && number("sentence").is_none()
+            {
+                return Some(Header::Other);
+            }
+        }
         if number("sentence").is_some() {
             return Some(Header::Sentence);
         }
@@ -80,6 +90,45 @@ fn header(line: &str) -> Option<Header> {
             || lower == "answer"
         {
             return Some(Header::Other);
+        }
+    }
+    None
+}
+
+/// The rest of `line` after a numbered label of an item — `Question 1:`, `Q1.`,
+/// `Statement 2 -`, `Chunk 3)`, `Fact 1:` — or `None` when it has none.
+fn label_prefix(line: &str) -> Option<&str> {
+    const LABELS: [&str; 8] = [
+        "question",
+        "query",
+        "statement",
+        "chunk",
+        "fact",
+        "claim",
+        "q",
+        "s",
+    ];
+    let lower = line.to_ascii_lowercase();
+    for label in LABELS {
+        let Some(after) = lower.strip_prefix(label) else {
+            continue;
+        };
+        let after_trim = after.trim_start();
+        let digits = after_trim
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits == 0 || digits > 3 {
+            continue;
+        }
+        let offset = line.len() - after_trim.len() + digits;
+        let rest = &line[offset..];
+        let stripped = rest
+            .trim_start()
+            .trim_start_matches([':', '.', ')', '-', ']', '–'])
+            .trim_start();
+        if rest.is_empty() || rest.starts_with([' ', ':', '.', ')', '-', ']', '–']) {
+            return Some(stripped);
         }
     }
     None
@@ -130,7 +179,14 @@ fn item(line: &str, is_last: bool) -> Option<Item> {
             }
         }
     }
-    let rest = rest.trim_end_matches(',').trim();
+    let mut rest = rest.trim_end_matches(',').trim();
+    if let Some(r) = label_prefix(rest) {
+        rest = r.trim();
+        marked = true;
+        if rest.is_empty() {
+            return None;
+        }
+    }
     if let Some(inner) = rest.strip_prefix('[') {
         return match inner.rfind(']') {
             Some(end) => {
@@ -236,11 +292,15 @@ pub fn chunk_statements(raw: &str) -> Result<Vec<String>, String> {
     let mut in_sentence = false;
     let mut sections: Vec<Vec<Item>> = vec![Vec::new()];
     let mut free: Vec<Item> = Vec::new();
+    // Lines under `[Sentence i]`: echoes of the source sentence when the answer has
+    // `[Extracted Chunks …]` sections; the statements themselves when it has none.
+    let mut under_sentence: Vec<Vec<Item>> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let l = clean_line(line);
         match header(l) {
             Some(Header::Sentence) => {
                 in_sentence = true;
+                under_sentence.push(Vec::new());
                 continue;
             }
             Some(Header::Extracted) => {
@@ -253,6 +313,12 @@ pub fn chunk_statements(raw: &str) -> Result<Vec<String>, String> {
             None => {}
         }
         if in_sentence {
+            if let Some(it) = item(line, i + 1 == lines.len()) {
+                under_sentence
+                    .last_mut()
+                    .expect("a sentence section")
+                    .push(it);
+            }
             continue;
         }
         if let Some(it) = item(line, i + 1 == lines.len()) {
@@ -266,13 +332,61 @@ pub fn chunk_statements(raw: &str) -> Result<Vec<String>, String> {
     let items: Vec<String> = if saw_extracted {
         sections.into_iter().flat_map(section_items).collect()
     } else {
-        section_items(free)
+        let mut items = section_items(free);
+        if items.is_empty() {
+            items = under_sentence.into_iter().flat_map(section_items).collect();
+        }
+        items
     };
+    // One statement per line was asked: a line of several sentences (a weak model often
+    // rewrites the paragraph) is split into them.
+    let splitter = lprag_core::SentenceChunker::default();
+    let items: Vec<String> = items
+        .into_iter()
+        .flat_map(|it| {
+            let spans = splitter.split(&it);
+            if spans.len() <= 1 {
+                vec![it]
+            } else {
+                spans.into_iter().map(|r| it[r].to_string()).collect()
+            }
+        })
+        .collect();
     let items = dedup(items);
     if items.is_empty() {
         return Err("no chunk statements found".into());
     }
     Ok(items)
+}
+
+/// Lower-case words, for comparing an item with the prompt.
+fn normalized_words(s: &str) -> String {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Drop items that repeat the prompt (a weak model often copies the example of the
+/// instructions: "Pakistan Super League (PSL) is a Twenty20 cricket league."). An item is
+/// an echo when its words occur, in order, in `prompt`. Fails when nothing else is left.
+pub fn drop_prompt_echoes(items: Vec<String>, prompt: &str) -> Result<Vec<String>, String> {
+    let prompt = format!(" {} ", normalized_words(prompt));
+    let n = items.len();
+    let kept: Vec<String> = items
+        .into_iter()
+        .filter(|it| {
+            let w = normalized_words(it);
+            w.is_empty() || !prompt.contains(&format!(" {w} "))
+        })
+        .collect();
+    if kept.is_empty() {
+        return Err(format!(
+            "all {n} items repeat the prompt's own example or instructions"
+        ));
+    }
+    Ok(kept)
 }
 
 /// Questions from an S-PROMPT answer, each with the 1-based chunk number of the
@@ -304,15 +418,101 @@ pub fn grouped_questions(raw: &str) -> Result<Vec<(Option<usize>, String)>, Stri
         }
     }
     let mut seen = std::collections::HashSet::new();
-    let out: Vec<(Option<usize>, String)> = sections
+    let found: Vec<(Option<usize>, String)> = sections
         .into_iter()
         .flat_map(|(g, items)| section_items(items).into_iter().map(move |q| (g, q)))
         .filter(|(_, q)| seen.insert(q.to_lowercase()))
         .collect();
-    if out.is_empty() {
+    if found.is_empty() {
         return Err("no questions found".into());
     }
+    let n = found.len();
+    let out: Vec<(Option<usize>, String)> =
+        found.into_iter().filter(|(_, q)| is_question(q)).collect();
+    if out.is_empty() {
+        return Err(format!(
+            "none of the {n} lines is a question (no `?`, no question word first)"
+        ));
+    }
     Ok(out)
+}
+
+/// Whether `s` reads as a question: it ends with `?`, or starts with a question word or
+/// an auxiliary verb (`What …`, `Is …`, `In which …`). Statements a weak model wrote
+/// instead of questions are not.
+pub fn is_question(s: &str) -> bool {
+    const OPENERS: [&str; 30] = [
+        "what", "who", "whom", "whose", "when", "where", "which", "why", "how", "is", "are", "was",
+        "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would",
+        "should", "in", "on", "at", "from", "for", "by",
+    ];
+    let t = s.trim();
+    if t.ends_with('?') {
+        return true;
+    }
+    let mut words = t
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase);
+    match words.next() {
+        // "In which year …", "For whom …": a preposition must lead to a question word.
+        Some(w) if ["in", "on", "at", "from", "for", "by"].contains(&w.as_str()) => {
+            words.next().is_some_and(|w2| {
+                ["what", "which", "whom", "whose", "when", "where", "how"].contains(&w2.as_str())
+            })
+        }
+        Some(w) => OPENERS.contains(&w.as_str()),
+        None => false,
+    }
+}
+
+/// Content words of `s`: lower case, at least 4 characters and not a function word, or
+/// any number.
+fn content_words(s: &str) -> Vec<String> {
+    const STOP: [&str; 40] = [
+        "what", "which", "where", "when", "whom", "whose", "does", "have", "with", "that", "this",
+        "these", "those", "from", "were", "been", "being", "they", "them", "their", "there",
+        "into", "also", "about", "after", "before", "many", "much", "some", "such", "than", "then",
+        "only", "other", "over", "under", "most", "more", "very", "will",
+    ];
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| {
+            w.chars().count() >= 4 || (!w.is_empty() && w.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_lowercase)
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .collect()
+}
+
+/// Keep the items grounded in `source` (the text the model was given): at least
+/// `min_fraction` of an item's content words (≥ 4 letters, or numbers) occur in it; an
+/// item with no content word is kept. Drops what a weak model invents ("Bhratanath
+/// Bhandavkaram, a British chemist…" for a batch about Marie Curie). Fails when nothing
+/// is left.
+pub fn drop_ungrounded(
+    items: Vec<String>,
+    source: &str,
+    min_fraction: f32,
+) -> Result<Vec<String>, String> {
+    let vocab: std::collections::HashSet<String> = content_words(source).into_iter().collect();
+    let n = items.len();
+    let kept: Vec<String> = items
+        .into_iter()
+        .filter(|it| {
+            let words = content_words(it);
+            if words.is_empty() {
+                return true;
+            }
+            let hit = words.iter().filter(|w| vocab.contains(*w)).count();
+            hit as f32 >= min_fraction * words.len() as f32
+        })
+        .collect();
+    if kept.is_empty() {
+        return Err(format!(
+            "none of the {n} items is grounded in the given text (too few of their words occur in it)"
+        ));
+    }
+    Ok(kept)
 }
 
 /// The first JSON array in the output, ignoring prose and code fences around it. A
@@ -587,9 +787,84 @@ Instead of operating as an association, the league is a single entity.
     fn nothing_parseable_is_an_error_not_an_empty_list() {
         assert!(chunk_statements("").is_err());
         assert!(chunk_statements("I cannot help with that.").is_err());
-        assert!(chunk_statements("[Sentence 1]\nOnly the echo.").is_err());
+        assert!(chunk_statements("[Sentence 1]\n[Extracted Chunks in Sentence 1]").is_err());
         assert!(grouped_questions("   ").is_err());
         assert!(query_answer_pairs("no json here").is_err());
+    }
+
+    // Answers SmolLM2-135M-Instruct (Q4_1, llama.cpp server, temperature 0) gave to the
+    // default prompts on examples/data/mini_corpus.rs, copied from the response cache.
+    const SMOL_CHUNKS: &str = "[Sentence 1]\nWarsaw is the capital and largest city of Poland. The city stands on the Vistula River in east-central Poland. Its population is about 1.8 million residents. Warsaw's Old Town was rebuilt after World War II, and it now has a UNESCO World Heritage Site.";
+    const SMOL_QUESTIONS_AS_STATEMENTS: &str = "[The End bag of chunks]\nBthardamz is only accessible during the quest The Only Cure.\nMarie Curie was a physicist and chemist who conducted pioneering research on radioactivity. She died at the age of 32 in 1934 at the age of 57.\nRadium is a chemical element with the symbol Ra and atomic number 88. It is extremely radioactive and glows faintly blue in the dark.\nBthardamz is only accessible during the quest The Only Cure.";
+    const SMOL_LABELLED_QUESTIONS: &str = "[The Start bag of chunks]\nQuestion 1: What is the origin of Alfred Nobel's research?\nQuestion 2: How many Nobel Prizes have been awarded to Sweden since 1903?\nQuestion 3: When was the first Nobel Prize in Physics awarded?\nQuestion 4: What is the capital of Sweden?\nQuestion 5: Which city is known for its music festival?";
+    const SMOL_ECHO: &str = "[The End bag of chunks]\nSystem's Input:\n[Question 1]\nWhat is the capital of Poland?\n[Question 2]\nWhen can Bthardamz be accessed?\n[Question 3]";
+
+    #[test]
+    fn a_small_models_answers_are_read_as_far_as_they_go() {
+        // `[Sentence 1]` and then the paragraph as one line, no extracted chunks: the
+        // line is the answer, one statement per sentence.
+        let c = chunk_statements(SMOL_CHUNKS).unwrap();
+        assert_eq!(c.len(), 4, "{c:?}");
+        assert_eq!(
+            c[1],
+            "The city stands on the Vistula River in east-central Poland."
+        );
+        // Statements where questions were asked are not questions.
+        let e = grouped_questions(SMOL_QUESTIONS_AS_STATEMENTS).unwrap_err();
+        assert!(e.contains("question"), "{e}");
+        // `Question N:` labels are stripped; `[Question N]` lines are labels, not items.
+        let q = grouped_questions(SMOL_LABELLED_QUESTIONS).unwrap();
+        assert_eq!(q.len(), 5);
+        assert_eq!(q[0].1, "What is the origin of Alfred Nobel's research?");
+        let q: Vec<String> = grouped_questions(SMOL_ECHO)
+            .unwrap()
+            .into_iter()
+            .map(|(_, q)| q)
+            .collect();
+        assert_eq!(
+            q,
+            [
+                "What is the capital of Poland?",
+                "When can Bthardamz be accessed?"
+            ]
+        );
+        // The second one copies the S-PROMPT's example.
+        let prompt = crate::Prompts::default().query_system.0;
+        assert_eq!(
+            drop_prompt_echoes(q, &prompt).unwrap(),
+            ["What is the capital of Poland?"]
+        );
+        let all_echo = vec!["When can Bthardamz be accessed?".to_string()];
+        assert!(drop_prompt_echoes(all_echo, &prompt).is_err());
+    }
+
+    #[test]
+    fn questions_and_grounding() {
+        assert!(is_question("Where was Marie Curie born?"));
+        assert!(is_question("In which year was the Vistula named"));
+        assert!(is_question("Who founded the league"));
+        assert!(!is_question("In 1901 the first prizes were awarded."));
+        assert!(!is_question("Warsaw is the capital of Poland."));
+        let source = "Marie Curie was born in Warsaw. She won two Nobel Prizes in 1903 and 1911.";
+        let items = vec![
+            "Marie Curie was born in Warsaw.".to_string(),
+            "Bhratanath Bhandavkaram was a British chemist born in 1928.".to_string(),
+            "Curie won a prize in 1911.".to_string(),
+        ];
+        assert_eq!(
+            drop_ungrounded(items, source, 0.5).unwrap(),
+            [
+                "Marie Curie was born in Warsaw.",
+                "Curie won a prize in 1911."
+            ]
+        );
+        let invented = vec!["Radiophysics studies electromagnetic radiation.".to_string()];
+        assert!(drop_ungrounded(invented, source, 0.5).is_err());
+        // Labels are stripped only when a number and a separator follow.
+        assert_eq!(label_prefix("Q2. Who?"), Some("Who?"));
+        assert_eq!(label_prefix("Statement 3 - A is B."), Some("A is B."));
+        assert_eq!(label_prefix("Sweden is a country."), None);
+        assert_eq!(label_prefix("Question 12abc"), None);
     }
 
     #[test]

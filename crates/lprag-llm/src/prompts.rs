@@ -132,6 +132,10 @@ pub struct Prompts {
     pub openie_system: Template,
     /// OpenIE user turn; placeholders `{{title}}` and `{{passage}}`.
     pub openie_user: Template,
+    /// lprag's own: the turn that re-asks after an answer could not be parsed (sent after
+    /// the model's answer, see the components' `parse_retries`); placeholder
+    /// `{{reason}}`.
+    pub reformat_user: Template,
 }
 
 const CHUNK_SYSTEM: &str = "You are required to act as an AI annotator and extract the Chunks embedded in the sentences of the provided paragraph text. Below, you will be given a paragraph from a text. You need to break it down sentence by sentence and extract the Chunks embedded in each sentence. The extracted Chunks can be an idea, argument, or fact. Each sentence may contain one or more Chunks to be extracted. The extracted Chunks should be as granular as possible to ensure they cannot be further broken down.
@@ -270,6 +274,8 @@ const OPENIE_USER: &str = "Title: {{title}}
 Passage:
 {{passage}}";
 
+const REFORMAT_USER: &str = "Your answer could not be read ({{reason}}). Answer again with only the requested output, in exactly the format shown in the instructions, and no other text.";
+
 impl Prompts {
     /// Check that every template has the placeholders its component fills in: a custom
     /// template that forgot the text it is about is an error before any call is paid for.
@@ -285,6 +291,7 @@ impl Prompts {
             .require("merge_user", &["group_a", "group_b"])?;
         self.merge_chunk.require("merge_chunk", &["text"])?;
         self.openie_user.require("openie_user", &["passage"])?;
+        self.reformat_user.require("reformat_user", &["reason"])?;
         Ok(())
     }
 }
@@ -307,6 +314,7 @@ impl Default for Prompts {
             merge_chunk: Template::new(MERGE_CHUNK),
             openie_system: Template::new(OPENIE_SYSTEM),
             openie_user: Template::new(OPENIE_USER),
+            reformat_user: Template::new(REFORMAT_USER),
         }
     }
 }
@@ -349,6 +357,7 @@ mod tests {
         assert_eq!(p.merge_user.placeholders(), vec!["group_a", "group_b"]);
         assert_eq!(p.merge_chunk.placeholders(), vec!["index", "text"]);
         assert_eq!(p.openie_user.placeholders(), vec!["title", "passage"]);
+        assert_eq!(p.reformat_user.placeholders(), vec!["reason"]);
         p.validate().unwrap();
         let mut no_b = p.clone();
         no_b.merge_user = Template::new("{{group_a}} yes or no?");

@@ -4,10 +4,17 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, ChunkId, Error, QueryGenerator, Result, SyntheticQuery};
+use lprag_core::{
+    Chunk, ChunkId, Error, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig, QueryGenerator,
+    Result, SyntheticQuery,
+};
 
-use crate::jobs::{collect, parse_error, run_all, settings_methods, Settings};
-use crate::parse::{grouped_questions, query_answer_pairs};
+use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
+use crate::parse::{drop_prompt_echoes, drop_ungrounded, grouped_questions, query_answer_pairs};
+
+/// Share of a question's content words that must occur in its batch's chunks
+/// ([`drop_ungrounded`]).
+const GROUNDED_FRACTION: f32 = 0.34;
 use crate::{ChatMessage, ChatModel, ChatRequest, LlmError};
 
 /// Which paper's query generation to follow.
@@ -25,32 +32,87 @@ pub enum QueryMode {
 }
 
 /// A [`QueryGenerator`] backed by a [`ChatModel`].
+///
+/// A batch (S-PROMPT) or chunk (Doc2Query) whose answer cannot be parsed, even after the
+/// model was asked once more ([`LlmQueryGenerator::parse_retries`]), gets its questions
+/// from the offline fallback generator instead ([`HeuristicQueryGenerator`], with
+/// `num_queries` questions per chunk in Doc2Query mode; [`LlmQueryGenerator::fallback`]
+/// to change it), counted in [`crate::StageUsage::fallbacks`] under `"queries"` and
+/// reported in one warning. With [`crate::OnUnparseable::Fail`] the stage fails instead.
+/// Questions that copy the prompt's own example are dropped.
 pub struct LlmQueryGenerator {
     settings: Settings,
     mode: QueryMode,
+    fallback: Option<Arc<dyn QueryGenerator>>,
 }
 
 impl LlmQueryGenerator {
-    /// LP-RAG's S-PROMPT generator on `model` (temperature 0, 8 calls in flight).
+    /// LP-RAG's S-PROMPT generator on `model` (temperature 0, 8 calls in flight, at most
+    /// 1,024 tokens per answer).
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Self {
-            settings: Settings::new(model),
+            settings: Settings::new(model, 1024),
             mode: QueryMode::LpRag,
+            fallback: None,
         }
     }
 
-    /// QCG-RAG's Doc2Query generator on `model`: 20 pairs per chunk.
+    /// QCG-RAG's Doc2Query generator on `model`: 20 pairs per chunk, at most 2,000 tokens
+    /// per answer.
     pub fn doc2query(model: Arc<dyn ChatModel>) -> Self {
         Self::new(model).mode(QueryMode::Doc2Query { num_queries: 20 })
     }
 
-    /// Choose the mode.
+    /// Choose the mode. This also sets the token limit per answer to the mode's default
+    /// (1,024 for S-PROMPT batches; 100 per pair, at least 1,024, for Doc2Query): call
+    /// `max_tokens` after it to choose another.
     pub fn mode(mut self, mode: QueryMode) -> Self {
         self.mode = mode;
+        self.settings.max_tokens = Some(match mode {
+            QueryMode::LpRag => 1024,
+            QueryMode::Doc2Query { num_queries } => (100 * num_queries as u32).max(1024),
+        });
         self
     }
 
     settings_methods!("queries");
+
+    /// Write the questions of batches (or chunks) whose answer cannot be parsed with this
+    /// generator. Default: [`HeuristicQueryGenerator`] (its default settings in LP-RAG
+    /// mode; `queries_per_batch = num_queries` in Doc2Query mode).
+    pub fn fallback(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
+        self.fallback = Some(generator);
+        self
+    }
+
+    fn fallback_generator(&self) -> Arc<dyn QueryGenerator> {
+        if let Some(f) = &self.fallback {
+            return f.clone();
+        }
+        Arc::new(match self.mode {
+            QueryMode::LpRag => HeuristicQueryGenerator::default(),
+            QueryMode::Doc2Query { num_queries } => {
+                HeuristicQueryGenerator::new(HeuristicQueryGeneratorConfig {
+                    queries_per_batch: num_queries.max(1),
+                    ..HeuristicQueryGeneratorConfig::default()
+                })
+            }
+        })
+    }
+
+    /// The questions of the batches at `failed` from the fallback generator.
+    async fn fallback_queries(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+        failed: &[usize],
+    ) -> Result<Vec<SyntheticQuery>> {
+        if failed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let subset: Vec<Vec<ChunkId>> = failed.iter().map(|&b| batches[b].clone()).collect();
+        self.fallback_generator().generate(chunks, &subset).await
+    }
 
     /// The S-PROMPT request for a batch of chunk texts.
     pub fn batch_request(&self, texts: &[&str]) -> std::result::Result<ChatRequest, LlmError> {
@@ -124,23 +186,24 @@ impl QueryGenerator for LlmQueryGenerator {
                         async move {
                             let texts: Vec<&str> =
                                 batch.iter().map(|&c| chunks[c].text.as_str()).collect();
-                            let response = self
-                                .settings
-                                .call("queries", &self.batch_request(&texts)?)
-                                .await?;
-                            grouped_questions(&response.content)
-                                .map(|qs| {
-                                    qs.into_iter()
-                                        .map(|(_, q)| SyntheticQuery {
-                                            text: q,
-                                            chunk_ids: batch.clone(),
-                                            answer: None,
-                                        })
-                                        .collect::<Vec<_>>()
-                                })
-                                .map_err(|r| {
-                                    parse_error(format!("questions for batch {b}"), r, &response)
-                                })
+                            let request = self.batch_request(&texts)?;
+                            let system = request.messages[0].content.clone();
+                            let source = texts.join("\n");
+                            self.settings
+                                .call_parsed(
+                                    "queries",
+                                    request,
+                                    || format!("questions for batch {b}"),
+                                    |raw| {
+                                        let qs: Vec<String> = grouped_questions(raw)?
+                                            .into_iter()
+                                            .map(|(_, q)| q)
+                                            .collect();
+                                        let qs = drop_prompt_echoes(qs, &system)?;
+                                        drop_ungrounded(qs, &source, GROUNDED_FRACTION)
+                                    },
+                                )
+                                .await
                         }
                     },
                 )
@@ -149,7 +212,30 @@ impl QueryGenerator for LlmQueryGenerator {
                     format!("batch {b} (chunks {:?})", batches[b])
                 })
                 .map_err(|e| Error::backend(stage, e))?;
-                Ok(per_batch.into_iter().flatten().collect())
+                let offline = format!(
+                    "the offline generator `{}`",
+                    self.fallback_generator().name()
+                );
+                let failed = fallback_items(
+                    &self.settings,
+                    stage,
+                    "queries",
+                    "batches",
+                    &offline,
+                    &per_batch,
+                );
+                let mut out: Vec<SyntheticQuery> = Vec::new();
+                for (b, outcome) in per_batch.into_iter().enumerate() {
+                    if let Parsed::Read(qs) = outcome {
+                        out.extend(qs.into_iter().map(|q| SyntheticQuery {
+                            text: q,
+                            chunk_ids: batches[b].clone(),
+                            answer: None,
+                        }));
+                    }
+                }
+                out.extend(self.fallback_queries(chunks, batches, &failed).await?);
+                Ok(out)
             }
             QueryMode::Doc2Query { num_queries } => {
                 let stage = "LLM Doc2Query";
@@ -169,32 +255,60 @@ impl QueryGenerator for LlmQueryGenerator {
                         let c = order[i];
                         async move {
                             let request = self.doc2query_request(&chunks[c].text, num_queries)?;
-                            let response = self.settings.call("queries", &request).await?;
-                            query_answer_pairs(&response.content)
-                                .map(|pairs| {
-                                    pairs
-                                        .into_iter()
-                                        .map(|(q, a)| SyntheticQuery {
-                                            text: q,
-                                            chunk_ids: vec![c],
-                                            answer: (!a.is_empty()).then_some(a),
-                                        })
-                                        .collect::<Vec<_>>()
-                                })
-                                .map_err(|r| {
-                                    parse_error(
-                                        format!("Doc2Query pairs for chunk {c}"),
-                                        r,
-                                        &response,
-                                    )
-                                })
+                            let system = request.messages[0].content.clone();
+                            self.settings
+                                .call_parsed(
+                                    "queries",
+                                    request,
+                                    || format!("Doc2Query pairs for chunk {c}"),
+                                    |raw| {
+                                        let pairs = query_answer_pairs(raw)?;
+                                        let qs: Vec<String> =
+                                            pairs.iter().map(|(q, _)| q.clone()).collect();
+                                        let kept = drop_prompt_echoes(qs, &system)?;
+                                        let kept = drop_ungrounded(
+                                            kept,
+                                            &chunks[c].text,
+                                            GROUNDED_FRACTION,
+                                        )?;
+                                        Ok(pairs
+                                            .into_iter()
+                                            .filter(|(q, _)| kept.contains(q))
+                                            .collect::<Vec<_>>())
+                                    },
+                                )
+                                .await
                         }
                     },
                 )
                 .await;
                 let per_chunk = collect(stage, results, |i| format!("chunk {}", order[i]))
                     .map_err(|e| Error::backend(stage, e))?;
-                Ok(per_chunk.into_iter().flatten().collect())
+                let offline = format!(
+                    "the offline generator `{}`",
+                    self.fallback_generator().name()
+                );
+                let failed = fallback_items(
+                    &self.settings,
+                    stage,
+                    "queries",
+                    "chunks",
+                    &offline,
+                    &per_chunk,
+                );
+                let mut out: Vec<SyntheticQuery> = Vec::new();
+                for (i, outcome) in per_chunk.into_iter().enumerate() {
+                    if let Parsed::Read(pairs) = outcome {
+                        out.extend(pairs.into_iter().map(|(q, a)| SyntheticQuery {
+                            text: q,
+                            chunk_ids: vec![order[i]],
+                            answer: (!a.is_empty()).then_some(a),
+                        }));
+                    }
+                }
+                let one_chunk: Vec<Vec<ChunkId>> = order.iter().map(|&c| vec![c]).collect();
+                out.extend(self.fallback_queries(chunks, &one_chunk, &failed).await?);
+                Ok(out)
             }
         }
     }

@@ -20,6 +20,11 @@ pub struct StageUsage {
     pub completion_tokens: u64,
     /// Paid calls whose backend reported no token counts.
     pub calls_without_usage: u64,
+    /// Items (documents, batches, chunks, pairs) whose answer could not be parsed even
+    /// after the parse retries and that the offline counterpart handled instead
+    /// ([`crate::OnUnparseable::Fallback`]).
+    #[serde(default)]
+    pub fallbacks: u64,
 }
 
 impl StageUsage {
@@ -57,6 +62,12 @@ impl TokenMeter {
         }
     }
 
+    /// Count `n` items of `stage` that fell back to the offline counterpart.
+    pub fn record_fallbacks(&self, stage: &str, n: u64) {
+        let mut stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        stages.entry(stage.to_string()).or_default().fallbacks += n;
+    }
+
     /// Usage per stage so far.
     pub fn snapshot(&self) -> BTreeMap<String, StageUsage> {
         self.stages
@@ -74,6 +85,7 @@ impl TokenMeter {
             t.prompt_tokens += s.prompt_tokens;
             t.completion_tokens += s.completion_tokens;
             t.calls_without_usage += s.calls_without_usage;
+            t.fallbacks += s.fallbacks;
         }
         t
     }

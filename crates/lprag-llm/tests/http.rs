@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use lprag_core::{Chunker, Document, Encoder, QueryGenerator};
 use lprag_llm::{
     ApiKey, CachedChat, ChatMessage, ChatModel, ChatRequest, HttpConfig, LlmChunker, LlmError,
-    LlmQueryGenerator, OllamaChat, OllamaConfig, OpenAiChat, OpenAiConfig, OpenAiEmbeddings,
-    OpenAiEmbeddingsConfig, ResponseCache, TokenMeter,
+    LlmQueryGenerator, OllamaChat, OllamaConfig, OnUnparseable, OpenAiChat, OpenAiConfig,
+    OpenAiEmbeddings, OpenAiEmbeddingsConfig, ResponseCache, TokenMeter,
 };
 use serde_json::{json, Value};
 use wiremock::matchers::{body_partial_json, header, method, path};
@@ -602,20 +602,12 @@ async fn failures_midway_keep_the_successes_and_a_rerun_pays_only_for_the_failur
 }
 
 #[tokio::test]
-async fn unparseable_answers_are_typed_errors_with_the_raw_text() {
+async fn unparseable_answers_fall_back_or_are_typed_errors_with_the_raw_text() {
     let server = always(
         ResponseTemplate::new(200).set_body_json(completion("I'm sorry, I can't help with that.")),
     )
     .await;
     let chat = Arc::new(openai(&server, fast()));
-    let err = LlmChunker::new(chat.clone())
-        .chunk(&docs(1))
-        .await
-        .unwrap_err();
-    let msg = err.to_string();
-    assert!(msg.contains("chunk list for document `d0`"), "{msg}");
-    assert!(msg.contains("I'm sorry"), "{msg}");
-
     let chunks = vec![lprag_core::Chunk {
         id: 0,
         text: "Warsaw is the capital of Poland.".into(),
@@ -625,7 +617,53 @@ async fn unparseable_answers_are_typed_errors_with_the_raw_text() {
             span: 0..10,
         },
     }];
+
+    // Default: asked once more, then the offline component, counted and warned about.
+    let meter = Arc::new(TokenMeter::new());
+    let warnings = Arc::new(Warnings::default());
+    let documents = docs(1);
+    let got = LlmChunker::new(chat.clone())
+        .with_meter(meter.clone())
+        .with_progress(warnings.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    let offline = lprag_core::SentenceChunker::default()
+        .chunk(&documents)
+        .await
+        .unwrap();
+    assert_eq!(got, offline);
+    assert_eq!(requests(&server).await, 2, "one retry");
+    let usage = meter.snapshot()["chunking"];
+    assert_eq!((usage.calls, usage.fallbacks), (2, 1));
+    let w = warnings.0.lock().unwrap().clone();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("1 of 1 documents") && w[0].contains("I'm sorry"),
+        "{w:?}"
+    );
+
+    let q = LlmQueryGenerator::doc2query(chat.clone())
+        .parse_retries(0)
+        .with_meter(meter.clone())
+        .generate(&chunks, &[vec![0]])
+        .await
+        .unwrap();
+    assert!(!q.is_empty() && q.iter().all(|q| q.chunk_ids == vec![0]));
+    assert_eq!(requests(&server).await, 3, "no retry with parse_retries(0)");
+    assert_eq!(meter.snapshot()["queries"].fallbacks, 1);
+
+    // Strict: the stage fails, naming the item and carrying the raw answer.
+    let err = LlmChunker::new(chat.clone())
+        .on_unparseable(OnUnparseable::Fail)
+        .chunk(&docs(1))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("chunk list for document `d0`"), "{msg}");
+    assert!(msg.contains("I'm sorry"), "{msg}");
     let err = LlmQueryGenerator::doc2query(chat)
+        .on_unparseable(OnUnparseable::Fail)
         .generate(&chunks, &[vec![0]])
         .await
         .unwrap_err();
@@ -636,6 +674,55 @@ async fn unparseable_answers_are_typed_errors_with_the_raw_text() {
 }
 
 #[tokio::test]
+async fn a_retry_shows_the_model_its_answer_and_the_reason() {
+    // First answer unreadable, the retry (which carries the first answer) readable.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let messages = body["messages"].as_array().unwrap();
+            let answer = if messages.len() == 2 {
+                "I'm sorry, I can't.".to_string()
+            } else {
+                assert_eq!(messages.len(), 4);
+                assert_eq!(messages[2]["role"], "assistant");
+                assert_eq!(messages[2]["content"], "I'm sorry, I can't.");
+                let again = messages[3]["content"].as_str().unwrap();
+                assert!(again.contains("could not be read"), "{again}");
+                "[Sentence 1]\nd0 text.\n[Extracted Chunks in Sentence 1]\n[Document d0 is about Warsaw.]".to_string()
+            };
+            ResponseTemplate::new(200).set_body_json(completion(&answer))
+        })
+        .mount(&server)
+        .await;
+    let meter = Arc::new(TokenMeter::new());
+    let documents = vec![lprag_core::Document::new(
+        "d0",
+        "",
+        "Document d0 is about Warsaw.",
+    )];
+    let chunks = LlmChunker::new(Arc::new(openai(&server, fast())))
+        .with_meter(meter.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].text, "Document d0 is about Warsaw.");
+    let usage = meter.snapshot()["chunking"];
+    assert_eq!((usage.calls, usage.fallbacks), (2, 0));
+}
+
+/// A progress sink that keeps warnings.
+#[derive(Default)]
+struct Warnings(Mutex<Vec<String>>);
+
+impl lprag_core::Progress for Warnings {
+    fn warn(&self, message: &str) {
+        self.0.lock().unwrap().push(message.to_string());
+    }
+}
+
+#[tokio::test]
 async fn query_generators_link_queries_to_their_batch_or_chunk() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
@@ -643,7 +730,11 @@ async fn query_generators_link_queries_to_their_batch_or_chunk() {
         .respond_with(|req: &Request| {
             let body: Value = serde_json::from_slice(&req.body).unwrap();
             let system = body["messages"][0]["content"].as_str().unwrap();
-            let answer = if system.contains("Doc2Query") {
+            let user = body["messages"][1]["content"].as_str().unwrap();
+            let answer = if system.contains("Doc2Query") && user.contains("Vistula") {
+                r#"[{"index": 0, "query": "Which river flows through Warsaw?", "answer": "The Vistula"},
+ {"index": 1, "query": "What flows through Warsaw?", "answer": "The Vistula"}]"#
+            } else if system.contains("Doc2Query") {
                 r#"```json
 [{"index": 0, "query": "What is the capital of Poland?", "answer": "Warsaw"},
  {"index": 1, "query": "Which country has Warsaw as capital?", "answer": "Poland"}]
