@@ -17,7 +17,9 @@
 //! `fallback_entities` (5) entities whose names are most similar to the whole question.
 //!
 //! **Retrieval.** The GNN ([`lprag_model::gfm`]: DistMult messages, sum + boundary,
-//! Linear(2d→d) + LayerNorm + ReLU + residual, L = 6, d = 512) scores every entity; the
+//! Linear(2d→d) + LayerNorm + ReLU + residual; the paper's L = 6, d = 512, which the builder
+//! uses on a GPU device, while on the CPU it defaults to [`GfmConfig::cpu`]'s L = 3, d = 32
+//! and shorter training so that indexing finishes in minutes) scores every entity; the
 //! top T = 20 entities weighted 1/df rank the chunks (eq. 14–16,
 //! [`lprag_model::gfm::rank_documents`]). Chunks that mention none of the top entities
 //! follow in dense order when `pad_with_dense` is on (their scores capped so the list stays

@@ -90,10 +90,12 @@ pub async fn build_lprag(
         Arc::new(lprag::PassageChunker)
     };
     let mut builder = lprag::LpRag::builder();
+    let meter = Arc::new(lprag::llm::TokenMeter::new());
     if let Some(QueryLlm(model)) = &options.query_llm {
         builder = builder.query_generator(Arc::new(
             lprag::llm::LlmQueryGenerator::new(model.clone())
                 .concurrency(options.query_llm_concurrency)
+                .with_meter(meter.clone())
                 .with_progress(progress(options.verbose)),
         ));
     }
@@ -107,6 +109,9 @@ pub async fn build_lprag(
         .await?;
     if options.verbose {
         eprintln!("lprag index: {:?}", rag.stats());
+    }
+    if options.query_llm.is_some() {
+        eprintln!("lprag query writer: {:?}", meter.snapshot());
     }
     Ok(rag)
 }
@@ -153,20 +158,27 @@ pub async fn build_retriever_with(
         "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
         "qcg" => {
             let mut builder = lprag::QcgRag::builder();
+            let meter = Arc::new(lprag::llm::TokenMeter::new());
             if let Some(QueryLlm(model)) = &options.query_llm {
                 builder = builder.query_generator(Arc::new(
                     lprag::llm::LlmQueryGenerator::doc2query(model.clone())
                         .concurrency(options.query_llm_concurrency)
+                        .with_meter(meter.clone())
                         .with_progress(progress(options.verbose)),
                 ));
             }
-            Box::new(
-                builder
-                    .encoder(encoder)
-                    .config(options.qcg.clone())
-                    .build(docs)
-                    .await?,
-            )
+            let rag = builder
+                .encoder(encoder)
+                .config(options.qcg.clone())
+                .build(docs)
+                .await?;
+            if options.verbose {
+                eprintln!("qcg index: {:?}", rag.stats());
+            }
+            if options.query_llm.is_some() {
+                eprintln!("qcg query writer: {:?}", meter.snapshot());
+            }
+            Box::new(rag)
         }
         "lesegr" | "lesegr-lite" => {
             let mut config = options.lesegr.clone();
