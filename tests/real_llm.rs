@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use lprag::core::TripleExtractor;
 use lprag::llm::{
-    ChatModel, LlmMergeJudge, LlmQueryGenerator, LlmTripleExtractor, OpenAiChat, OpenAiConfig,
-    QueryMode, TokenMeter,
+    CachedChat, ChatModel, LlmMergeJudge, LlmQueryGenerator, LlmTripleExtractor, OpenAiChat,
+    OpenAiConfig, QueryMode, TokenMeter,
 };
 use lprag::{
     Chunk, Chunker, Document, G2Rag, GfmRag, LpRag, PassageChunker, QcgRag, QueryGenerator,
@@ -31,8 +31,10 @@ use lprag::{
 #[path = "../examples/data/mini_corpus.rs"]
 mod mini_corpus;
 
-/// The configured model, or `None` (with a message) when the tier is not enabled.
-fn model(test: &str) -> Option<Arc<dyn ChatModel>> {
+/// The configured model behind a response cache in a fresh temporary directory (so
+/// repeated identical requests within one test, e.g. a component and then the retriever
+/// built on it, are paid once), or `None` (with a message) when the tier is not enabled.
+fn model(test: &str) -> Option<(tempfile::TempDir, Arc<dyn ChatModel>)> {
     let Ok(url) = std::env::var("LPRAG_TEST_LLM_BASE_URL") else {
         eprintln!(
             "{test}: skipped, no real model configured (set LPRAG_TEST_LLM_BASE_URL; \
@@ -45,7 +47,10 @@ fn model(test: &str) -> Option<Arc<dyn ChatModel>> {
     // One request at a time: a local server on two cores serves them in turn anyway.
     config.http.max_concurrency = 1;
     config.http.timeout = std::time::Duration::from_secs(300);
-    Some(Arc::new(OpenAiChat::new(config).expect("client")))
+    let chat: Arc<dyn ChatModel> = Arc::new(OpenAiChat::new(config).expect("client"));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let cached = CachedChat::open(chat, dir.path()).expect("cache");
+    Some((dir, Arc::new(cached)))
 }
 
 fn documents(n: usize) -> Vec<Document> {
@@ -54,10 +59,10 @@ fn documents(n: usize) -> Vec<Document> {
 
 #[tokio::test]
 async fn lp_rag_with_a_real_llm_builds_and_retrieves() {
-    let Some(model) = model("lp_rag_with_a_real_llm_builds_and_retrieves") else {
+    let Some((_cache, model)) = model("lp_rag_with_a_real_llm_builds_and_retrieves") else {
         return;
     };
-    let docs = documents(4);
+    let docs = documents(3);
     let rag = LpRag::builder()
         .llm(model)
         .build(&docs)
@@ -106,7 +111,7 @@ async fn lp_rag_with_a_real_llm_builds_and_retrieves() {
 
 #[tokio::test]
 async fn doc2query_merge_judge_and_openie_with_a_real_llm() {
-    let Some(model) = model("doc2query_merge_judge_and_openie_with_a_real_llm") else {
+    let Some((_cache, model)) = model("doc2query_merge_judge_and_openie_with_a_real_llm") else {
         return;
     };
     let docs = documents(3);
