@@ -100,6 +100,25 @@ impl LlmQueryGenerator {
         })
     }
 
+    /// A stage's outcomes (or the [`crate::StageError`] of its transport failures) and the
+    /// indices of the items whose answers fell back, counted and warned about.
+    #[allow(clippy::type_complexity)]
+    fn settle<T>(
+        &self,
+        stage: &str,
+        items: &str,
+        results: Vec<std::result::Result<Parsed<T>, LlmError>>,
+        describe: impl Fn(usize) -> String,
+    ) -> Result<(Vec<Parsed<T>>, Vec<usize>)> {
+        let outcomes = collect(stage, results, describe).map_err(|e| Error::backend(stage, e))?;
+        let offline = format!(
+            "the offline generator `{}`",
+            self.fallback_generator().name()
+        );
+        let failed = fallback_items(&self.settings, stage, "queries", items, &offline, &outcomes);
+        Ok((outcomes, failed))
+    }
+
     /// The questions of the batches at `failed` from the fallback generator.
     async fn fallback_queries(
         &self,
@@ -208,22 +227,9 @@ impl QueryGenerator for LlmQueryGenerator {
                     },
                 )
                 .await;
-                let per_batch = collect(stage, results, |b| {
+                let (per_batch, failed) = self.settle(stage, "batches", results, |b| {
                     format!("batch {b} (chunks {:?})", batches[b])
-                })
-                .map_err(|e| Error::backend(stage, e))?;
-                let offline = format!(
-                    "the offline generator `{}`",
-                    self.fallback_generator().name()
-                );
-                let failed = fallback_items(
-                    &self.settings,
-                    stage,
-                    "queries",
-                    "batches",
-                    &offline,
-                    &per_batch,
-                );
+                })?;
                 let mut out: Vec<SyntheticQuery> = Vec::new();
                 for (b, outcome) in per_batch.into_iter().enumerate() {
                     if let Parsed::Read(qs) = outcome {
@@ -282,20 +288,8 @@ impl QueryGenerator for LlmQueryGenerator {
                     },
                 )
                 .await;
-                let per_chunk = collect(stage, results, |i| format!("chunk {}", order[i]))
-                    .map_err(|e| Error::backend(stage, e))?;
-                let offline = format!(
-                    "the offline generator `{}`",
-                    self.fallback_generator().name()
-                );
-                let failed = fallback_items(
-                    &self.settings,
-                    stage,
-                    "queries",
-                    "chunks",
-                    &offline,
-                    &per_chunk,
-                );
+                let (per_chunk, failed) =
+                    self.settle(stage, "chunks", results, |i| format!("chunk {}", order[i]))?;
                 let mut out: Vec<SyntheticQuery> = Vec::new();
                 for (i, outcome) in per_chunk.into_iter().enumerate() {
                     if let Parsed::Read(pairs) = outcome {
