@@ -102,7 +102,6 @@ impl LlmQueryGenerator {
 
     /// A stage's outcomes (or the [`crate::StageError`] of its transport failures) and the
     /// indices of the items whose answers fell back, counted and warned about.
-    #[allow(clippy::type_complexity)]
     fn settle<T>(
         &self,
         stage: &str,
