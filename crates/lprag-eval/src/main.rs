@@ -175,6 +175,10 @@ struct RetrievalArgs {
     /// request at a time wants 1-2: queued requests count against the HTTP timeout.
     #[arg(long, default_value_t = 8, value_name = "N")]
     llm_concurrency: usize,
+    /// Seconds one LLM request may take, time queued at the server included (a slow local
+    /// model writing 2,000 Doc2Query tokens needs more than the default).
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    llm_timeout: u64,
 }
 
 /// A JSON configuration file, missing fields defaulted by the type.
@@ -355,6 +359,7 @@ fn open_llm(
         config.base_url = url.clone();
     }
     config.http.max_concurrency = concurrency.max(1);
+    config.http.timeout = std::time::Duration::from_secs(args.llm_timeout.max(1));
     eprintln!("{what}: {} at {}", config.model, config.base_url);
     let chat = OpenAiChat::new(config).map_err(lprag_core::Error::from)?;
     Ok(CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
