@@ -68,6 +68,21 @@ impl fmt::Debug for QueryLlm {
     }
 }
 
+/// The query generator `make` builds on [`RetrieverOptions::query_llm`] (with its
+/// concurrency, progress and a fresh token meter), or `None` without an LLM.
+fn query_writer(
+    options: &RetrieverOptions,
+    make: fn(Arc<dyn lprag::llm::ChatModel>) -> lprag::llm::LlmQueryGenerator,
+) -> Option<(Arc<dyn lprag::QueryGenerator>, Arc<lprag::llm::TokenMeter>)> {
+    let QueryLlm(model) = options.query_llm.as_ref()?;
+    let meter = Arc::new(lprag::llm::TokenMeter::new());
+    let generator = make(model.clone())
+        .concurrency(options.query_llm_concurrency)
+        .with_meter(meter.clone())
+        .with_progress(progress(options.verbose));
+    Some((Arc::new(generator), meter))
+}
+
 /// [`build_retriever_with`] with default [`RetrieverOptions`].
 pub async fn build_retriever(
     name: &str,
@@ -90,14 +105,9 @@ pub async fn build_lprag(
         Arc::new(lprag::PassageChunker)
     };
     let mut builder = lprag::LpRag::builder();
-    let meter = Arc::new(lprag::llm::TokenMeter::new());
-    if let Some(QueryLlm(model)) = &options.query_llm {
-        builder = builder.query_generator(Arc::new(
-            lprag::llm::LlmQueryGenerator::new(model.clone())
-                .concurrency(options.query_llm_concurrency)
-                .with_meter(meter.clone())
-                .with_progress(progress(options.verbose)),
-        ));
+    let writer = query_writer(options, lprag::llm::LlmQueryGenerator::new);
+    if let Some((generator, _)) = &writer {
+        builder = builder.query_generator(generator.clone());
     }
     let rag = builder
         .encoder(encoder)
@@ -110,7 +120,7 @@ pub async fn build_lprag(
     if options.verbose {
         eprintln!("lprag index: {:?}", rag.stats());
     }
-    if options.query_llm.is_some() {
+    if let Some((_, meter)) = &writer {
         eprintln!("lprag query writer: {:?}", meter.snapshot());
     }
     Ok(rag)
@@ -158,14 +168,9 @@ pub async fn build_retriever_with(
         "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
         "qcg" => {
             let mut builder = lprag::QcgRag::builder();
-            let meter = Arc::new(lprag::llm::TokenMeter::new());
-            if let Some(QueryLlm(model)) = &options.query_llm {
-                builder = builder.query_generator(Arc::new(
-                    lprag::llm::LlmQueryGenerator::doc2query(model.clone())
-                        .concurrency(options.query_llm_concurrency)
-                        .with_meter(meter.clone())
-                        .with_progress(progress(options.verbose)),
-                ));
+            let writer = query_writer(options, lprag::llm::LlmQueryGenerator::doc2query);
+            if let Some((generator, _)) = &writer {
+                builder = builder.query_generator(generator.clone());
             }
             let rag = builder
                 .encoder(encoder)
@@ -175,7 +180,7 @@ pub async fn build_retriever_with(
             if options.verbose {
                 eprintln!("qcg index: {:?}", rag.stats());
             }
-            if options.query_llm.is_some() {
+            if let Some((_, meter)) = &writer {
                 eprintln!("qcg query writer: {:?}", meter.snapshot());
             }
             Box::new(rag)
