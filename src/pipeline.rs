@@ -461,7 +461,7 @@ impl LpRagBuilder {
         let cached = work
             .as_ref()
             .and_then(|w| w.load_json::<Vec<Chunk>>("chunks", chunk_key, &warn));
-        let chunks = match cached {
+        let mut chunks = match cached {
             Some(c) => {
                 reused.push("chunk".into());
                 c
@@ -531,26 +531,25 @@ impl LpRagBuilder {
                     .all(|e| (e.a as usize) < chunks.len() && (e.b as usize) < chunks.len())
             });
         let rows = chunk_emb.rows();
-        let edges = match cached {
+        let (edges, chunk_emb) = match cached {
             Some(edges) => {
                 reused.push("graph".into());
-                edges
+                (edges, chunk_emb)
             }
             None => {
-                let emb = chunk_emb.clone();
+                // The embeddings and chunks move to the blocking thread and back (no copy).
                 let bridges = config.bridges;
-                let bridge_chunks = chunks.clone();
-                let edges = blocking(move || {
-                    let mut edges = lprag_graph::mutual_knn_edges(&emb, k, &backend)?;
-                    drop(emb);
-                    edges.extend(lprag_graph::bridge_edges(&bridge_chunks, &edges, &bridges)?);
-                    Ok(edges)
+                let (edges, emb, back) = blocking(move || {
+                    let mut edges = lprag_graph::mutual_knn_edges(&chunk_emb, k, &backend)?;
+                    edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
+                    Ok((edges, chunk_emb, chunks))
                 })
                 .await?;
+                chunks = back;
                 if let Some(w) = &work {
                     w.save_json("chunk-graph", graph_key, &edges)?;
                 }
-                edges
+                (edges, emb)
             }
         };
         let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();

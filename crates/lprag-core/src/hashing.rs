@@ -272,20 +272,25 @@ impl HashingIdf {
         if corpus.is_empty() {
             return Err(Error::EmptyCorpus("no texts to fit IDF on".into()));
         }
-        let per_doc: Vec<Vec<u64>> = corpus
-            .par_iter()
-            .map(|t| {
-                let (mut f, c) = features(config, t);
-                f.extend(c);
-                f.sort_unstable();
-                f.dedup();
-                f
-            })
-            .collect();
+        // Blocks of texts, so only one block's feature lists are alive at a time (all of
+        // them at once took about 1 GB at 100,000 passages).
+        const BLOCK: usize = 4096;
         let mut counts: HashMap<u64, u32> = HashMap::new();
-        for f in per_doc {
-            for h in f {
-                *counts.entry(h).or_insert(0) += 1;
+        for block in corpus.chunks(BLOCK) {
+            let per_doc: Vec<Vec<u64>> = block
+                .par_iter()
+                .map(|t| {
+                    let (mut f, c) = features(config, t);
+                    f.extend(c);
+                    f.sort_unstable();
+                    f.dedup();
+                    f
+                })
+                .collect();
+            for f in per_doc {
+                for h in f {
+                    *counts.entry(h).or_insert(0) += 1;
+                }
             }
         }
         let mut df: Vec<(u64, u32)> = counts.into_iter().collect();

@@ -99,6 +99,12 @@ pub struct TrainReport {
     pub val_loss: Vec<f32>,
     /// `true` when early stopping ended training.
     pub stopped_early: bool,
+    /// Optimisation steps run (over all epochs).
+    #[serde(default)]
+    pub steps: usize,
+    /// `true` when the step limit (`max_steps` of the built-in trainer) ended training.
+    #[serde(default)]
+    pub stopped_at_max_steps: bool,
     /// Wall-clock seconds spent training.
     pub seconds: f64,
 }

@@ -15,6 +15,10 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Args, Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lprag_core::{NoProgress, Progress};
@@ -76,6 +80,11 @@ struct ScaleArgs {
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
+    /// Keep LP-RAG's finished stages (chunks, embeddings, graph, synthetic queries) and
+    /// per-epoch training checkpoints in DIR/musique-N, so an interrupted build resumes
+    /// there and a rerun reuses what is unchanged.
+    #[arg(long, value_name = "DIR")]
+    lprag_work_dir: Option<PathBuf>,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "OUT")]
     json: Option<PathBuf>,
@@ -137,6 +146,10 @@ struct RetrievalArgs {
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
     lprag_sentences: bool,
+    /// Keep LP-RAG's finished stages and per-epoch training checkpoints in this directory,
+    /// so an interrupted build resumes there and a rerun reuses what is unchanged.
+    #[arg(long, value_name = "DIR")]
+    lprag_work_dir: Option<PathBuf>,
     /// LeSeGR configuration as JSON (a `LesegrConfig`; missing fields take their
     /// defaults), for `lesegr` and `lesegr-lite`.
     #[arg(long, value_name = "FILE")]
@@ -260,6 +273,10 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             dataset.truncate_questions(limit);
         }
         let encoder = build_encoder(encoder_kind, &dataset.corpus, None)?;
+        options.retrievers.lprag_work_dir = args
+            .lprag_work_dir
+            .as_ref()
+            .map(|d| d.join(format!("musique-{n}")));
         eprintln!(
             "{}: {} questions, {} passages",
             dir.display(),
@@ -511,6 +528,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
             Some(lprag_eval::registry::QueryLlm(std::sync::Arc::new(llm)));
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
+    options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
     options.retrievers.verbose = args.verbose;
     options.retrievers.labelled = labelled;
     Ok(Prepared {

@@ -34,6 +34,9 @@ pub struct RetrieverOptions {
     /// ([`lprag::SentenceChunker`]), `false` (default, as `LpRag`'s own default) keeps each
     /// passage whole ([`lprag::PassageChunker`]).
     pub lprag_sentences: bool,
+    /// Work directory of `lprag` ([`lprag::LpRagBuilder::work_dir`]): finished stages and
+    /// training checkpoints are kept there and reused. Default none.
+    pub lprag_work_dir: Option<std::path::PathBuf>,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
     /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
@@ -108,6 +111,9 @@ pub async fn build_lprag(
     let writer = query_writer(options, lprag::llm::LlmQueryGenerator::new);
     if let Some((generator, _)) = &writer {
         builder = builder.query_generator(generator.clone());
+    }
+    if let Some(dir) = &options.lprag_work_dir {
+        builder = builder.work_dir(dir);
     }
     let rag = builder
         .encoder(encoder)

@@ -360,9 +360,9 @@ impl GnnLinkPredictor {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
+// Eight-accumulator dot product (vectorises; the plain iterator sum does not, and made
+// the validation joins of a 100,000-chunk training run take about 40 s).
+use lprag_graph::dot;
 
 fn normalized(e: &Embeddings) -> Embeddings {
     let mut e = e.clone();
@@ -605,7 +605,15 @@ impl LinkPredictor for GnnLinkPredictor {
                 stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
             }
         }
-        progress.start("train", Some(tc.epochs as u64));
+        // Batches per epoch are fixed, so the steps before any epoch are known (also after
+        // a resume), and so is the number of epochs the step limit allows.
+        let steps_per_epoch = targets.len().div_ceil(bs);
+        let planned_epochs = if tc.max_steps == 0 {
+            tc.epochs
+        } else {
+            tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch))
+        };
+        progress.start("train", Some(planned_epochs as u64));
         if start > 0 {
             progress.update(
                 "train",
@@ -627,7 +635,13 @@ impl LinkPredictor for GnnLinkPredictor {
             targets.shuffle(&mut rng);
             let mut epoch_loss = 0.0f32;
             let mut steps = 0usize;
-            for batch in targets.chunks(bs) {
+            let done_before = epoch * steps_per_epoch;
+            let budget = if tc.max_steps == 0 {
+                steps_per_epoch
+            } else {
+                steps_per_epoch.min(tc.max_steps.saturating_sub(done_before))
+            };
+            for batch in targets.chunks(bs).take(budget) {
                 let masked: HashSet<(u32, u32)> = if tc.mask_targets {
                     batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
                 } else {
@@ -724,6 +738,8 @@ impl LinkPredictor for GnnLinkPredictor {
             let train_loss = epoch_loss / steps.max(1) as f32;
             report.train_loss.push(train_loss);
             report.epochs_run = epoch + 1;
+            report.steps = done_before + steps;
+            let at_limit = tc.max_steps > 0 && report.steps >= tc.max_steps;
 
             let mut message = format!("loss {train_loss:.4}");
             if !val_set.is_empty() {
@@ -741,7 +757,11 @@ impl LinkPredictor for GnnLinkPredictor {
             } else {
                 report.best_epoch = epoch + 1;
             }
-            finished |= epoch + 1 == tc.epochs;
+            if at_limit && !finished {
+                report.stopped_at_max_steps = true;
+                message.push_str(&format!(", step limit {} reached", tc.max_steps));
+            }
+            finished |= at_limit || epoch + 1 == tc.epochs;
             if let Some(c) = &checkpoints {
                 let state = SavedState {
                     key: String::new(),

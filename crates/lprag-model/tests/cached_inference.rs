@@ -122,3 +122,78 @@ fn nearest_chunks_from_the_caller_give_the_same_join() {
     // Out-of-range ids are errors, not panics.
     assert!(p.score_near(&q, &[CHUNKS], &all).is_err());
 }
+
+/// More chunks than one block of the cached encoder (8,192 nodes): the blocked pass over
+/// every chunk gives the full-graph logits too.
+#[test]
+fn cached_scores_equal_the_full_graph_on_a_graph_larger_than_one_block() {
+    use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph};
+    const N: usize = 8192 * 2 + 77;
+    const D: usize = 8;
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut rows: Vec<Vec<f32>> = (0..N)
+        .map(|_| (0..D).map(|_| rng.random::<f32>() - 0.4).collect())
+        .collect();
+    let mut edges: Vec<LinkEdge> = (0..N as u32 - 1)
+        .filter(|i| i % 50 != 0)
+        .map(|i| LinkEdge {
+            a: i,
+            b: i + 1,
+            weight: 0.3 + 0.6 * rng.random::<f32>(),
+            kind: EdgeKind::Similarity,
+        })
+        .collect();
+    // Links across block boundaries.
+    for (a, b) in [(10, 9000), (8191, 8192), (100, N as u32 - 1)] {
+        edges.push(LinkEdge {
+            a,
+            b,
+            weight: 1.0,
+            kind: EdgeKind::Bridge,
+        });
+    }
+    for c in (0..N as u32).step_by(97) {
+        let q = rows.len() as u32;
+        rows.push(rows[c as usize].iter().map(|v| v + 0.1).collect());
+        edges.push(LinkEdge {
+            a: q,
+            b: c,
+            weight: 1.0,
+            kind: EdgeKind::QueryChunk,
+        });
+    }
+    let g = LinkGraph {
+        features: Embeddings::from_rows(D, &rows).unwrap(),
+        num_chunks: N,
+        edges,
+    };
+    let all: Vec<usize> = (0..N).collect();
+    let q: Vec<f32> = (0..D).map(|_| rng.random::<f32>() - 0.4).collect();
+    for (kind, aggregation, layers) in [
+        (PredictorKind::Ncn, Aggregation::Sage, 2),
+        (PredictorKind::Gae(Decoder::Dot), Aggregation::Gcn, 1),
+    ] {
+        let model = ModelConfig {
+            kind,
+            aggregation,
+            hidden: 8,
+            layers,
+            residual: false,
+        };
+        let train = TrainConfig {
+            epochs: 1,
+            correction_penalty: 0.0,
+            ..TrainConfig::default()
+        };
+        let mut p = GnnLinkPredictor::new(model.clone(), train);
+        p.fit(&g, &NoProgress).unwrap();
+        let fast = p.score(&q, &all).unwrap();
+        let full = p.score_full_graph(&q, &all).unwrap();
+        let diff = fast
+            .iter()
+            .zip(&full)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff <= 1e-4, "{model:?}: max |cached − full| = {diff}");
+    }
+}

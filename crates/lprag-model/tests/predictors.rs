@@ -381,3 +381,56 @@ fn bad_graphs_are_typed_errors() {
     let err = p.fit(&graph, &NoProgress).unwrap_err();
     assert!(err.to_string().contains("edges[0]"), "{err}");
 }
+
+#[test]
+fn max_steps_cuts_training_short_mid_epoch() {
+    let (g, _) = toy_graph(9);
+    let base = TrainConfig {
+        epochs: 6,
+        batch_size: 8,
+        validation_fraction: 0.2,
+        patience: 100,
+        max_steps: 0,
+        ..TrainConfig::default()
+    };
+    // No limit: every epoch runs, all of its batches.
+    let mut p = GnnLinkPredictor::new(small(PredictorKind::Mlp, Aggregation::Sage), base.clone());
+    let full = p.fit(&g, &NoProgress).unwrap();
+    assert_eq!(full.epochs_run, 6);
+    assert!(!full.stopped_at_max_steps);
+    assert_eq!(full.steps % 6, 0, "{full:?}");
+    let per_epoch = full.steps / 6;
+    assert!(
+        per_epoch >= 2,
+        "the toy graph needs several batches per epoch"
+    );
+
+    // A limit two and a half epochs in: three epochs run, the third cut short, and its
+    // validation still counts.
+    let limit = 2 * per_epoch + per_epoch / 2;
+    let mut p = GnnLinkPredictor::new(
+        small(PredictorKind::Mlp, Aggregation::Sage),
+        TrainConfig {
+            max_steps: limit,
+            ..base.clone()
+        },
+    );
+    let cut = p.fit(&g, &NoProgress).unwrap();
+    assert_eq!(cut.steps, limit, "{cut:?}");
+    assert_eq!(cut.epochs_run, 3, "{cut:?}");
+    assert_eq!(cut.val_loss.len(), 3);
+    assert!(cut.stopped_at_max_steps && !cut.stopped_early, "{cut:?}");
+    assert!((1..=3).contains(&cut.best_epoch));
+
+    // A limit the epochs never reach changes nothing.
+    let mut p = GnnLinkPredictor::new(
+        small(PredictorKind::Mlp, Aggregation::Sage),
+        TrainConfig {
+            max_steps: full.steps + 1,
+            ..base
+        },
+    );
+    let free = p.fit(&g, &NoProgress).unwrap();
+    assert_eq!((free.epochs_run, free.steps), (6, full.steps));
+    assert!(!free.stopped_at_max_steps);
+}
