@@ -162,10 +162,10 @@ pub struct TrainConfig {
     ///
     /// Default 1,000, a departure from the paper (which trains a fixed number of epochs):
     /// an epoch has one step per `batch_size` training edges, so a fixed epoch count
-    /// makes training cost grow with the corpus. MuSiQue-100 (2 steps per epoch) and
-    /// 10,000 passages (about 10) never reach the limit; at 100,000 passages (about 118
-    /// steps per epoch) it ends training after about 9 epochs instead of 100. Set `0`
-    /// for the paper's epoch-only schedule.
+    /// makes training cost grow with the corpus. MuSiQue-100 (2 steps per epoch) never
+    /// reaches the limit; 10,000 passages (11 per epoch) stop after 91 epochs and 100,000
+    /// passages (about 118 per epoch) after 9, instead of 100. Set `0` for the paper's
+    /// epoch-only schedule.
     pub max_steps: usize,
     /// Positive target edges per optimisation step; `0` means the whole epoch in one step.
     pub batch_size: usize,
