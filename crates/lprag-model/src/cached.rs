@@ -225,59 +225,44 @@ impl CachedScorer {
         // Blocks of nodes, so the aggregated and own inputs (nodes × width each) stay small
         // when every chunk is encoded (1024-d inputs of 100,000 chunks took 0.8 GB).
         const BLOCK: usize = 8192;
-        if nodes.len() <= BLOCK {
-            return self.layer_block(l, view, nodes, input, width);
-        }
-        let mut out = Vec::with_capacity(nodes.len() * self.net.gnn[l].nbr.d_out);
-        for block in nodes.chunks(BLOCK) {
-            out.extend(self.layer_block(l, view, block, input, width));
-        }
-        out
-    }
-
-    /// [`Self::layer`] for one block of nodes.
-    fn layer_block<'a>(
-        &self,
-        l: usize,
-        view: &View<'_>,
-        nodes: &[u32],
-        input: &(dyn Fn(u32) -> &'a [f32] + Sync),
-        width: usize,
-    ) -> Vec<f32> {
         let layer = &self.net.gnn[l];
-        let mut agg = vec![0.0f32; nodes.len() * width];
-        let gcn = self.aggregation == Aggregation::Gcn;
-        agg.par_chunks_mut(width.max(1))
-            .zip(nodes.par_iter())
-            .for_each(|(a, &i)| {
-                let si = view.wsum(i);
-                view.for_each_neighbor(i, |j, w| {
-                    let w = w.max(0.0);
-                    let c = if gcn {
-                        w / ((1.0 + si) * (1.0 + view.wsum(j))).sqrt()
-                    } else if si > 0.0 {
-                        w / si
-                    } else {
-                        0.0
-                    };
-                    if c > 0.0 {
-                        axpy(a, c, input(j));
+        let mut result = Vec::with_capacity(nodes.len() * layer.nbr.d_out);
+        for nodes in nodes.chunks(BLOCK) {
+            let mut agg = vec![0.0f32; nodes.len() * width];
+            let gcn = self.aggregation == Aggregation::Gcn;
+            agg.par_chunks_mut(width.max(1))
+                .zip(nodes.par_iter())
+                .for_each(|(a, &i)| {
+                    let si = view.wsum(i);
+                    view.for_each_neighbor(i, |j, w| {
+                        let w = w.max(0.0);
+                        let c = if gcn {
+                            w / ((1.0 + si) * (1.0 + view.wsum(j))).sqrt()
+                        } else if si > 0.0 {
+                            w / si
+                        } else {
+                            0.0
+                        };
+                        if c > 0.0 {
+                            axpy(a, c, input(j));
+                        }
+                    });
+                    if gcn {
+                        axpy(a, 1.0 / (1.0 + si), input(i));
                     }
                 });
-                if gcn {
-                    axpy(a, 1.0 / (1.0 + si), input(i));
-                }
-            });
-        let mut out = layer.nbr.forward(&agg, width);
-        if let Some(this) = &layer.this {
-            let own = gather(nodes, width, input);
-            this.forward_into(&own, width, &mut out, true);
+            let mut out = layer.nbr.forward(&agg, width);
+            if let Some(this) = &layer.this {
+                let own = gather(nodes, width, input);
+                this.forward_into(&own, width, &mut out, true);
+            }
+            if let Some(b) = &layer.bias {
+                out.par_chunks_mut(b.len().max(1))
+                    .for_each(|o| o.iter_mut().zip(b).for_each(|(o, b)| *o += b));
+            }
+            result.extend(out);
         }
-        if let Some(b) = &layer.bias {
-            out.par_chunks_mut(b.len().max(1))
-                .for_each(|o| o.iter_mut().zip(b).for_each(|(o, b)| *o += b));
-        }
-        out
+        result
     }
 
     /// The one-layer [`Join::All`] terms: with the query joined to every chunk, a layer is
