@@ -52,9 +52,9 @@ pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkPredictor, NoProgress, PassageChunker,
-    Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SentenceChunker,
-    SyntheticQuery, TrainReport,
+    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, LinkScorer,
+    NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoreContext,
+    ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{

@@ -528,3 +528,40 @@ async fn supervised_mode_adds_or_replaces_synthetic_queries() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_paper_preset_builds_the_published_method() {
+    let mut config = LpRagConfig::paper();
+    config.train.epochs = 4;
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(config)
+        .build(&corpus())
+        .await
+        .unwrap();
+    let stats = rag.stats();
+    assert_eq!(stats.bridge_edges, 0, "mutual k-NN edges only");
+    let report = &stats.train;
+    assert_eq!(report.epochs_run, 4, "fixed epochs: {report:?}");
+    assert!(
+        report.val_loss.is_empty() && !report.stopped_early,
+        "{report:?}"
+    );
+    assert!(!report.stopped_at_max_steps, "{report:?}");
+    // Every chunk is scored (no candidate pool), and the query still matters.
+    let a = rag
+        .retrieve("highest mountain Himalayas Nepal", Selection::TopK(100))
+        .await
+        .unwrap();
+    assert_eq!(a.len(), corpus().len());
+    let b = rag
+        .retrieve("dynamite Stockholm", Selection::TopK(100))
+        .await
+        .unwrap();
+    let scores = |h: &[lprag::ScoredChunk]| {
+        let mut s: Vec<(usize, f32)> = h.iter().map(|h| (h.chunk.id, h.score)).collect();
+        s.sort_by_key(|p| p.0);
+        s
+    };
+    assert_ne!(scores(&a), scores(&b), "two queries score differently");
+}

@@ -109,11 +109,18 @@ pub struct TrainReport {
     pub seconds: f64,
 }
 
-/// A model that scores links between a query and chunks (LP-RAG §3.4).
+/// A model that scores links between a query and chunks (LP-RAG §3.4), trained on the
+/// index's graph.
 ///
-/// The required core is small: train on a [`LinkGraph`], score a query vector against
-/// candidate chunks, save and load. [`LinkPredictor::score_batch`] has a provided default
-/// that implementations may override with a faster batched path.
+/// Five methods are required: train on a [`LinkGraph`] ([`LinkPredictor::fit`]), or take a
+/// graph without training ([`LinkPredictor::attach`]), score a query vector against
+/// candidate chunks, save, and a name. Restoring is a constructor of the implementation's
+/// own (`LpRag::load_with` passes it the predictor's directory and the index's graph), so
+/// loading needs no half-built `&mut self`. [`LinkPredictor::score_batch`] and
+/// [`LinkPredictor::score_near`] have provided defaults that implementations may override
+/// with faster paths.
+///
+/// A scorer that needs no training implements [`LinkScorer`] instead: two methods.
 pub trait LinkPredictor: Send + Sync {
     /// A short name (for example `"ncn"`).
     fn name(&self) -> &str;
@@ -149,11 +156,65 @@ pub trait LinkPredictor: Send + Sync {
         self.score(query, candidates)
     }
 
-    /// Persist the trained model (weights, configuration, attached graph) under `dir`.
+    /// Persist the trained model (weights, configuration, and whatever of the attached
+    /// graph it keeps) under `dir`, which the caller creates.
     fn save(&self, dir: &Path) -> Result<()>;
+}
 
-    /// Restore what [`LinkPredictor::save`] wrote under `dir` into this instance.
-    fn load(&mut self, dir: &Path) -> Result<()>;
+/// What a [`LinkScorer`] sees of the index when it scores one query.
+///
+/// Marked `#[non_exhaustive]` so that fields can be added without breaking scorers; build
+/// one with [`ScoreContext::new`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ScoreContext<'a> {
+    /// The index's graph: chunk nodes `0..num_chunks` (features: the chunk embeddings),
+    /// then the synthetic query nodes, with chunk–chunk and query–chunk edges.
+    pub graph: &'a LinkGraph,
+    /// Chunk–chunk adjacency: `neighbours[c]` lists the chunks sharing an edge with chunk
+    /// `c` (mutual k-NN and bridges), one entry per edge. Length `graph.num_chunks`.
+    pub neighbours: &'a [Vec<u32>],
+    /// The query's most cosine-similar chunks, best first, as the candidate stage found
+    /// them; empty when every chunk is scored without a candidate stage.
+    pub nearest: &'a [ChunkId],
+}
+
+impl<'a> ScoreContext<'a> {
+    /// A context over `graph` with its chunk adjacency lists and the query's `nearest`
+    /// chunks.
+    pub fn new(graph: &'a LinkGraph, neighbours: &'a [Vec<u32>], nearest: &'a [ChunkId]) -> Self {
+        Self {
+            graph,
+            neighbours,
+            nearest,
+        }
+    }
+
+    /// The feature row (embedding) of chunk `c`, or `None` when `c` is not a chunk.
+    pub fn chunk_features(&self, c: ChunkId) -> Option<&'a [f32]> {
+        (c < self.graph.num_chunks).then(|| self.graph.features.row(c))
+    }
+}
+
+/// A link scorer that needs no training: the small required core of a retrieval model.
+///
+/// Implement [`LinkScorer::name`] and [`LinkScorer::score`]; `LpRagBuilder::scorer` builds
+/// an index around it (chunks, embeddings, graph, synthetic queries; no training) and
+/// `LpRag::load_with_scorer` reopens the saved index. The scorer is stateless with respect
+/// to the index: everything it reads arrives in the [`ScoreContext`].
+pub trait LinkScorer: Send + Sync {
+    /// A short name, recorded in saved indexes and checked when they are reopened.
+    fn name(&self) -> &str;
+
+    /// Link logits for each candidate chunk id, in order (higher ranks first; σ(logit) is
+    /// the score a [`crate::Selection::Threshold`] compares). `query` is the encoder's
+    /// vector of the user query, as wide as the graph's features.
+    fn score(
+        &self,
+        ctx: &ScoreContext<'_>,
+        query: &[f32],
+        candidates: &[ChunkId],
+    ) -> Result<Vec<f32>>;
 }
 
 /// Anything that answers a text query with ranked chunks.

@@ -70,8 +70,9 @@ struct ScaleArgs {
     /// Run only the first N questions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// LP-RAG configuration as JSON (an `LpRagConfig`).
-    #[arg(long, value_name = "FILE")]
+    /// LP-RAG configuration: a JSON file (an `LpRagConfig`), or `paper` / `paper-mlp` for
+    /// `LpRagConfig::paper()` / `LpRagConfig::paper_mlp()`.
+    #[arg(long, value_name = "FILE|paper|paper-mlp")]
     lprag_config: Option<PathBuf>,
     /// LP-RAG candidate pools to evaluate on the same index, comma separated (`all` =
     /// every chunk); default: the configured pool only.
@@ -140,8 +141,9 @@ struct RetrievalArgs {
     /// Do not draw progress bars.
     #[arg(long)]
     no_progress: bool,
-    /// LP-RAG configuration as JSON (an `LpRagConfig`; missing fields take their defaults).
-    #[arg(long, value_name = "FILE")]
+    /// LP-RAG configuration: a JSON file (an `LpRagConfig`; missing fields take their
+    /// defaults), or `paper` / `paper-mlp` for `LpRagConfig::paper()` / `paper_mlp()`.
+    #[arg(long, value_name = "FILE|paper|paper-mlp")]
     lprag_config: Option<PathBuf>,
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
@@ -192,6 +194,15 @@ struct RetrievalArgs {
     /// model writing 2,000 Doc2Query tokens needs more than the default).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     llm_timeout: u64,
+}
+
+/// `--lprag-config`: a preset name or a JSON file.
+fn lprag_config(arg: &std::path::Path) -> Result<lprag::LpRagConfig, Error> {
+    match arg.to_str() {
+        Some("paper") => Ok(lprag::LpRagConfig::paper()),
+        Some("paper-mlp") => Ok(lprag::LpRagConfig::paper_mlp()),
+        _ => read_json(arg),
+    }
 }
 
 /// A JSON configuration file, missing fields defaulted by the type.
@@ -261,7 +272,7 @@ async fn scale(args: ScaleArgs) -> Result<()> {
     let encoder_kind: EncoderKind = args.encoder.parse()?;
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
-        options.retrievers.lprag = read_json(path)?;
+        options.retrievers.lprag = lprag_config(path)?;
     }
     options.retrievers.verbose = args.verbose;
     let mut rows = Vec::new();
@@ -510,7 +521,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     let bars = Bars::new(!args.no_progress);
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
-        options.retrievers.lprag = read_json(path)?;
+        options.retrievers.lprag = lprag_config(path)?;
     }
     if let Some(path) = &args.lesegr_config {
         options.retrievers.lesegr = read_json(path)?;

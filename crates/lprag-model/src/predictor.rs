@@ -222,10 +222,45 @@ impl GnnLinkPredictor {
 
     /// A predictor restored from a directory written by [`LinkPredictor::save`].
     pub fn from_dir(dir: &Path) -> Result<Self> {
+        Self::from_dir_on(dir, Device::flex())
+    }
+
+    /// [`GnnLinkPredictor::from_dir`] on `device`.
+    pub fn from_dir_on(dir: &Path, device: Device) -> Result<Self> {
         let meta = read_meta(dir)?;
-        let mut p = Self::new(meta.model, meta.train);
-        p.load(dir)?;
+        let mut p = Self::with_device(meta.model, meta.train, device);
+        p.restore(dir)?;
         Ok(p)
+    }
+
+    /// Restore what [`LinkPredictor::save`] wrote under `dir` into this instance (on its
+    /// device).
+    fn restore(&mut self, dir: &Path) -> Result<()> {
+        let meta = read_meta(dir)?;
+        let graph = lprag_graph::load_link_graph(dir.join(GRAPH_FILE))?;
+        if graph.features.dim() != meta.d_in {
+            return Err(Error::format(
+                dir.join(GRAPH_FILE),
+                format!(
+                    "feature width {} but the model expects {}",
+                    graph.features.dim(),
+                    meta.d_in
+                ),
+            ));
+        }
+        let mut net = LinkNet::new(&meta.model, meta.d_in, &self.device);
+        crate::weights::load_weights(&mut net, &dir.join(WEIGHTS_FILE))?;
+        self.model = meta.model;
+        self.train = meta.train;
+        let ctx = ChunkContext::new(&graph)?;
+        self.state = Some(Trained::new(
+            Some(net),
+            meta.d_in,
+            ctx,
+            &self.model,
+            self.train.inference,
+        )?);
+        Ok(())
     }
 
     /// The architecture.
@@ -867,34 +902,6 @@ impl LinkPredictor for GnnLinkPredictor {
         };
         lprag_graph::save_link_graph(&graph, dir.join(GRAPH_FILE))?;
         crate::weights::save_weights(net, &dir.join(WEIGHTS_FILE))
-    }
-
-    fn load(&mut self, dir: &Path) -> Result<()> {
-        let meta = read_meta(dir)?;
-        let graph = lprag_graph::load_link_graph(dir.join(GRAPH_FILE))?;
-        if graph.features.dim() != meta.d_in {
-            return Err(Error::format(
-                dir.join(GRAPH_FILE),
-                format!(
-                    "feature width {} but the model expects {}",
-                    graph.features.dim(),
-                    meta.d_in
-                ),
-            ));
-        }
-        let mut net = LinkNet::new(&meta.model, meta.d_in, &self.device);
-        crate::weights::load_weights(&mut net, &dir.join(WEIGHTS_FILE))?;
-        self.model = meta.model;
-        self.train = meta.train;
-        let ctx = ChunkContext::new(&graph)?;
-        self.state = Some(Trained::new(
-            Some(net),
-            meta.d_in,
-            ctx,
-            &self.model,
-            self.train.inference,
-        )?);
-        Ok(())
     }
 }
 
