@@ -58,8 +58,8 @@ pub use lprag_core::{
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
-    Aggregation, Decoder, GnnLinkPredictor, InferenceMode, ModelConfig, Negatives, PredictorKind,
-    Targets, TrainConfig,
+    Aggregation, BurnLinkPredictor, Decoder, GnnLinkPredictor, GraphBatch, InferenceMode,
+    LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig,
 };
 pub use pipeline::{
     DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,

@@ -398,3 +398,73 @@ async fn the_built_in_predictor_reopens_with_load_with_but_not_as_a_scorer() {
         .to_string();
     assert!(msg.contains("LpRag::open or LpRag::load"), "{msg}");
 }
+
+mod burn_model {
+    use super::*;
+    use lprag::model::burn;
+    use lprag::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs, TrainConfig};
+
+    use burn::module::Module;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Device, Tensor};
+
+    /// One SAGE-mean layer and a dot decoder, written against the public API only.
+    #[derive(Module, Debug)]
+    pub struct Tiny {
+        this: Linear,
+        nbr: Linear,
+    }
+
+    pub fn tiny(d_in: usize, device: &Device) -> Tiny {
+        Tiny {
+            this: LinearConfig::new(d_in, 8).init(device),
+            nbr: LinearConfig::new(d_in, 8).init(device),
+        }
+    }
+
+    impl LinkModel for Tiny {
+        fn hops(&self) -> usize {
+            1
+        }
+        fn encode(&self, x: Tensor<2>, g: &GraphBatch) -> Tensor<2> {
+            self.this.forward(x.clone()) + self.nbr.forward(g.mean(x))
+        }
+        fn decode(&self, h: Tensor<2>, pairs: &Pairs) -> Tensor<1> {
+            pairs.dot(h)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burn_model_trains_saves_and_reopens_through_lprag() {
+        let train = TrainConfig {
+            epochs: 5,
+            ..TrainConfig::default()
+        };
+        let rag = LpRag::builder()
+            .encoder(encoder())
+            .predictor(Box::new(BurnLinkPredictor::new("tiny", train, tiny)))
+            .build(&corpus())
+            .await
+            .unwrap();
+        assert_eq!(rag.predictor().name(), "tiny");
+        assert!(rag.stats().train.epochs_run > 0);
+        let question = "Which river flows through Warsaw?";
+        let hits = rag.retrieve(question, Selection::TopK(6)).await.unwrap();
+        assert_eq!(hits.len(), 6);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        rag.save(&path).unwrap();
+        let reopened = LpRag::load_with(&path, encoder(), |d, g| {
+            Ok(Box::new(BurnLinkPredictor::restore(d, g, tiny)?) as Box<dyn LinkPredictor>)
+        })
+        .unwrap();
+        let again = reopened
+            .retrieve(question, Selection::TopK(6))
+            .await
+            .unwrap();
+        let ids =
+            |h: &[lprag::ScoredChunk]| h.iter().map(|h| (h.chunk.id, h.score)).collect::<Vec<_>>();
+        assert_eq!(ids(&hits), ids(&again));
+    }
+}

@@ -20,14 +20,21 @@ mod early_stop;
 pub mod gfm;
 mod host;
 pub mod lesegr;
+mod link_model;
 mod net;
 mod predictor;
 mod weights;
 
 pub use bert::SentenceEncoder;
+/// The burn version this crate is built on, for writing a [`LinkModel`] (`#[derive(Module)]`
+/// finds it through `use lprag_model::burn;`).
+pub use burn;
 pub use burn::tensor::Device;
 pub use config::{
     Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
     TrainConfig,
+};
+pub use link_model::{
+    BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, Pairs, BURN_PREDICTOR_FORMAT_VERSION,
 };
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};

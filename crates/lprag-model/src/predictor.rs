@@ -110,15 +110,15 @@ impl Trained {
 
 /// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
 /// part of it, LP-RAG §3.5).
-struct ChunkContext {
+pub(crate) struct ChunkContext {
     /// Normalised chunk features.
-    features: Embeddings,
-    edges: Vec<LinkEdge>,
-    host: HostGraph,
+    pub(crate) features: Embeddings,
+    pub(crate) edges: Vec<LinkEdge>,
+    pub(crate) host: HostGraph,
 }
 
 impl ChunkContext {
-    fn new(graph: &LinkGraph) -> Result<Self> {
+    pub(crate) fn new(graph: &LinkGraph) -> Result<Self> {
         graph.validate()?;
         let nc = graph.num_chunks;
         let mut features = graph.features.select(&(0..nc).collect::<Vec<_>>());
@@ -137,12 +137,12 @@ impl ChunkContext {
         })
     }
 
-    fn num_chunks(&self) -> usize {
+    pub(crate) fn num_chunks(&self) -> usize {
         self.features.rows()
     }
 
     /// Chunks a query node is joined to under `mode`.
-    fn join(&self, q: &[f32], mode: InferenceMode) -> Vec<u32> {
+    pub(crate) fn join(&self, q: &[f32], mode: InferenceMode) -> Vec<u32> {
         match mode {
             InferenceMode::Isolated => Vec::new(),
             InferenceMode::JoinAll => (0..self.num_chunks() as u32).collect(),
@@ -408,7 +408,7 @@ fn normalized(e: &Embeddings) -> Embeddings {
 /// output does, so the node features are not copied; else a normalised copy. "Norm 1"
 /// allows 1e-4: an encoder's f32 normalisation of a 1024-d row, re-measured in f32,
 /// is off by a few 1e-6, and rescaling by that little changes nothing a model learns.
-fn unit_rows(e: &Embeddings) -> std::borrow::Cow<'_, Embeddings> {
+pub(crate) fn unit_rows(e: &Embeddings) -> std::borrow::Cow<'_, Embeddings> {
     let unit = e.iter().all(|r| {
         let n = dot(r, r).sqrt();
         n == 0.0 || (n - 1.0).abs() <= 1e-4
@@ -420,7 +420,7 @@ fn unit_rows(e: &Embeddings) -> std::borrow::Cow<'_, Embeddings> {
     }
 }
 
-fn normalize_vec(v: &[f32]) -> Vec<f32> {
+pub(crate) fn normalize_vec(v: &[f32]) -> Vec<f32> {
     let n = dot(v, v).sqrt();
     if n > 0.0 {
         v.iter().map(|x| x / n).collect()
@@ -430,7 +430,7 @@ fn normalize_vec(v: &[f32]) -> Vec<f32> {
 }
 
 /// A `[rows, d]` tensor from row-major data.
-fn rows_tensor(data: Vec<f32>, rows: usize, d: usize, device: &Device) -> Tensor<2> {
+pub(crate) fn rows_tensor(data: Vec<f32>, rows: usize, d: usize, device: &Device) -> Tensor<2> {
     Tensor::<2>::from_data(TensorData::new(data, [rows, d]), device)
 }
 
@@ -442,10 +442,10 @@ fn to_tensor(e: &Embeddings, device: &Device) -> Tensor<2> {
 }
 
 /// Draws negative chunks for a positive edge (degrees from the message-passing graph).
-struct NegativeDraw(NegativeSampler);
+pub(crate) struct NegativeDraw(NegativeSampler);
 
 impl NegativeDraw {
-    fn new(kind: Negatives, num_chunks: usize, host: &HostGraph) -> Result<Self> {
+    pub(crate) fn new(kind: Negatives, num_chunks: usize, host: &HostGraph) -> Result<Self> {
         let degrees: Vec<u32> = (0..num_chunks as u32)
             .map(|i| host.neighbors(i).len() as u32)
             .collect();
@@ -457,7 +457,7 @@ impl NegativeDraw {
     }
 
     /// One chunk other than `positive` (callers guarantee at least two chunks).
-    fn draw(&self, rng: &mut StdRng, positive: u32) -> u32 {
+    pub(crate) fn draw(&self, rng: &mut StdRng, positive: u32) -> u32 {
         self.0
             .sample_excluding(rng, 1, &[positive])
             .ok()
@@ -467,7 +467,7 @@ impl NegativeDraw {
 }
 
 /// BCE with negative sampling: `−mean log σ(pos) − mean log(1 − σ(neg))`.
-fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
+pub(crate) fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
     let p = logits.dims()[0];
     let pos = logits.clone().narrow(0, 0, positives);
     let loss = log_sigmoid(pos).mean().neg();

@@ -1,0 +1,1007 @@
+//! Write your own link model as a burn module: the [`LinkModel`] trait, and
+//! [`BurnLinkPredictor`], which trains any such model with the library's trainer and serves
+//! it as an [`lprag_core::LinkPredictor`].
+//!
+//! A model encodes the nodes of a graph batch ([`LinkModel::encode`]) and scores node pairs
+//! from their representations ([`LinkModel::decode`]). The trainer hands it, at every step,
+//! the `hops`-hop neighbourhood of the step's target pairs and their negatives, in the graph
+//! with the step's targets removed, with degrees from the whole graph, so a model whose
+//! receptive field is [`LinkModel::hops`] layers sees exactly what a full-graph pass would
+//! give those pairs. Queries are scored the same way: the query node joined to the chunk
+//! graph per [`InferenceMode`], and the neighbourhood of the query and its candidates.
+//!
+//! # Shapes
+//! - node features `x`: `[N, d_in]`, rows L2-normalised
+//! - node representations `h`: `[N, hidden]` (any width the model likes)
+//! - pair logits: `[P]`
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
+use lprag_core::{
+    ChunkId, EdgeKind, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
+};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{InferenceMode, Targets, TrainConfig};
+use crate::early_stop::EarlyStopping;
+use crate::host::{pair_key, HostGraph};
+use crate::predictor::{
+    bce, normalize_vec, rows_tensor, scalar, unit_rows, write_atomic, ChunkContext, NegativeDraw,
+};
+
+/// Version of the directory [`BurnLinkPredictor`] saves.
+pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
+
+const META_FILE: &str = "burn-predictor.json";
+const WEIGHTS_FILE: &str = "weights.bpk";
+
+/// Most held-out queries scored per validation (each is its own forward pass).
+const MAX_VALIDATION: usize = 256;
+
+/// A graph batch on the device: the nodes a model encodes, the messages between them and
+/// each node's weighted degree in the whole graph.
+///
+/// Edges are directed messages `src → dst`, both directions of every undirected edge that
+/// ends at a node whose representation is needed; weights are the graph's (chunk–chunk:
+/// cosine, query–chunk: 1), negative ones clamped to 0 and dropped. Nodes on the outer rim of
+/// a neighbourhood receive no messages: only their input features are used.
+#[derive(Debug, Clone)]
+pub struct GraphBatch {
+    num_nodes: usize,
+    num_edges: usize,
+    /// Source node of each message, `[E]`.
+    pub src: Tensor<1, Int>,
+    /// Destination node of each message, `[E]`.
+    pub dst: Tensor<1, Int>,
+    /// Weight of each message, `[E, 1]`.
+    pub weight: Tensor<2>,
+    /// Weighted degree of each node in the whole graph (the step's masked targets
+    /// excluded), `[N, 1]`.
+    pub degree: Tensor<2>,
+    inv_degree: Tensor<2>,
+    gcn_coef: Tensor<2>,
+    gcn_self: Tensor<2>,
+}
+
+impl GraphBatch {
+    /// Number of nodes `N`.
+    pub fn num_nodes(&self) -> usize {
+        self.num_nodes
+    }
+
+    /// Number of messages `E`.
+    pub fn num_edges(&self) -> usize {
+        self.num_edges
+    }
+
+    fn scatter(&self, h: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
+        let [n, d] = h.dims();
+        let out = Tensor::<2>::zeros([n, d], &h.device());
+        if self.num_edges == 0 {
+            return out;
+        }
+        let msgs = h.select(0, self.src.clone()) * coef.clone();
+        out.select_assign(0, self.dst.clone(), msgs, IndexingUpdateOp::Add)
+    }
+
+    /// `Σ_j w_ij h_j` for every node `i`.
+    ///
+    /// # Shapes
+    /// `[N, d] → [N, d]`
+    pub fn sum(&self, h: Tensor<2>) -> Tensor<2> {
+        self.scatter(h, &self.weight)
+    }
+
+    /// The weighted neighbourhood mean `Σ_j w_ij h_j / Σ_j w_ij` (0 for an isolated node),
+    /// the aggregation of GraphSAGE's mean variant.
+    ///
+    /// # Shapes
+    /// `[N, d] → [N, d]`
+    pub fn mean(&self, h: Tensor<2>) -> Tensor<2> {
+        self.sum(h) * self.inv_degree.clone()
+    }
+
+    /// GCN propagation with self loops: `Σ_j w_ij h_j / sqrt((1 + d_i)(1 + d_j)) +
+    /// h_i / (1 + d_i)` (Kipf & Welling's `D^-½(A+I)D^-½`, weighted).
+    ///
+    /// # Shapes
+    /// `[N, d] → [N, d]`
+    pub fn gcn(&self, h: Tensor<2>) -> Tensor<2> {
+        self.scatter(h.clone(), &self.gcn_coef) + h * self.gcn_self.clone()
+    }
+}
+
+/// Node pairs to score, as positions in the [`GraphBatch`].
+#[derive(Debug, Clone)]
+pub struct Pairs {
+    len: usize,
+    /// First node of each pair (the query, for retrieval), `[P]`.
+    pub src: Tensor<1, Int>,
+    /// Second node of each pair (the chunk), `[P]`.
+    pub dst: Tensor<1, Int>,
+}
+
+impl Pairs {
+    fn new(pairs: &[(u32, u32)], device: &Device) -> Self {
+        let len = pairs.len();
+        let a: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
+        let b: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
+        Self {
+            len,
+            src: Tensor::<1, Int>::from_data(TensorData::new(a, [len]), device),
+            dst: Tensor::<1, Int>::from_data(TensorData::new(b, [len]), device),
+        }
+    }
+
+    /// Number of pairs `P`.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` when there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `h_i ⊙ h_j` for every pair.
+    ///
+    /// # Shapes
+    /// `[N, d] → [P, d]`
+    pub fn hadamard(&self, h: Tensor<2>) -> Tensor<2> {
+        h.clone().select(0, self.src.clone()) * h.select(0, self.dst.clone())
+    }
+
+    /// `⟨h_i, h_j⟩` for every pair.
+    ///
+    /// # Shapes
+    /// `[N, d] → [P]`
+    pub fn dot(&self, h: Tensor<2>) -> Tensor<1> {
+        self.hadamard(h).sum_dim(1).reshape([self.len])
+    }
+}
+
+/// A link model written as a burn [`Module`], trained and served by [`BurnLinkPredictor`].
+///
+/// ```
+/// use lprag_model::burn::module::Module;
+/// use lprag_model::burn::nn::{Linear, LinearConfig};
+/// use lprag_model::burn::tensor::{Device, Tensor};
+/// use lprag_model::{GraphBatch, LinkModel, Pairs};
+///
+/// /// One GCN layer and a dot-product decoder (a graph auto-encoder).
+/// #[derive(Module, Debug)]
+/// struct Gae {
+///     layer: Linear,
+/// }
+///
+/// impl LinkModel for Gae {
+///     fn hops(&self) -> usize {
+///         1
+///     }
+///     fn encode(&self, x: Tensor<2>, graph: &GraphBatch) -> Tensor<2> {
+///         self.layer.forward(graph.gcn(x))
+///     }
+///     fn decode(&self, h: Tensor<2>, pairs: &Pairs) -> Tensor<1> {
+///         pairs.dot(h)
+///     }
+/// }
+///
+/// let init = |d_in: usize, device: &Device| Gae {
+///     layer: LinearConfig::new(d_in, 64).init(device),
+/// };
+/// # let _ = init(8, &Device::flex());
+/// ```
+pub trait LinkModel: Module + Sync + 'static {
+    /// Message-passing layers: the receptive field the trainer and the scorer give every
+    /// pair endpoint (0 for a model that reads node features only).
+    fn hops(&self) -> usize;
+
+    /// Node representations.
+    ///
+    /// # Shapes
+    /// `x: [N, d_in] → [N, hidden]`
+    fn encode(&self, x: Tensor<2>, graph: &GraphBatch) -> Tensor<2>;
+
+    /// Link logits of `pairs` from the node representations (σ(logit) ≥ 0.5 predicts a
+    /// link).
+    ///
+    /// # Shapes
+    /// `h: [N, hidden] → [P]`
+    fn decode(&self, h: Tensor<2>, pairs: &Pairs) -> Tensor<1>;
+}
+
+/// How a [`BurnLinkPredictor`] makes a fresh model: input width and device.
+pub type ModelInit<M> = dyn Fn(usize, &Device) -> M + Send + Sync;
+
+/// Appends a node's `(neighbour, weight)` pairs to the buffer.
+type Neighbours<'a> = dyn Fn(u32, &mut Vec<(u32, f32)>) + 'a;
+
+/// A host-side neighbourhood: local nodes (seeds first), messages into the nodes whose
+/// representations are needed, and degrees.
+struct LocalGraph {
+    nodes: Vec<u32>,
+    local: HashMap<u32, u32>,
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    weight: Vec<f32>,
+    degree: Vec<f32>,
+}
+
+impl LocalGraph {
+    /// The `hops`-hop neighbourhood of `seeds`. `neighbours(i, out)` appends node `i`'s
+    /// `(neighbour, weight)` pairs; `degree(i)` is its weighted degree.
+    fn build(
+        seeds: &[u32],
+        hops: usize,
+        neighbours: &Neighbours<'_>,
+        degree: &dyn Fn(u32) -> f32,
+    ) -> Self {
+        let mut local: HashMap<u32, u32> = HashMap::with_capacity(seeds.len() * 4);
+        let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len() * 4);
+        let mut add = |g: u32, nodes: &mut Vec<u32>| {
+            if let std::collections::hash_map::Entry::Vacant(e) = local.entry(g) {
+                e.insert(nodes.len() as u32);
+                nodes.push(g);
+            }
+        };
+        for &s in seeds {
+            add(s, &mut nodes);
+        }
+        let mut buf = Vec::new();
+        let (mut lo, mut receivers) = (0usize, 0usize);
+        for _ in 0..hops {
+            let hi = nodes.len();
+            for idx in lo..hi {
+                buf.clear();
+                neighbours(nodes[idx], &mut buf);
+                for &(j, _) in &buf {
+                    add(j, &mut nodes);
+                }
+            }
+            lo = hi;
+            receivers = hi;
+        }
+        let (mut src, mut dst, mut weight) = (Vec::new(), Vec::new(), Vec::new());
+        for (li, &node) in nodes.iter().enumerate().take(receivers) {
+            buf.clear();
+            neighbours(node, &mut buf);
+            for &(j, w) in &buf {
+                let w = w.max(0.0);
+                if w > 0.0 {
+                    src.push(local[&j] as i64);
+                    dst.push(li as i64);
+                    weight.push(w);
+                }
+            }
+        }
+        let degree = nodes.iter().map(|&g| degree(g)).collect();
+        Self {
+            nodes,
+            local,
+            src,
+            dst,
+            weight,
+            degree,
+        }
+    }
+
+    fn to_device(&self, device: &Device) -> GraphBatch {
+        let (n, e) = (self.nodes.len(), self.src.len());
+        let d = |i: i64| self.degree[i as usize];
+        let inv: Vec<f32> = self
+            .degree
+            .iter()
+            .map(|&x| if x > 0.0 { 1.0 / x } else { 0.0 })
+            .collect();
+        let gcn_coef: Vec<f32> = (0..e)
+            .map(|k| self.weight[k] / ((1.0 + d(self.src[k])) * (1.0 + d(self.dst[k]))).sqrt())
+            .collect();
+        let gcn_self: Vec<f32> = self.degree.iter().map(|&x| 1.0 / (1.0 + x)).collect();
+        let col = |v: Vec<f32>, rows: usize| {
+            Tensor::<2>::from_data(TensorData::new(v, [rows, 1]), device)
+        };
+        GraphBatch {
+            num_nodes: n,
+            num_edges: e,
+            src: Tensor::<1, Int>::from_data(TensorData::new(self.src.clone(), [e]), device),
+            dst: Tensor::<1, Int>::from_data(TensorData::new(self.dst.clone(), [e]), device),
+            weight: col(self.weight.clone(), e),
+            degree: col(self.degree.clone(), n),
+            inv_degree: col(inv, n),
+            gcn_coef: col(gcn_coef, e),
+            gcn_self: col(gcn_self, n),
+        }
+    }
+
+    /// The local nodes' feature rows: `row(g)` for each.
+    fn features<'a>(&self, d: usize, row: impl Fn(u32) -> &'a [f32], device: &Device) -> Tensor<2> {
+        let mut data = Vec::with_capacity(self.nodes.len() * d);
+        for &g in &self.nodes {
+            data.extend_from_slice(row(g));
+        }
+        rows_tensor(data, self.nodes.len(), d, device)
+    }
+}
+
+/// The chunk graph with one extra query node (id `num_chunks`) joined to some chunks.
+struct QueryView<'a> {
+    ctx: &'a ChunkContext,
+    wsum: &'a [f32],
+    /// Sorted chunk ids the query joins; `None` joins every chunk.
+    join: Option<Vec<u32>>,
+}
+
+impl QueryView<'_> {
+    fn qid(&self) -> u32 {
+        self.ctx.num_chunks() as u32
+    }
+
+    fn joined(&self, c: u32) -> bool {
+        match &self.join {
+            None => true,
+            Some(j) => j.binary_search(&c).is_ok(),
+        }
+    }
+
+    fn neighbours(&self, i: u32, out: &mut Vec<(u32, f32)>) {
+        if i == self.qid() {
+            match &self.join {
+                None => out.extend((0..self.qid()).map(|c| (c, 1.0))),
+                Some(j) => out.extend(j.iter().map(|&c| (c, 1.0))),
+            }
+        } else {
+            out.extend_from_slice(self.ctx.host.neighbors(i));
+            if self.joined(i) {
+                out.push((self.qid(), 1.0));
+            }
+        }
+    }
+
+    fn degree(&self, i: u32) -> f32 {
+        if i == self.qid() {
+            match &self.join {
+                None => self.qid() as f32,
+                Some(j) => j.len() as f32,
+            }
+        } else {
+            self.wsum[i as usize] + if self.joined(i) { 1.0 } else { 0.0 }
+        }
+    }
+}
+
+/// What [`BurnLinkPredictor`] writes beside the weights.
+#[derive(Debug, Serialize, Deserialize)]
+struct BurnMeta {
+    format_version: u32,
+    name: String,
+    train: TrainConfig,
+    d_in: usize,
+}
+
+struct Served<M> {
+    model: Option<M>,
+    d_in: usize,
+    ctx: ChunkContext,
+    wsum: Vec<f32>,
+}
+
+/// Any [`LinkModel`] as an [`lprag_core::LinkPredictor`]: trained by the library's trainer
+/// (mini-batches of target edges with their `hops`-hop neighbourhoods, uniform or
+/// degree-based negatives, target-link masking, BCE, Adam with weight decay, validation on
+/// held-out synthetic queries with early stopping, the step limit of [`TrainConfig`]),
+/// scored per query on the query's neighbourhood, saved as burnpack weights with a
+/// versioned manifest.
+///
+/// Not (yet) taken from [`TrainConfig`]: `correction_penalty` (a custom model has no
+/// residual the trainer knows of) and `step_graph` (steps always use the neighbourhood).
+/// Not yet supported: per-epoch checkpoints.
+pub struct BurnLinkPredictor<M: LinkModel> {
+    name: String,
+    init: Arc<ModelInit<M>>,
+    train: TrainConfig,
+    device: Device,
+    state: Option<Served<M>>,
+}
+
+impl<M: LinkModel> std::fmt::Debug for BurnLinkPredictor<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BurnLinkPredictor")
+            .field("name", &self.name)
+            .field("train", &self.train)
+            .field(
+                "trained",
+                &self.state.as_ref().is_some_and(|s| s.model.is_some()),
+            )
+            .finish()
+    }
+}
+
+impl<M: LinkModel> BurnLinkPredictor<M> {
+    /// An untrained predictor named `name` (recorded in saved indexes) that makes its
+    /// model with `init(d_in, device)` and trains it as `train` says, on the CPU.
+    pub fn new(
+        name: impl Into<String>,
+        train: TrainConfig,
+        init: impl Fn(usize, &Device) -> M + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            init: Arc::new(init),
+            train,
+            device: Device::flex(),
+            state: None,
+        }
+    }
+
+    /// Train and score on `device` (for example `Device::cuda(0)` with the `cuda`
+    /// feature); training runs on `device.autodiff()`.
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The training configuration.
+    pub fn train_config(&self) -> &TrainConfig {
+        &self.train
+    }
+
+    /// The trained model, once [`LinkPredictor::fit`] or [`BurnLinkPredictor::restore`]
+    /// made one.
+    pub fn model(&self) -> Option<&M> {
+        self.state.as_ref().and_then(|s| s.model.as_ref())
+    }
+
+    /// Restore a predictor from the directory [`LinkPredictor::save`] wrote, with the
+    /// same `init` the saved model was made with, attached to `graph` (for
+    /// `LpRag::load_with`, the index's graph).
+    ///
+    /// # Errors
+    /// [`Error::Io`] / [`Error::Format`] for a missing or unreadable manifest, another
+    /// format version, or weights that do not fit the model `init` makes.
+    pub fn restore(
+        dir: &Path,
+        graph: &LinkGraph,
+        init: impl Fn(usize, &Device) -> M + Send + Sync + 'static,
+    ) -> Result<Self> {
+        Self::restore_on(dir, graph, init, Device::flex())
+    }
+
+    /// [`BurnLinkPredictor::restore`] on `device`.
+    pub fn restore_on(
+        dir: &Path,
+        graph: &LinkGraph,
+        init: impl Fn(usize, &Device) -> M + Send + Sync + 'static,
+        device: Device,
+    ) -> Result<Self> {
+        let path = dir.join(META_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
+        let version = v.get("format_version").and_then(|x| x.as_u64());
+        if version != Some(BURN_PREDICTOR_FORMAT_VERSION as u64) {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "format version {version:?}, this build reads version \
+                     {BURN_PREDICTOR_FORMAT_VERSION}"
+                ),
+            ));
+        }
+        let meta: BurnMeta =
+            serde_json::from_value(v).map_err(|e| Error::format(&path, e.to_string()))?;
+        if graph.features.dim() != meta.d_in {
+            return Err(Error::DimensionMismatch {
+                location: format!("BurnLinkPredictor::restore ({})", path.display()),
+                expected: meta.d_in,
+                actual: graph.features.dim(),
+            });
+        }
+        let mut model = init(meta.d_in, &device);
+        crate::weights::load_weights(&mut model, &dir.join(WEIGHTS_FILE))?;
+        let mut p = Self {
+            name: meta.name,
+            init: Arc::new(init),
+            train: meta.train,
+            device,
+            state: None,
+        };
+        p.serve(Some(model), graph)?;
+        Ok(p)
+    }
+
+    fn serve(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
+        let ctx = ChunkContext::new(graph)?;
+        let wsum = ctx.host.weight_sums();
+        self.state = Some(Served {
+            model,
+            d_in: graph.features.dim(),
+            ctx,
+            wsum,
+        });
+        Ok(())
+    }
+
+    fn served(&self) -> Result<(&M, &Served<M>)> {
+        let st = self.state.as_ref().ok_or_else(|| {
+            Error::NotReady(format!(
+                "the link predictor '{}' has not been trained or restored",
+                self.name
+            ))
+        })?;
+        let m = st.model.as_ref().ok_or_else(|| {
+            Error::NotReady(format!(
+                "the link predictor '{}' has a graph but no trained weights",
+                self.name
+            ))
+        })?;
+        Ok((m, st))
+    }
+
+    /// The chunks a query joins (sorted), `None` for every chunk.
+    fn join_of(&self, st: &Served<M>, q: &[f32], nearest: &[ChunkId]) -> Option<Vec<u32>> {
+        let mut j = match self.train.inference {
+            InferenceMode::JoinAll => return None,
+            InferenceMode::Isolated => Vec::new(),
+            InferenceMode::JoinTopK(k) => {
+                let k = k.min(st.ctx.num_chunks());
+                if nearest.len() >= k {
+                    nearest[..k].iter().map(|&c| c as u32).collect()
+                } else {
+                    st.ctx.join(q, self.train.inference)
+                }
+            }
+        };
+        j.sort_unstable();
+        j.dedup();
+        Some(j)
+    }
+
+    /// Logits of `q` (normalised) against `cands` on the neighbourhood of the query and the
+    /// candidates (`full`: on the whole chunk graph).
+    fn score_query(
+        &self,
+        model: &M,
+        st: &Served<M>,
+        q: &[f32],
+        nearest: &[ChunkId],
+        cands: &[u32],
+        full: bool,
+    ) -> Vec<f32> {
+        let view = QueryView {
+            ctx: &st.ctx,
+            wsum: &st.wsum,
+            join: self.join_of(st, q, nearest),
+        };
+        let qid = view.qid();
+        let g = if full {
+            full_graph(&view, model.hops())
+        } else {
+            let mut seeds = vec![qid];
+            seeds.extend_from_slice(cands);
+            LocalGraph::build(
+                &seeds,
+                model.hops(),
+                &|i, out| view.neighbours(i, out),
+                &|i| view.degree(i),
+            )
+        };
+        let d = st.d_in;
+        let x = g.features(
+            d,
+            |i| {
+                if i == qid {
+                    q
+                } else {
+                    st.ctx.features.row(i as usize)
+                }
+            },
+            &self.device,
+        );
+        let pairs: Vec<(u32, u32)> = cands.iter().map(|&c| (0, g.local[&c])).collect();
+        let h = model.encode(x, &g.to_device(&self.device));
+        let logits = model.decode(h, &Pairs::new(&pairs, &self.device));
+        logits
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap_or_else(|_| vec![f32::NAN; cands.len()])
+    }
+
+    fn checked(&self, query: &[f32], candidates: &[ChunkId]) -> Result<(&M, &Served<M>, Vec<u32>)> {
+        let (m, st) = self.served()?;
+        if query.len() != st.d_in {
+            return Err(Error::DimensionMismatch {
+                location: format!("BurnLinkPredictor '{}' (query vector)", self.name),
+                expected: st.d_in,
+                actual: query.len(),
+            });
+        }
+        if query.iter().any(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                format!("BurnLinkPredictor '{}' (query vector)", self.name),
+                "query vector has a non-finite value",
+            ));
+        }
+        let nc = st.ctx.num_chunks();
+        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
+            return Err(Error::invalid(
+                format!("BurnLinkPredictor '{}' (candidates)", self.name),
+                format!("chunk id {bad} out of range: the graph has {nc} chunks"),
+            ));
+        }
+        Ok((m, st, candidates.iter().map(|&c| c as u32).collect()))
+    }
+
+    /// Logits from one forward pass over the whole chunk graph plus the query node (the
+    /// reference [`LinkPredictor::score`]'s neighbourhood path is tested against; each call
+    /// costs a pass over every chunk and edge).
+    pub fn score_full_graph(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
+        let (m, st, cands) = self.checked(query, candidates)?;
+        Ok(self.score_query(m, st, &normalize_vec(query), &[], &cands, true))
+    }
+}
+
+/// The whole chunk graph plus the query node (local ids: query first, then chunks), every
+/// node receiving its messages.
+fn full_graph(view: &QueryView<'_>, hops: usize) -> LocalGraph {
+    let qid = view.qid();
+    let mut seeds = vec![qid];
+    seeds.extend(0..qid);
+    let mut g = LocalGraph::build(&seeds, 0, &|i, out| view.neighbours(i, out), &|i| {
+        view.degree(i)
+    });
+    if hops > 0 {
+        let mut buf = Vec::new();
+        for li in 0..g.nodes.len() {
+            buf.clear();
+            view.neighbours(g.nodes[li], &mut buf);
+            for &(j, w) in &buf {
+                let w = w.max(0.0);
+                if w > 0.0 {
+                    g.src.push(g.local[&j] as i64);
+                    g.dst.push(li as i64);
+                    g.weight.push(w);
+                }
+            }
+        }
+    }
+    g
+}
+
+impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport> {
+        let (model, report) = train(&*self.init, graph, &self.train, &self.device, progress)?;
+        self.serve(Some(model), graph)?;
+        Ok(report)
+    }
+
+    fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
+        let model = self.state.take().and_then(|s| {
+            if s.d_in == graph.features.dim() {
+                s.model
+            } else {
+                None
+            }
+        });
+        self.serve(model, graph)
+    }
+
+    fn score(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
+        self.score_near(query, &[], candidates)
+    }
+
+    fn score_near(
+        &self,
+        query: &[f32],
+        nearest: &[ChunkId],
+        candidates: &[ChunkId],
+    ) -> Result<Vec<f32>> {
+        let (m, st, cands) = self.checked(query, candidates)?;
+        if let Some(&bad) = nearest.iter().find(|&&c| c >= st.ctx.num_chunks()) {
+            return Err(Error::invalid(
+                format!("BurnLinkPredictor '{}' (nearest)", self.name),
+                format!("chunk id {bad} out of range"),
+            ));
+        }
+        if cands.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.score_query(m, st, &normalize_vec(query), nearest, &cands, false))
+    }
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        let (m, st) = self.served()?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let meta = BurnMeta {
+            format_version: BURN_PREDICTOR_FORMAT_VERSION,
+            name: self.name.clone(),
+            train: self.train.clone(),
+            d_in: st.d_in,
+        };
+        let json = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| Error::format(dir.join(META_FILE), e.to_string()))?;
+        write_atomic(&dir.join(META_FILE), &json)?;
+        crate::weights::save_weights(m, &dir.join(WEIGHTS_FILE))
+    }
+}
+
+/// A held-out query: its node, normalised features, candidate chunks, positives first.
+struct Held {
+    features: Vec<f32>,
+    join: Option<Vec<u32>>,
+    cands: Vec<u32>,
+    positives: usize,
+}
+
+/// The library's trainer for any [`LinkModel`]; returns the best model (validation mode)
+/// on `device`.
+fn train<M: LinkModel>(
+    init: &ModelInit<M>,
+    graph: &LinkGraph,
+    tc: &TrainConfig,
+    device: &Device,
+    progress: &dyn Progress,
+) -> Result<(M, TrainReport)> {
+    let started = Instant::now();
+    if tc.epochs == 0 {
+        return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
+    }
+    if !(tc.learning_rate.is_finite() && tc.learning_rate > 0.0) {
+        return Err(Error::invalid(
+            "TrainConfig.learning_rate",
+            format!("must be finite and > 0, got {}", tc.learning_rate),
+        ));
+    }
+    graph.validate()?;
+    let (nc, n, d_in) = (graph.num_chunks, graph.num_nodes(), graph.features.dim());
+    let mut rng = StdRng::seed_from_u64(tc.seed);
+
+    // Inductive split: whole synthetic queries held out for validation.
+    let mut qids: Vec<u32> = (nc as u32..n as u32).collect();
+    qids.shuffle(&mut rng);
+    let n_val = if qids.len() >= 10 {
+        ((qids.len() as f32 * tc.validation_fraction) as usize).min(qids.len() - 1)
+    } else {
+        0
+    };
+    let val: HashSet<u32> = qids[..n_val].iter().copied().collect();
+    let (mut msg_edges, mut targets) = (Vec::new(), Vec::new());
+    let mut val_pos: HashMap<u32, Vec<u32>> = HashMap::new();
+    for e in &graph.edges {
+        let (a, b) = if (e.a as usize) < nc {
+            (e.b, e.a)
+        } else {
+            (e.a, e.b)
+        };
+        if e.kind == EdgeKind::QueryChunk || (a as usize) >= nc {
+            if val.contains(&a) {
+                val_pos.entry(a).or_default().push(b);
+                continue;
+            }
+            targets.push((a, b));
+        } else if tc.targets == Targets::All {
+            targets.push((e.a, e.b));
+        }
+        msg_edges.push((e.a, e.b, e.weight));
+    }
+
+    device.seed(tc.seed);
+    if nc < 2 || targets.is_empty() {
+        // Nothing to learn from: the initial weights, no epochs.
+        let model = init(d_in, device);
+        return Ok((
+            model,
+            TrainReport {
+                seconds: started.elapsed().as_secs_f64(),
+                ..TrainReport::default()
+            },
+        ));
+    }
+    let ad = device.clone().autodiff();
+    ad.seed(tc.seed);
+    let mut model = init(d_in, &ad);
+    let hops = model.hops();
+    let mut optim = AdamConfig::new()
+        .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
+        .init();
+    let xh = unit_rows(&graph.features);
+    let host = HostGraph::from_edges(n, msg_edges.iter().copied());
+    let wsum = host.weight_sums();
+    let sampler = NegativeDraw::new(tc.negatives, nc, &host)?;
+
+    // Validation queries, scored as at inference against fixed negatives.
+    let ctx = ChunkContext::new(graph)?;
+    let ctx_wsum = ctx.host.weight_sums();
+    let mut held_ids: Vec<u32> = val.iter().copied().collect();
+    held_ids.sort_unstable();
+    held_ids.truncate(MAX_VALIDATION);
+    let held: Vec<Held> = held_ids
+        .iter()
+        .map(|&q| {
+            let pos = val_pos.get(&q).cloned().unwrap_or_default();
+            let mut cands = pos.clone();
+            for &p in &pos {
+                for _ in 0..tc.negatives_per_positive {
+                    cands.push(sampler.draw(&mut rng, p));
+                }
+            }
+            let features = normalize_vec(graph.features.row(q as usize));
+            let join = match tc.inference {
+                InferenceMode::JoinAll => None,
+                mode => {
+                    let mut j = ctx.join(&features, mode);
+                    j.sort_unstable();
+                    Some(j)
+                }
+            };
+            Held {
+                features,
+                join,
+                cands,
+                positives: pos.len(),
+            }
+        })
+        .filter(|h| h.positives > 0)
+        .collect();
+
+    let bs = if tc.batch_size == 0 {
+        targets.len()
+    } else {
+        tc.batch_size
+    };
+    let steps_per_epoch = targets.len().div_ceil(bs);
+    let planned = if tc.max_steps == 0 {
+        tc.epochs
+    } else {
+        tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch))
+    };
+    let mut report = TrainReport::default();
+    let mut stopping = EarlyStopping::new(tc.patience);
+    progress.start("train", Some(planned as u64));
+    let mut finished = false;
+    for epoch in 0..tc.epochs {
+        if finished {
+            break;
+        }
+        let mut rng =
+            StdRng::seed_from_u64(tc.seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut order = targets.clone();
+        order.shuffle(&mut rng);
+        let done_before = epoch * steps_per_epoch;
+        let budget = if tc.max_steps == 0 {
+            steps_per_epoch
+        } else {
+            steps_per_epoch.min(tc.max_steps.saturating_sub(done_before))
+        };
+        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
+        for batch in order.chunks(bs).take(budget) {
+            let masked: HashSet<(u32, u32)> = if tc.mask_targets {
+                batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
+            } else {
+                HashSet::new()
+            };
+            let mut pairs: Vec<(u32, u32)> = batch.to_vec();
+            for &(a, b) in batch {
+                for _ in 0..tc.negatives_per_positive {
+                    pairs.push((a, sampler.draw(&mut rng, b)));
+                }
+            }
+            // Masked targets no longer count towards degrees.
+            let mut less: HashMap<u32, f32> = HashMap::new();
+            for &(a, b) in &masked {
+                if let Some(&(_, w)) = host.neighbors(a).iter().find(|&&(j, _)| j == b) {
+                    *less.entry(a).or_default() += w.max(0.0);
+                    *less.entry(b).or_default() += w.max(0.0);
+                }
+            }
+            let seeds: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+            let g =
+                LocalGraph::build(
+                    &seeds,
+                    hops,
+                    &|i, out| {
+                        out.extend(host.neighbors(i).iter().filter(|&&(j, _)| {
+                            masked.is_empty() || !masked.contains(&pair_key(i, j))
+                        }))
+                    },
+                    &|i| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0),
+                );
+            let x = g.features(d_in, |i| xh.row(i as usize), &ad);
+            let local: Vec<(u32, u32)> = pairs
+                .iter()
+                .map(|&(a, b)| (g.local[&a], g.local[&b]))
+                .collect();
+            let h = model.encode(x, &g.to_device(&ad));
+            let logits = model.decode(h, &Pairs::new(&local, &ad));
+            let loss = bce(logits, batch.len());
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            epoch_loss += scalar(loss.detach());
+            steps += 1;
+            model = optim.step(tc.learning_rate, model, grads);
+        }
+        let train_loss = epoch_loss / steps.max(1) as f32;
+        if !train_loss.is_finite() {
+            return Err(Error::invalid(
+                "BurnLinkPredictor::fit",
+                format!("training loss became {train_loss} in epoch {}", epoch + 1),
+            ));
+        }
+        report.train_loss.push(train_loss);
+        report.epochs_run = epoch + 1;
+        report.steps = done_before + steps;
+        let at_limit = tc.max_steps > 0 && report.steps >= tc.max_steps;
+        let mut message = format!("loss {train_loss:.4}");
+        if !held.is_empty() {
+            let valid = model.valid();
+            let vloss = validation_loss(&valid, &held, &ctx, &ctx_wsum, hops, d_in, device);
+            message.push_str(&format!(", val {vloss:.4}"));
+            finished = stopping.observe(epoch, vloss, valid, &mut report);
+        } else {
+            report.best_epoch = epoch + 1;
+        }
+        if at_limit && !finished {
+            report.stopped_at_max_steps = true;
+        }
+        finished |= at_limit;
+        progress.update("train", (epoch + 1) as u64, &message);
+    }
+    progress.finish("train");
+    let model = stopping.into_best().unwrap_or_else(|| model.valid());
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok((model, report))
+}
+
+/// Mean BCE of the held-out queries, each scored on its own neighbourhood.
+fn validation_loss<M: LinkModel>(
+    model: &M,
+    held: &[Held],
+    ctx: &ChunkContext,
+    wsum: &[f32],
+    hops: usize,
+    d_in: usize,
+    device: &Device,
+) -> f32 {
+    let mut total = 0.0f32;
+    for v in held {
+        let view = QueryView {
+            ctx,
+            wsum,
+            join: v.join.clone(),
+        };
+        let qid = view.qid();
+        let mut seeds = vec![qid];
+        seeds.extend_from_slice(&v.cands);
+        let g = LocalGraph::build(&seeds, hops, &|i, out| view.neighbours(i, out), &|i| {
+            view.degree(i)
+        });
+        let x = g.features(
+            d_in,
+            |i| {
+                if i == qid {
+                    &v.features
+                } else {
+                    ctx.features.row(i as usize)
+                }
+            },
+            device,
+        );
+        let pairs: Vec<(u32, u32)> = v.cands.iter().map(|&c| (0, g.local[&c])).collect();
+        let h = model.encode(x, &g.to_device(device));
+        let logits = model.decode(h, &Pairs::new(&pairs, device));
+        total += scalar(bce(logits, v.positives));
+    }
+    total / held.len().max(1) as f32
+}
