@@ -59,11 +59,12 @@ pub use lprag_core::{
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
     Aggregation, BurnLinkPredictor, Decoder, GnnLinkPredictor, GraphBatch, InferenceMode,
-    LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig,
+    LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig, Vgae,
+    VgaeConfig,
 };
 pub use pipeline::{
-    DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,
-    INDEX_FORMAT_VERSION,
+    BuiltinPredictor, DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig,
+    DEFAULT_CANDIDATE_POOL, INDEX_FORMAT_VERSION,
 };
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};

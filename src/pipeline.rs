@@ -16,7 +16,8 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
-use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig};
+use lprag_model::vgae::{restore_vgae, vgae_predictor};
+use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig, VgaeConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::workdir::{keep_embeddings, StageKey, WorkDir};
@@ -56,7 +57,10 @@ pub struct LpRagConfig {
     pub bridges: BridgeConfig,
     /// Seed of A.2 batch sampling.
     pub seed: u64,
-    /// The link predictor's architecture (used when no custom predictor is given).
+    /// Which built-in link predictor is trained when no custom one is given (default:
+    /// [`BuiltinPredictor::Gnn`], the [`GnnLinkPredictor`] of [`LpRagConfig::model`]).
+    pub predictor: BuiltinPredictor,
+    /// The link predictor's architecture (used by [`BuiltinPredictor::Gnn`]).
     pub model: ModelConfig,
     /// The link predictor's training (used when no custom predictor is given).
     pub train: TrainConfig,
@@ -71,6 +75,52 @@ pub struct LpRagConfig {
     /// Add the chunk-graph neighbours of the pool's chunks to the candidates (a chunk
     /// reached through a bridge or k-NN edge can outrank its dense score).
     pub candidate_neighbours: bool,
+}
+
+/// The built-in link predictors an [`LpRag`] can train by itself (a custom one goes to
+/// [`LpRagBuilder::predictor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BuiltinPredictor {
+    /// [`GnnLinkPredictor`] with [`LpRagConfig::model`] (NCN, GAE or MLP) and
+    /// [`LpRagConfig::train`].
+    #[default]
+    Gnn,
+    /// VGAE ([`lprag_model::Vgae`], LP-RAG Table 6) on
+    /// [`BurnLinkPredictor`](lprag_model::BurnLinkPredictor), trained with
+    /// [`LpRagConfig::train`] ([`TrainConfig::paper_vgae`] for Table 8's values).
+    Vgae(VgaeConfig),
+}
+
+impl BuiltinPredictor {
+    /// The untrained predictor for `config`, checkpointing under `work_dir/train` where
+    /// it can.
+    fn make(config: &LpRagConfig, work_dir: Option<&Path>) -> Box<dyn LinkPredictor> {
+        match config.predictor {
+            BuiltinPredictor::Gnn => {
+                let p = GnnLinkPredictor::new(config.model.clone(), config.train.clone());
+                Box::new(match work_dir {
+                    Some(dir) => p.with_checkpoints(dir.join("train")),
+                    None => p,
+                })
+            }
+            BuiltinPredictor::Vgae(v) => Box::new(vgae_predictor(v, config.train.clone())),
+        }
+    }
+
+    /// Restore the predictor `config` describes from `dir`, on `graph`.
+    fn restore(
+        config: &LpRagConfig,
+        dir: &Path,
+        graph: &LinkGraph,
+    ) -> Result<Arc<dyn LinkPredictor>> {
+        Ok(match config.predictor {
+            BuiltinPredictor::Gnn => Arc::new(GnnLinkPredictor::from_dir(dir)?),
+            BuiltinPredictor::Vgae(v) => {
+                Arc::new(restore_vgae(dir, graph, v, lprag_model::Device::flex())?)
+            }
+        })
+    }
 }
 
 impl LpRagConfig {
@@ -97,6 +147,16 @@ impl LpRagConfig {
         }
     }
 
+    /// [`LpRagConfig::paper`] with the paper's VGAE (Table 6; Table 8: 2 layers, hidden
+    /// 32, learning rate 1e-2, weight decay 1e-4, 400 epochs).
+    pub fn paper_vgae() -> Self {
+        Self {
+            predictor: BuiltinPredictor::Vgae(VgaeConfig::default()),
+            train: TrainConfig::paper_vgae(),
+            ..Self::paper()
+        }
+    }
+
     /// [`LpRagConfig::paper`] with the paper's MLP baseline (Table 6; Table 8: 2 layers,
     /// hidden 1000, learning rate 1e-3, weight decay 5e-4, 1,000 epochs).
     pub fn paper_mlp() -> Self {
@@ -115,6 +175,7 @@ impl Default for LpRagConfig {
             knn_backend: KnnBackend::default(),
             bridges: BridgeConfig::default(),
             seed: 42,
+            predictor: BuiltinPredictor::Gnn,
             model: ModelConfig::default(),
             train: TrainConfig::default(),
             candidate_pool: Some(DEFAULT_CANDIDATE_POOL),
@@ -698,14 +759,10 @@ impl LpRagBuilder {
             choice => {
                 let (mut predictor, source) = match choice {
                     Some(ModelChoice::Predictor(p)) => (p, PredictorSource::Custom),
-                    _ => {
-                        let p = GnnLinkPredictor::new(config.model.clone(), config.train.clone());
-                        let p: Box<dyn LinkPredictor> = Box::new(match &work_dir {
-                            Some(dir) => p.with_checkpoints(dir.join("train")),
-                            None => p,
-                        });
-                        (p, PredictorSource::Builtin)
-                    }
+                    _ => (
+                        BuiltinPredictor::make(&config, work_dir.as_deref()),
+                        PredictorSource::Builtin,
+                    ),
                 };
                 let graph = graph.clone();
                 let progress = progress.clone();
@@ -1301,8 +1358,12 @@ impl LpRag {
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
         let dir = dir.as_ref();
         let parts = Parts::read(dir, encoder, "LpRag::load", &[PredictorSource::Builtin])?;
-        let predictor = GnnLinkPredictor::from_dir(&dir.join(PREDICTOR_DIR))?;
-        Ok(parts.finish(Arc::new(predictor)))
+        let predictor = BuiltinPredictor::restore(
+            &parts.manifest.config,
+            &dir.join(PREDICTOR_DIR),
+            &parts.graph,
+        )?;
+        Ok(parts.finish(predictor))
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with a custom

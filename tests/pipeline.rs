@@ -565,3 +565,35 @@ async fn the_paper_preset_builds_the_published_method() {
     };
     assert_ne!(scores(&a), scores(&b), "two queries score differently");
 }
+
+#[tokio::test]
+async fn the_vgae_predictor_builds_saves_and_reopens() {
+    let config = LpRagConfig {
+        predictor: lprag::BuiltinPredictor::Vgae(lprag::VgaeConfig { hidden: 8 }),
+        train: TrainConfig {
+            epochs: 5,
+            ..TrainConfig::paper_vgae()
+        },
+        ..LpRagConfig::paper_vgae()
+    };
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(config)
+        .build(&corpus())
+        .await
+        .unwrap();
+    assert_eq!(rag.predictor().name(), "vgae");
+    assert_eq!(rag.stats().train.epochs_run, 5);
+    let q = "highest mountain Himalayas Nepal";
+    let hits = rag.retrieve(q, Selection::TopK(100)).await.unwrap();
+    assert_eq!(hits.len(), corpus().len(), "every chunk is scored");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let reopened = LpRag::load(&path, Arc::new(HashingEncoder::default())).unwrap();
+    assert_eq!(reopened.predictor().name(), "vgae");
+    let again = reopened.retrieve(q, Selection::TopK(100)).await.unwrap();
+    let pairs =
+        |h: &[lprag::ScoredChunk]| h.iter().map(|h| (h.chunk.id, h.score)).collect::<Vec<_>>();
+    assert_eq!(pairs(&hits), pairs(&again));
+}

@@ -70,9 +70,9 @@ struct ScaleArgs {
     /// Run only the first N questions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// LP-RAG configuration: a JSON file (an `LpRagConfig`), or `paper` / `paper-mlp` for
-    /// `LpRagConfig::paper()` / `LpRagConfig::paper_mlp()`.
-    #[arg(long, value_name = "FILE|paper|paper-mlp")]
+    /// LP-RAG configuration: a JSON file (an `LpRagConfig`), or `paper` / `paper-mlp` /
+    /// `paper-vgae` for `LpRagConfig::paper()` and its MLP and VGAE variants.
+    #[arg(long, value_name = "FILE|paper|paper-mlp|paper-vgae")]
     lprag_config: Option<PathBuf>,
     /// LP-RAG candidate pools to evaluate on the same index, comma separated (`all` =
     /// every chunk); default: the configured pool only.
@@ -142,8 +142,9 @@ struct RetrievalArgs {
     #[arg(long)]
     no_progress: bool,
     /// LP-RAG configuration: a JSON file (an `LpRagConfig`; missing fields take their
-    /// defaults), or `paper` / `paper-mlp` for `LpRagConfig::paper()` / `paper_mlp()`.
-    #[arg(long, value_name = "FILE|paper|paper-mlp")]
+    /// defaults), or `paper` / `paper-mlp` / `paper-vgae` for `LpRagConfig::paper()` and
+    /// its MLP and VGAE variants.
+    #[arg(long, value_name = "FILE|paper|paper-mlp|paper-vgae")]
     lprag_config: Option<PathBuf>,
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
@@ -201,6 +202,7 @@ fn lprag_config(arg: &std::path::Path) -> Result<lprag::LpRagConfig, Error> {
     match arg.to_str() {
         Some("paper") => Ok(lprag::LpRagConfig::paper()),
         Some("paper-mlp") => Ok(lprag::LpRagConfig::paper_mlp()),
+        Some("paper-vgae") => Ok(lprag::LpRagConfig::paper_vgae()),
         _ => read_json(arg),
     }
 }

@@ -23,6 +23,7 @@ pub mod lesegr;
 mod link_model;
 mod net;
 mod predictor;
+pub mod vgae;
 mod weights;
 
 pub use bert::SentenceEncoder;
@@ -38,3 +39,4 @@ pub use link_model::{
     BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, Pairs, BURN_PREDICTOR_FORMAT_VERSION,
 };
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
+pub use vgae::{Vgae, VgaeConfig};

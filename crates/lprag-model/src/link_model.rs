@@ -58,6 +58,7 @@ const MAX_VALIDATION: usize = 256;
 #[derive(Debug, Clone)]
 pub struct GraphBatch {
     num_nodes: usize,
+    graph_nodes: usize,
     num_edges: usize,
     /// Source node of each message, `[E]`.
     pub src: Tensor<1, Int>,
@@ -74,6 +75,13 @@ pub struct GraphBatch {
 }
 
 impl GraphBatch {
+    /// `n` nodes without edges, cut from a graph of `graph_nodes` nodes (unit tests).
+    #[cfg(test)]
+    pub(crate) fn isolated(n: usize, graph_nodes: usize, device: &Device) -> Self {
+        LocalGraph::build(&(0..n as u32).collect::<Vec<_>>(), 0, &|_, _| {}, &|_| 0.0)
+            .to_device(graph_nodes, device)
+    }
+
     /// Number of nodes `N`.
     pub fn num_nodes(&self) -> usize {
         self.num_nodes
@@ -82,6 +90,12 @@ impl GraphBatch {
     /// Number of messages `E`.
     pub fn num_edges(&self) -> usize {
         self.num_edges
+    }
+
+    /// Number of nodes of the whole graph this batch was cut from (for losses scaled by
+    /// the graph's size, such as VGAE's `KL / N`).
+    pub fn graph_nodes(&self) -> usize {
+        self.graph_nodes
     }
 
     fn scatter(&self, h: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
@@ -212,6 +226,17 @@ pub trait LinkModel: Module + Sync + 'static {
     /// `x: [N, d_in] → [N, hidden]`
     fn encode(&self, x: Tensor<2>, graph: &GraphBatch) -> Tensor<2>;
 
+    /// Node representations during training, and an extra loss term the trainer adds to
+    /// the link loss (for example VGAE's KL divergence, with representations sampled
+    /// around their means). The default is [`LinkModel::encode`] and no extra term;
+    /// validation and scoring always use [`LinkModel::encode`].
+    ///
+    /// # Shapes
+    /// `x: [N, d_in] → ([N, hidden], [1])`
+    fn encode_train(&self, x: Tensor<2>, graph: &GraphBatch) -> (Tensor<2>, Option<Tensor<1>>) {
+        (self.encode(x, graph), None)
+    }
+
     /// Link logits of `pairs` from the node representations (σ(logit) ≥ 0.5 predicts a
     /// link).
     ///
@@ -295,7 +320,7 @@ impl LocalGraph {
         }
     }
 
-    fn to_device(&self, device: &Device) -> GraphBatch {
+    fn to_device(&self, graph_nodes: usize, device: &Device) -> GraphBatch {
         let (n, e) = (self.nodes.len(), self.src.len());
         let d = |i: i64| self.degree[i as usize];
         let inv: Vec<f32> = self
@@ -312,6 +337,7 @@ impl LocalGraph {
         };
         GraphBatch {
             num_nodes: n,
+            graph_nodes,
             num_edges: e,
             src: Tensor::<1, Int>::from_data(TensorData::new(self.src.clone(), [e]), device),
             dst: Tensor::<1, Int>::from_data(TensorData::new(self.dst.clone(), [e]), device),
@@ -608,7 +634,7 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
             &self.device,
         );
         let pairs: Vec<(u32, u32)> = cands.iter().map(|&c| (0, g.local[&c])).collect();
-        let h = model.encode(x, &g.to_device(&self.device));
+        let h = model.encode(x, &g.to_device(qid as usize + 1, &self.device));
         let logits = model.decode(h, &Pairs::new(&pairs, &self.device));
         logits
             .into_data()
@@ -924,9 +950,12 @@ fn train<M: LinkModel>(
                 .iter()
                 .map(|&(a, b)| (g.local[&a], g.local[&b]))
                 .collect();
-            let h = model.encode(x, &g.to_device(&ad));
+            let (h, extra) = model.encode_train(x, &g.to_device(n, &ad));
             let logits = model.decode(h, &Pairs::new(&local, &ad));
-            let loss = bce(logits, batch.len());
+            let mut loss = bce(logits, batch.len());
+            if let Some(extra) = extra {
+                loss = loss + extra;
+            }
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             epoch_loss += scalar(loss.detach());
             steps += 1;
@@ -999,7 +1028,7 @@ fn validation_loss<M: LinkModel>(
             device,
         );
         let pairs: Vec<(u32, u32)> = v.cands.iter().map(|&c| (0, g.local[&c])).collect();
-        let h = model.encode(x, &g.to_device(device));
+        let h = model.encode(x, &g.to_device(qid as usize + 1, device));
         let logits = model.decode(h, &Pairs::new(&pairs, device));
         total += scalar(bce(logits, v.positives));
     }
