@@ -114,10 +114,19 @@ impl BuiltinPredictor {
         dir: &Path,
         graph: &LinkGraph,
     ) -> Result<Arc<dyn LinkPredictor>> {
+        Ok(Arc::from(Self::make_restored(config, dir, graph)?))
+    }
+
+    /// [`BuiltinPredictor::restore`], boxed (so it can still be attached elsewhere).
+    fn make_restored(
+        config: &LpRagConfig,
+        dir: &Path,
+        graph: &LinkGraph,
+    ) -> Result<Box<dyn LinkPredictor>> {
         Ok(match config.predictor {
-            BuiltinPredictor::Gnn => Arc::new(GnnLinkPredictor::from_dir(dir)?),
+            BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir(dir)?),
             BuiltinPredictor::Vgae(v) => {
-                Arc::new(restore_vgae(dir, graph, v, lprag_model::Device::flex())?)
+                Box::new(restore_vgae(dir, graph, v, lprag_model::Device::flex())?)
             }
         })
     }
@@ -452,6 +461,21 @@ impl LpRagBuilder {
         self
     }
 
+    /// Transfer (LP-RAG B.3): reuse the built-in predictor trained for the index saved in
+    /// `index_dir` (another corpus) on this corpus without training it again. The new index
+    /// is chunked, embedded and linked as usual; no synthetic queries are written (nothing
+    /// is trained), and the predictor is attached to the new chunk graph with
+    /// [`LinkPredictor::attach`]. The new index takes the saved index's predictor
+    /// configuration ([`LpRagConfig::predictor`], `model`, `train`), so [`LpRag::open`]
+    /// reopens it. The encoder must be the one the saved index was built with (name and
+    /// dimension are checked before anything else is done).
+    ///
+    /// Replaces an earlier [`LpRagBuilder::predictor`] or [`LpRagBuilder::scorer`].
+    pub fn transfer_from(mut self, index_dir: impl Into<PathBuf>) -> Self {
+        self.model = Some(ModelChoice::Transfer(index_dir.into()));
+        self
+    }
+
     /// Supervised mode: real `(question, gold document ids)` pairs — a query log — become
     /// query nodes linked to every chunk of their gold documents, **in addition to** the
     /// synthetic queries. Unknown document ids are an error naming the pair.
@@ -629,6 +653,44 @@ impl LpRagBuilder {
             }
         };
         lap(&mut stats, "embed");
+        // A transferred predictor: its index's manifest is checked now, before the graph and
+        // the rest are paid for; its predictor configuration becomes this index's.
+        let mut config = config;
+        let transfer = match &model {
+            Some(ModelChoice::Transfer(dir)) => {
+                let manifest = read_manifest(dir)?;
+                if manifest.predictor_source != PredictorSource::Builtin {
+                    return Err(Error::invalid(
+                        "LpRagBuilder::transfer_from",
+                        format!(
+                            "the index in {} was built with the custom predictor or scorer \
+                             '{}'; restore it yourself and pass it to LpRagBuilder::predictor",
+                            dir.display(),
+                            manifest.predictor
+                        ),
+                    ));
+                }
+                if manifest.encoder != encoder.name() || manifest.dimension != encoder.dimension() {
+                    return Err(Error::invalid(
+                        "LpRagBuilder::transfer_from (encoder)",
+                        format!(
+                            "the index in {} was built with encoder '{}' ({} dims), this build \
+                             uses '{}' ({} dims)",
+                            dir.display(),
+                            manifest.encoder,
+                            manifest.dimension,
+                            encoder.name(),
+                            encoder.dimension()
+                        ),
+                    ));
+                }
+                config.predictor = manifest.config.predictor;
+                config.model = manifest.config.model.clone();
+                config.train = manifest.config.train.clone();
+                Some((dir.clone(), manifest))
+            }
+            _ => None,
+        };
 
         // 3. Mutual k-NN chunk graph and A.2 batches.
         let (k, backend, seed) = (config.knn_k, config.knn_backend, config.seed);
@@ -683,7 +745,7 @@ impl LpRagBuilder {
         // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
         //    gold documents' chunks.
         let query_key = graph_key.then(&[&seed.to_le_bytes(), query_generator.name().as_bytes()]);
-        let mut queries = if labelled_only {
+        let mut queries = if labelled_only || transfer.is_some() {
             Vec::new()
         } else {
             let cached = work
@@ -756,6 +818,22 @@ impl LpRagBuilder {
                 }),
                 PredictorSource::Scorer,
             ),
+            Some(ModelChoice::Transfer(_)) => {
+                let (dir, manifest) = transfer.expect("checked above");
+                let graph = graph.clone();
+                let predictor = blocking(move || {
+                    let source_graph = lprag_graph::load_link_graph(dir.join(GRAPH))?;
+                    let mut p = BuiltinPredictor::make_restored(
+                        &manifest.config,
+                        &dir.join(PREDICTOR_DIR),
+                        &source_graph,
+                    )?;
+                    p.attach(&graph)?;
+                    Ok(p)
+                })
+                .await?;
+                (Arc::from(predictor), PredictorSource::Builtin)
+            }
             choice => {
                 let (mut predictor, source) = match choice {
                     Some(ModelChoice::Predictor(p)) => (p, PredictorSource::Custom),
@@ -802,6 +880,8 @@ impl LpRagBuilder {
 enum ModelChoice {
     Predictor(Box<dyn LinkPredictor>),
     Scorer(Arc<dyn LinkScorer>),
+    /// The built-in predictor of a saved index, attached without training.
+    Transfer(PathBuf),
 }
 
 /// Which kind of ranking model an index was built with (recorded in its manifest).
@@ -838,21 +918,13 @@ struct ScorerPredictor {
 
 impl ScorerPredictor {
     fn check(&self, query: &[f32], candidates: &[ChunkId]) -> Result<()> {
-        let (nc, dim) = (self.graph.num_chunks, self.graph.features.dim());
-        if query.len() != dim {
-            return Err(Error::DimensionMismatch {
-                location: format!("LinkScorer '{}' (query vector)", self.scorer.name()),
-                expected: dim,
-                actual: query.len(),
-            });
-        }
-        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
-            return Err(Error::invalid(
-                format!("LinkScorer '{}' (candidates)", self.scorer.name()),
-                format!("chunk id {bad} out of range: the graph has {nc} chunks"),
-            ));
-        }
-        Ok(())
+        lprag_core::check_score_args(
+            &format!("LinkScorer '{}'", self.scorer.name()),
+            self.graph.features.dim(),
+            self.graph.num_chunks,
+            query,
+            candidates,
+        )
     }
 }
 

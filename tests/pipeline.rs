@@ -597,3 +597,71 @@ async fn the_vgae_predictor_builds_saves_and_reopens() {
         |h: &[lprag::ScoredChunk]| h.iter().map(|h| (h.chunk.id, h.score)).collect::<Vec<_>>();
     assert_eq!(pairs(&hits), pairs(&again));
 }
+
+#[tokio::test]
+async fn transfer_attaches_a_saved_predictor_to_another_corpus_without_training() {
+    let docs = corpus();
+    let (a_docs, b_docs) = docs.split_at(3);
+    let enc = || Arc::new(HashingEncoder::default());
+    let a = LpRag::builder()
+        .encoder(enc())
+        .config(quick_config())
+        .build(a_docs)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a_path = dir.path().join("a");
+    a.save(&a_path).unwrap();
+
+    let b = LpRag::builder()
+        .encoder(enc())
+        .transfer_from(&a_path)
+        .build(b_docs)
+        .await
+        .unwrap();
+    let stats = b.stats();
+    assert_eq!(stats.chunks, b_docs.len());
+    assert_eq!(stats.queries, 0, "no synthetic queries are written");
+    assert_eq!(stats.train.epochs_run, 0, "nothing is trained");
+    // Exactly A's model attached to B's chunk graph.
+    let mut reference = lprag::GnnLinkPredictor::from_dir(&a_path.join("predictor")).unwrap();
+    lprag::LinkPredictor::attach(&mut reference, b.graph()).unwrap();
+    let q = b.encoder().embed_one("capital of Japan").await.unwrap();
+    let all: Vec<usize> = (0..b_docs.len()).collect();
+    assert_eq!(
+        lprag::LinkPredictor::score(&reference, &q, &all).unwrap(),
+        b.predictor().score(&q, &all).unwrap()
+    );
+    // B saves and reopens as a built-in index.
+    let b_path = dir.path().join("b");
+    b.save(&b_path).unwrap();
+    let reopened = LpRag::load(&b_path, enc()).unwrap();
+    let x = b
+        .retrieve("capital of Japan", Selection::TopK(3))
+        .await
+        .unwrap();
+    let y = reopened
+        .retrieve("capital of Japan", Selection::TopK(3))
+        .await
+        .unwrap();
+    assert_eq!(x.len(), y.len());
+    for (x, y) in x.iter().zip(&y) {
+        // The saved chunk features are normalised once more on load (1e-7-level changes).
+        assert_eq!(x.chunk.id, y.chunk.id);
+        assert!((x.score - y.score).abs() < 1e-5);
+    }
+
+    // Another encoder is refused before anything is built.
+    let other = lprag::HashingEncoderConfig {
+        dim: 64,
+        ..Default::default()
+    };
+    let err = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::new(other).unwrap()))
+        .transfer_from(&a_path)
+        .build(b_docs)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+    assert!(err.to_string().contains("encoder"), "{err}");
+}

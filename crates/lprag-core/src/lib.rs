@@ -43,8 +43,8 @@ pub use sparse::{
     bm25_tokens, Bm25, Bm25Config, Bm25Index, SparseEncoder, SparseIndex, SparseVector,
 };
 pub use traits::{
-    Chunker, Encoder, LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Retriever,
-    ScoreContext, TrainReport,
+    check_score_args, Chunker, Encoder, LinkPredictor, LinkScorer, NoProgress, Progress,
+    QueryGenerator, Retriever, ScoreContext, TrainReport,
 };
 pub use types::{
     Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk, Selection,

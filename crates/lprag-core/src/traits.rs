@@ -196,6 +196,39 @@ impl<'a> ScoreContext<'a> {
     }
 }
 
+/// Check the arguments of a scoring call, for implementations of [`LinkPredictor::score`]
+/// and [`LinkScorer::score`]: `query` is `dim` wide and finite, and every candidate is a
+/// chunk id below `num_chunks`. `location` names the caller in the error
+/// ([`crate::Error::DimensionMismatch`] or [`crate::Error::InvalidInput`]).
+pub fn check_score_args(
+    location: &str,
+    dim: usize,
+    num_chunks: usize,
+    query: &[f32],
+    candidates: &[ChunkId],
+) -> Result<()> {
+    if query.len() != dim {
+        return Err(crate::Error::DimensionMismatch {
+            location: format!("{location} (query vector)"),
+            expected: dim,
+            actual: query.len(),
+        });
+    }
+    if query.iter().any(|x| !x.is_finite()) {
+        return Err(crate::Error::invalid(
+            format!("{location} (query vector)"),
+            "query vector has a non-finite value",
+        ));
+    }
+    if let Some(&bad) = candidates.iter().find(|&&c| c >= num_chunks) {
+        return Err(crate::Error::invalid(
+            format!("{location} (candidates)"),
+            format!("chunk id {bad} out of range: the graph has {num_chunks} chunks"),
+        ));
+    }
+    Ok(())
+}
+
 /// A link scorer that needs no training: the small required core of a retrieval model.
 ///
 /// Implement [`LinkScorer::name`] and [`LinkScorer::score`]; `LpRagBuilder::scorer` builds

@@ -153,6 +153,13 @@ struct RetrievalArgs {
     /// so an interrupted build resumes there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Save the LP-RAG index built here to this directory (`LpRag::save`).
+    #[arg(long, value_name = "DIR")]
+    lprag_save: Option<PathBuf>,
+    /// Transfer (LP-RAG B.3): reuse the predictor of the LP-RAG index saved in this
+    /// directory (another corpus, same encoder) without training (`transfer_from`).
+    #[arg(long, value_name = "DIR")]
+    lprag_transfer_from: Option<PathBuf>,
     /// LeSeGR configuration as JSON (a `LesegrConfig`; missing fields take their
     /// defaults), for `lesegr` and `lesegr-lite`.
     #[arg(long, value_name = "FILE")]
@@ -542,6 +549,8 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
+    options.retrievers.lprag_save = args.lprag_save.clone();
+    options.retrievers.lprag_transfer_from = args.lprag_transfer_from.clone();
     options.retrievers.verbose = args.verbose;
     options.retrievers.labelled = labelled;
     Ok(Prepared {

@@ -37,6 +37,11 @@ pub struct RetrieverOptions {
     /// Work directory of `lprag` ([`lprag::LpRagBuilder::work_dir`]): finished stages and
     /// training checkpoints are kept there and reused. Default none.
     pub lprag_work_dir: Option<std::path::PathBuf>,
+    /// Save the `lprag` index to this directory after building it. Default none.
+    pub lprag_save: Option<std::path::PathBuf>,
+    /// Build `lprag` with the predictor of the index saved in this directory, attached
+    /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
+    pub lprag_transfer_from: Option<std::path::PathBuf>,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
     /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
@@ -115,6 +120,9 @@ pub async fn build_lprag(
     if let Some(dir) = &options.lprag_work_dir {
         builder = builder.work_dir(dir);
     }
+    if let Some(dir) = &options.lprag_transfer_from {
+        builder = builder.transfer_from(dir);
+    }
     let rag = builder
         .encoder(encoder)
         .chunker(chunker)
@@ -125,6 +133,10 @@ pub async fn build_lprag(
         .await?;
     if options.verbose {
         eprintln!("lprag index: {:?}", rag.stats());
+    }
+    if let Some(dir) = &options.lprag_save {
+        rag.save(dir)?;
+        eprintln!("lprag index saved to {}", dir.display());
     }
     if let Some((_, meter)) = &writer {
         eprintln!("lprag query writer: {:?}", meter.snapshot());

@@ -289,9 +289,12 @@ impl HostGraph {
             }
             lo = inner;
         }
-        // Masked edges no longer count towards degrees.
+        // Masked edges no longer count towards degrees. Summed in sorted order: a hash
+        // set's iteration order differs between processes, and float sums with it.
         let mut less: HashMap<u32, f32> = HashMap::new();
-        for &(a, b) in masked {
+        let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
+        sorted.sort_unstable();
+        for &(a, b) in &sorted {
             if let Ok(p) = self.adj[a as usize].binary_search_by_key(&b, |&(j, _)| j) {
                 let w = self.adj[a as usize][p].1.max(0.0);
                 *less.entry(a).or_default() += w;

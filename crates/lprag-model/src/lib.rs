@@ -23,6 +23,7 @@ pub mod lesegr;
 mod link_model;
 mod net;
 mod predictor;
+mod training;
 pub mod vgae;
 mod weights;
 

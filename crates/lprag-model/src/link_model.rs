@@ -24,20 +24,19 @@ use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
-use lprag_core::{
-    ChunkId, EdgeKind, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
-};
+use lprag_core::{ChunkId, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{InferenceMode, Targets, TrainConfig};
+use crate::config::{InferenceMode, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
 use crate::predictor::{
     bce, normalize_vec, rows_tensor, scalar, unit_rows, write_atomic, ChunkContext, NegativeDraw,
 };
+use crate::training::{epoch_rng, read_versioned, Schedule, Split};
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -510,21 +509,7 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
         device: Device,
     ) -> Result<Self> {
         let path = dir.join(META_FILE);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let v: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
-        let version = v.get("format_version").and_then(|x| x.as_u64());
-        if version != Some(BURN_PREDICTOR_FORMAT_VERSION as u64) {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "format version {version:?}, this build reads version \
-                     {BURN_PREDICTOR_FORMAT_VERSION}"
-                ),
-            ));
-        }
-        let meta: BurnMeta =
-            serde_json::from_value(v).map_err(|e| Error::format(&path, e.to_string()))?;
+        let meta: BurnMeta = read_versioned(&path, BURN_PREDICTOR_FORMAT_VERSION)?;
         if graph.features.dim() != meta.d_in {
             return Err(Error::DimensionMismatch {
                 location: format!("BurnLinkPredictor::restore ({})", path.display()),
@@ -644,26 +629,13 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
 
     fn checked(&self, query: &[f32], candidates: &[ChunkId]) -> Result<(&M, &Served<M>, Vec<u32>)> {
         let (m, st) = self.served()?;
-        if query.len() != st.d_in {
-            return Err(Error::DimensionMismatch {
-                location: format!("BurnLinkPredictor '{}' (query vector)", self.name),
-                expected: st.d_in,
-                actual: query.len(),
-            });
-        }
-        if query.iter().any(|x| !x.is_finite()) {
-            return Err(Error::invalid(
-                format!("BurnLinkPredictor '{}' (query vector)", self.name),
-                "query vector has a non-finite value",
-            ));
-        }
-        let nc = st.ctx.num_chunks();
-        if let Some(&bad) = candidates.iter().find(|&&c| c >= nc) {
-            return Err(Error::invalid(
-                format!("BurnLinkPredictor '{}' (candidates)", self.name),
-                format!("chunk id {bad} out of range: the graph has {nc} chunks"),
-            ));
-        }
+        lprag_core::check_score_args(
+            &format!("BurnLinkPredictor '{}'", self.name),
+            st.d_in,
+            st.ctx.num_chunks(),
+            query,
+            candidates,
+        )?;
         Ok((m, st, candidates.iter().map(|&c| c as u32).collect()))
     }
 
@@ -796,33 +768,12 @@ fn train<M: LinkModel>(
     let mut rng = StdRng::seed_from_u64(tc.seed);
 
     // Inductive split: whole synthetic queries held out for validation.
-    let mut qids: Vec<u32> = (nc as u32..n as u32).collect();
-    qids.shuffle(&mut rng);
-    let n_val = if qids.len() >= 10 {
-        ((qids.len() as f32 * tc.validation_fraction) as usize).min(qids.len() - 1)
-    } else {
-        0
-    };
-    let val: HashSet<u32> = qids[..n_val].iter().copied().collect();
-    let (mut msg_edges, mut targets) = (Vec::new(), Vec::new());
-    let mut val_pos: HashMap<u32, Vec<u32>> = HashMap::new();
-    for e in &graph.edges {
-        let (a, b) = if (e.a as usize) < nc {
-            (e.b, e.a)
-        } else {
-            (e.a, e.b)
-        };
-        if e.kind == EdgeKind::QueryChunk || (a as usize) >= nc {
-            if val.contains(&a) {
-                val_pos.entry(a).or_default().push(b);
-                continue;
-            }
-            targets.push((a, b));
-        } else if tc.targets == Targets::All {
-            targets.push((e.a, e.b));
-        }
-        msg_edges.push((e.a, e.b, e.weight));
-    }
+    let Split {
+        val,
+        msg_edges,
+        targets,
+        val_pos,
+    } = Split::new(graph, tc, &mut rng);
 
     device.seed(tc.seed);
     if nc < 2 || targets.is_empty() {
@@ -888,32 +839,21 @@ fn train<M: LinkModel>(
     } else {
         tc.batch_size
     };
-    let steps_per_epoch = targets.len().div_ceil(bs);
-    let planned = if tc.max_steps == 0 {
-        tc.epochs
-    } else {
-        tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch))
-    };
+    let schedule = Schedule::new(targets.len(), bs, tc);
     let mut report = TrainReport::default();
     let mut stopping = EarlyStopping::new(tc.patience);
-    progress.start("train", Some(planned as u64));
+    progress.start("train", Some(schedule.planned_epochs as u64));
     let mut finished = false;
     for epoch in 0..tc.epochs {
         if finished {
             break;
         }
-        let mut rng =
-            StdRng::seed_from_u64(tc.seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = epoch_rng(tc.seed, epoch);
         let mut order = targets.clone();
         order.shuffle(&mut rng);
-        let done_before = epoch * steps_per_epoch;
-        let budget = if tc.max_steps == 0 {
-            steps_per_epoch
-        } else {
-            steps_per_epoch.min(tc.max_steps.saturating_sub(done_before))
-        };
+        let done_before = schedule.done_before(epoch);
         let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
-        for batch in order.chunks(bs).take(budget) {
+        for batch in order.chunks(bs).take(schedule.budget(epoch)) {
             let masked: HashSet<(u32, u32)> = if tc.mask_targets {
                 batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
             } else {
@@ -925,9 +865,12 @@ fn train<M: LinkModel>(
                     pairs.push((a, sampler.draw(&mut rng, b)));
                 }
             }
-            // Masked targets no longer count towards degrees.
+            // Masked targets no longer count towards degrees (summed in sorted order, so
+            // that runs are reproducible: hash-set order differs between processes).
             let mut less: HashMap<u32, f32> = HashMap::new();
-            for &(a, b) in &masked {
+            let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
+            sorted.sort_unstable();
+            for &(a, b) in &sorted {
                 if let Some(&(_, w)) = host.neighbors(a).iter().find(|&&(j, _)| j == b) {
                     *less.entry(a).or_default() += w.max(0.0);
                     *less.entry(b).or_default() += w.max(0.0);
@@ -971,7 +914,7 @@ fn train<M: LinkModel>(
         report.train_loss.push(train_loss);
         report.epochs_run = epoch + 1;
         report.steps = done_before + steps;
-        let at_limit = tc.max_steps > 0 && report.steps >= tc.max_steps;
+        let at_limit = schedule.at_limit(report.steps);
         let mut message = format!("loss {train_loss:.4}");
         if !held.is_empty() {
             let valid = model.valid();

@@ -10,8 +10,7 @@ use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::activation::log_sigmoid;
 use burn::tensor::{Device, Tensor, TensorData};
 use lprag_core::{
-    ChunkId, EdgeKind, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result,
-    TrainReport,
+    ChunkId, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
 };
 // The eight-accumulator dot product: it vectorises, where a plain iterator sum does not
 // (that made the validation joins of a 100,000-chunk training run take about 40 s).
@@ -26,12 +25,12 @@ use lprag_graph::{NegativeSampler, NegativeSampling};
 use crate::cached::{CachedScorer, Join};
 use crate::checkpoint::{Checkpoints, SavedState};
 use crate::config::{
-    Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
-    TrainConfig,
+    Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, TrainConfig,
 };
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph, PairBatch};
 use crate::net::LinkNet;
+use crate::training::{epoch_rng, read_versioned, Schedule, Split};
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -518,36 +517,12 @@ impl LinkPredictor for GnnLinkPredictor {
         let mut rng = StdRng::seed_from_u64(tc.seed);
 
         // Inductive split: hold out whole synthetic queries for early stopping.
-        let mut qids: Vec<u32> = (nc as u32..n as u32).collect();
-        qids.shuffle(&mut rng);
-        let n_val = if qids.len() >= 10 {
-            ((qids.len() as f32 * tc.validation_fraction) as usize).min(qids.len() - 1)
-        } else {
-            0
-        };
-        let val: HashSet<u32> = qids[..n_val].iter().copied().collect();
-
-        let mut msg_edges = Vec::new();
-        let mut targets = Vec::new();
-        let mut val_pos: Vec<(u32, u32)> = Vec::new();
-        for e in &graph.edges {
-            let (a, b) = if (e.a as usize) < nc {
-                (e.b, e.a)
-            } else {
-                (e.a, e.b)
-            };
-            let touches_val = val.contains(&a);
-            if e.kind == EdgeKind::QueryChunk || (a as usize) >= nc {
-                if touches_val {
-                    val_pos.push((a, b));
-                    continue;
-                }
-                targets.push((a, b));
-            } else if tc.targets == Targets::All {
-                targets.push((e.a, e.b));
-            }
-            msg_edges.push((e.a, e.b, e.weight));
-        }
+        let Split {
+            val,
+            msg_edges,
+            targets,
+            val_pos,
+        } = Split::new(graph, &tc, &mut rng);
         if nc < 2 || targets.is_empty() {
             // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
             self.device.seed(tc.seed);
@@ -585,15 +560,10 @@ impl LinkPredictor for GnnLinkPredictor {
         } else {
             MAX_VALIDATION
         });
-        let mut positives_of: std::collections::HashMap<u32, Vec<u32>> =
-            std::collections::HashMap::new();
-        for &(q, c) in &val_pos {
-            positives_of.entry(q).or_default().push(c);
-        }
         let val_set: Vec<ValQuery> = val_queries
             .iter()
             .map(|&q| {
-                let pos: Vec<u32> = positives_of.get(&q).cloned().unwrap_or_default();
+                let pos: Vec<u32> = val_pos.get(&q).cloned().unwrap_or_default();
                 let mut cands = pos.clone();
                 for &p in &pos {
                     for _ in 0..tc.negatives_per_positive {
@@ -639,15 +609,8 @@ impl LinkPredictor for GnnLinkPredictor {
                 stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
             }
         }
-        // Batches per epoch are fixed, so the steps before any epoch are known (also after
-        // a resume), and so is the number of epochs the step limit allows.
-        let steps_per_epoch = targets.len().div_ceil(bs);
-        let planned_epochs = if tc.max_steps == 0 {
-            tc.epochs
-        } else {
-            tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch))
-        };
-        progress.start("train", Some(planned_epochs as u64));
+        let schedule = Schedule::new(targets.len(), bs, &tc);
+        progress.start("train", Some(schedule.planned_epochs as u64));
         if start > 0 {
             progress.update(
                 "train",
@@ -660,22 +623,13 @@ impl LinkPredictor for GnnLinkPredictor {
             if finished {
                 break;
             }
-            // Each epoch has its own generator, so a resumed run draws what an
-            // uninterrupted one would.
-            let mut rng = StdRng::seed_from_u64(
-                tc.seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            );
+            let mut rng = epoch_rng(tc.seed, epoch);
             let mut targets = base_targets.clone();
             targets.shuffle(&mut rng);
             let mut epoch_loss = 0.0f32;
             let mut steps = 0usize;
-            let done_before = epoch * steps_per_epoch;
-            let budget = if tc.max_steps == 0 {
-                steps_per_epoch
-            } else {
-                steps_per_epoch.min(tc.max_steps.saturating_sub(done_before))
-            };
-            for batch in targets.chunks(bs).take(budget) {
+            let done_before = schedule.done_before(epoch);
+            for batch in targets.chunks(bs).take(schedule.budget(epoch)) {
                 let masked: HashSet<(u32, u32)> = if tc.mask_targets {
                     batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
                 } else {
@@ -773,7 +727,7 @@ impl LinkPredictor for GnnLinkPredictor {
             report.train_loss.push(train_loss);
             report.epochs_run = epoch + 1;
             report.steps = done_before + steps;
-            let at_limit = tc.max_steps > 0 && report.steps >= tc.max_steps;
+            let at_limit = schedule.at_limit(report.steps);
 
             let mut message = format!("loss {train_loss:.4}");
             if !val_set.is_empty() {
@@ -942,20 +896,7 @@ struct Meta {
 }
 
 fn read_meta(dir: &Path) -> Result<Meta> {
-    let path = dir.join(META_FILE);
-    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| Error::format(&path, e.to_string()))?;
-    let version = v.get("format_version").and_then(|x| x.as_u64());
-    if version != Some(PREDICTOR_FORMAT_VERSION as u64) {
-        return Err(Error::format(
-            &path,
-            format!(
-                "format version {version:?}, this build reads version {PREDICTOR_FORMAT_VERSION}"
-            ),
-        ));
-    }
-    serde_json::from_value(v).map_err(|e| Error::format(&path, e.to_string()))
+    read_versioned(&dir.join(META_FILE), PREDICTOR_FORMAT_VERSION)
 }
 
 /// Write `bytes` to `path` through a temporary file and a rename.

@@ -1,0 +1,136 @@
+//! Pieces shared by the link-predictor trainers ([`crate::GnnLinkPredictor`] and
+//! [`crate::BurnLinkPredictor`]): the inductive validation split, the epoch schedule under
+//! the step limit, per-epoch generators, and versioned manifests.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use lprag_core::{EdgeKind, Error, LinkGraph, Result};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use crate::config::{Targets, TrainConfig};
+
+/// A training graph split for link prediction.
+pub(crate) struct Split {
+    /// Synthetic queries held out for validation (whole nodes: the split is inductive).
+    pub val: HashSet<u32>,
+    /// Message-passing edges `(a, b, weight)`: every edge but the held-out queries'.
+    pub msg_edges: Vec<(u32, u32, f32)>,
+    /// Target pairs, query first for query–chunk edges.
+    pub targets: Vec<(u32, u32)>,
+    /// Each held-out query's chunks, in edge order.
+    pub val_pos: HashMap<u32, Vec<u32>>,
+}
+
+impl Split {
+    /// Hold out `validation_fraction` of the synthetic queries (none below 10 queries; the
+    /// first use of `rng`), and sort the rest of the edges into messages and targets.
+    pub(crate) fn new(graph: &LinkGraph, tc: &TrainConfig, rng: &mut StdRng) -> Self {
+        let (nc, n) = (graph.num_chunks, graph.num_nodes());
+        let mut qids: Vec<u32> = (nc as u32..n as u32).collect();
+        qids.shuffle(rng);
+        let n_val = if qids.len() >= 10 {
+            ((qids.len() as f32 * tc.validation_fraction) as usize).min(qids.len() - 1)
+        } else {
+            0
+        };
+        let val: HashSet<u32> = qids[..n_val].iter().copied().collect();
+        let (mut msg_edges, mut targets) = (Vec::new(), Vec::new());
+        let mut val_pos: HashMap<u32, Vec<u32>> = HashMap::new();
+        for e in &graph.edges {
+            let (a, b) = if (e.a as usize) < nc {
+                (e.b, e.a)
+            } else {
+                (e.a, e.b)
+            };
+            if e.kind == EdgeKind::QueryChunk || (a as usize) >= nc {
+                if val.contains(&a) {
+                    val_pos.entry(a).or_default().push(b);
+                    continue;
+                }
+                targets.push((a, b));
+            } else if tc.targets == Targets::All {
+                targets.push((e.a, e.b));
+            }
+            msg_edges.push((e.a, e.b, e.weight));
+        }
+        Self {
+            val,
+            msg_edges,
+            targets,
+            val_pos,
+        }
+    }
+}
+
+/// Steps per epoch and the epochs the step limit allows. Batches per epoch are fixed, so
+/// the steps before any epoch are known (also after a resume).
+pub(crate) struct Schedule {
+    pub steps_per_epoch: usize,
+    pub planned_epochs: usize,
+    max_steps: usize,
+}
+
+impl Schedule {
+    /// The schedule of `targets` target edges in batches of `batch` (at least 1).
+    pub(crate) fn new(targets: usize, batch: usize, tc: &TrainConfig) -> Self {
+        let steps_per_epoch = targets.div_ceil(batch.max(1));
+        let planned_epochs = if tc.max_steps == 0 {
+            tc.epochs
+        } else {
+            tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch.max(1)))
+        };
+        Self {
+            steps_per_epoch,
+            planned_epochs,
+            max_steps: tc.max_steps,
+        }
+    }
+
+    /// Steps run before epoch `epoch` (0-based).
+    pub(crate) fn done_before(&self, epoch: usize) -> usize {
+        epoch * self.steps_per_epoch
+    }
+
+    /// Steps epoch `epoch` may run (fewer than a whole epoch at the step limit).
+    pub(crate) fn budget(&self, epoch: usize) -> usize {
+        if self.max_steps == 0 {
+            self.steps_per_epoch
+        } else {
+            self.steps_per_epoch
+                .min(self.max_steps.saturating_sub(self.done_before(epoch)))
+        }
+    }
+
+    /// `true` once `steps` reach the step limit.
+    pub(crate) fn at_limit(&self, steps: usize) -> bool {
+        self.max_steps > 0 && steps >= self.max_steps
+    }
+}
+
+/// Epoch `epoch`'s own generator (shuffle and negatives), so a resumed run draws what an
+/// uninterrupted one would.
+pub(crate) fn epoch_rng(seed: u64, epoch: usize) -> StdRng {
+    StdRng::seed_from_u64(seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// The JSON manifest at `path`, its `format_version` checked against `version` before the
+/// rest is read.
+pub(crate) fn read_versioned<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    version: u32,
+) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
+    let found = v.get("format_version").and_then(|x| x.as_u64());
+    if found != Some(version as u64) {
+        return Err(Error::format(
+            path,
+            format!("format version {found:?}, this build reads version {version}"),
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| Error::format(path, e.to_string()))
+}
