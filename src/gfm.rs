@@ -995,9 +995,7 @@ impl Retriever for GfmRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        if let Selection::TopK(0) = selection {
-            return Err(Error::invalid("selection", "k must be at least 1"));
-        }
+        selection.validate()?;
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }

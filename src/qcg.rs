@@ -454,9 +454,7 @@ impl Retriever for QcgRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        if let Selection::TopK(0) = selection {
-            return Err(Error::invalid("selection", "k must be at least 1"));
-        }
+        selection.validate()?;
         let e = self.embed_query(query).await?;
         let scores = self.scores_for(&e);
         let hit = |(c, s): (ChunkId, f32)| ScoredChunk {

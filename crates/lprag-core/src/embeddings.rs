@@ -5,10 +5,29 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// Row-major `rows × dim` matrix of `f32` embeddings (one row per text).
+///
+/// Deserialising checks what [`Embeddings::new`] checks (a width of at least 1 and a
+/// buffer that is a whole number of rows), so a corrupt file is an error, not a panic later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawEmbeddings")]
 pub struct Embeddings {
     dim: usize,
     data: Vec<f32>,
+}
+
+/// The serialised form of [`Embeddings`], checked on the way in.
+#[derive(Deserialize)]
+struct RawEmbeddings {
+    dim: usize,
+    data: Vec<f32>,
+}
+
+impl TryFrom<RawEmbeddings> for Embeddings {
+    type Error = Error;
+
+    fn try_from(raw: RawEmbeddings) -> Result<Self> {
+        Embeddings::new(raw.dim, raw.data)
+    }
 }
 
 impl Embeddings {
@@ -61,9 +80,9 @@ impl Embeddings {
         self.dim
     }
 
-    /// Number of rows.
+    /// Number of rows (0 for a zero-width matrix from [`Embeddings::empty`]).
     pub fn rows(&self) -> usize {
-        self.data.len() / self.dim
+        self.data.len().checked_div(self.dim).unwrap_or(0)
     }
 
     /// `true` when there are no rows.
@@ -145,6 +164,22 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_corrupt_serialised_matrix_is_an_error_not_a_panic() {
+        for bad in [
+            r#"{"dim":0,"data":[]}"#,
+            r#"{"dim":0,"data":[1.0]}"#,
+            r#"{"dim":3,"data":[1.0,2.0]}"#,
+        ] {
+            let r: std::result::Result<Embeddings, _> = serde_json::from_str(bad);
+            assert!(r.is_err(), "{bad}");
+        }
+        let ok: Embeddings = serde_json::from_str(r#"{"dim":2,"data":[1.0,2.0]}"#).unwrap();
+        assert_eq!(ok.rows(), 1);
+        assert_eq!(Embeddings::empty(0).rows(), 0);
+    }
+
     use super::*;
 
     #[test]

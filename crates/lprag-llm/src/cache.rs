@@ -104,9 +104,21 @@ impl ResponseCache {
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// Where the entry for `key` lives (two-level fan-out keeps directories small).
+    /// Where the entry for `key` lives (two-level fan-out keeps directories small). A key
+    /// made by [`ResponseCache::key`] (lowercase hex) names its file directly; any other
+    /// key (empty, non-ASCII, `../x`, …) is hashed first, so every entry stays inside the
+    /// cache directory.
     pub fn path_of(&self, key: &str) -> PathBuf {
-        self.dir.join(&key[..2]).join(format!("{key}.json"))
+        let safe = key.len() >= 2 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let name = if safe {
+            key.to_string()
+        } else {
+            Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        self.dir.join(&name[..2]).join(format!("{name}.json"))
     }
 
     /// The cached answer for `key`. `Ok(None)` when absent; `Err(reason)` when present but
@@ -318,6 +330,38 @@ mod tests {
                 cached: false,
             })
         }
+    }
+
+    #[test]
+    fn odd_keys_stay_inside_the_cache_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResponseCache::open(dir.path().join("c")).unwrap();
+        let response = ChatResponse {
+            content: "hi".into(),
+            usage: None,
+            finish_reason: None,
+            cached: false,
+        };
+        for key in [
+            "",
+            "a",
+            "é",
+            "../../x",
+            "/etc/passwd",
+            "AB",
+            "0123456789abcdef",
+        ] {
+            let path = cache.path_of(key);
+            assert!(path.starts_with(dir.path().join("c")), "{key:?}: {path:?}");
+            assert!(
+                path.components()
+                    .all(|c| c != std::path::Component::ParentDir),
+                "{key:?}: {path:?}"
+            );
+            cache.put(key, "b", "m", &response).unwrap();
+            assert_eq!(cache.get(key).unwrap().unwrap().content, "hi", "{key:?}");
+        }
+        assert!(!dir.path().join("x").exists());
     }
 
     fn req(text: &str) -> ChatRequest {

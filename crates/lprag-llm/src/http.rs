@@ -259,19 +259,22 @@ fn reqwest_error(e: reqwest::Error, url: &str, timeout: Duration) -> LlmError {
     }
 }
 
-/// `Retry-After` as seconds or an HTTP date, or OpenAI's `retry-after-ms`.
+/// `Retry-After` as seconds or an HTTP date, or OpenAI's `retry-after-ms`. A value too large
+/// for a `Duration` (say `1e20` seconds) saturates to `Duration::MAX`, which the caller caps
+/// at [`HttpConfig::max_retry_after`]; it never panics.
 pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX);
     if let Some(ms) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(secs(ms / 1000.0));
     }
     let value = headers.get("retry-after")?.to_str().ok()?.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    if let Ok(s) = value.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| secs(s));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
@@ -421,6 +424,17 @@ mod tests {
         );
         h.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(parse_retry_after(&h), None);
+    }
+
+    #[test]
+    fn huge_retry_after_saturates_instead_of_panicking() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("1e20"));
+        assert_eq!(parse_retry_after(&h), Some(Duration::MAX));
+        h.insert("retry-after", HeaderValue::from_static("inf"));
+        assert_eq!(parse_retry_after(&h), None);
+        h.insert("retry-after-ms", HeaderValue::from_static("1e300"));
+        assert_eq!(parse_retry_after(&h), Some(Duration::MAX));
     }
 
     #[test]

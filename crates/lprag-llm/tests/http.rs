@@ -225,6 +225,29 @@ async fn rate_limit_waits_for_retry_after() {
 }
 
 #[tokio::test]
+async fn a_huge_retry_after_is_capped_not_a_panic() {
+    let server = MockServer::start().await;
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", "1e20")
+            .set_body_json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
+        ResponseTemplate::new(200).set_body_json(completion("ok")),
+    )
+    .await;
+    let http = HttpConfig {
+        max_retry_after: Duration::from_millis(20),
+        ..fast()
+    };
+    let chat = openai(&server, http);
+    let t = Instant::now();
+    assert_eq!(chat.complete(&ask("x")).await.unwrap().content, "ok");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(requests(&server).await, 2);
+}
+
+#[tokio::test]
 async fn server_error_then_success_and_giving_up() {
     let server = MockServer::start().await;
     first_then(
