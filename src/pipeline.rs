@@ -104,7 +104,13 @@ impl BuiltinPredictor {
                     None => p,
                 })
             }
-            BuiltinPredictor::Vgae(v) => Box::new(vgae_predictor(v, config.train.clone())),
+            BuiltinPredictor::Vgae(v) => {
+                let p = vgae_predictor(v, config.train.clone());
+                Box::new(match work_dir {
+                    Some(dir) => p.with_checkpoints(dir.join("train")),
+                    None => p,
+                })
+            }
         }
     }
 

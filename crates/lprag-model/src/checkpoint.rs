@@ -1,4 +1,5 @@
-//! Per-epoch training checkpoints (see [`GnnLinkPredictor::with_checkpoints`]).
+//! Per-epoch training checkpoints (see [`GnnLinkPredictor::with_checkpoints`] and
+//! [`crate::BurnLinkPredictor::with_checkpoints`]).
 //!
 //! After every epoch the current weights, the best weights so far and a small JSON state
 //! (epochs done, the report, early-stopping counters, a key of the run's inputs) are
@@ -10,11 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::store::ModuleSnapshot;
 use lprag_core::{Error, LinkGraph, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ModelConfig, TrainConfig};
-use crate::net::LinkNet;
 use crate::predictor::write_atomic;
 use crate::weights::{load_weights, save_weights};
 
@@ -45,8 +45,9 @@ pub(crate) struct Checkpoints {
     key: String,
 }
 
-/// FNV-1a over the graph (sizes, features, edges) and both configurations.
-fn run_key(graph: &LinkGraph, model: &ModelConfig, train: &TrainConfig) -> Result<String> {
+/// FNV-1a over the graph (sizes, features, edges) and the run's configuration (for the
+/// built-in predictor, `(model, train)`).
+fn run_key(graph: &LinkGraph, config: &impl Serialize) -> Result<String> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for &b in bytes {
@@ -66,34 +67,29 @@ fn run_key(graph: &LinkGraph, model: &ModelConfig, train: &TrainConfig) -> Resul
         eat(&e.weight.to_le_bytes());
         eat(&[e.kind as u8]);
     }
-    let configs = serde_json::to_vec(&(model, train))
+    let configs = serde_json::to_vec(config)
         .map_err(|e| Error::invalid("training checkpoint key", e.to_string()))?;
     eat(&configs);
     Ok(format!("{h:016x}"))
 }
 
 impl Checkpoints {
-    /// Checkpoints in `dir` (created) for a run on `graph` with these configurations.
-    pub(crate) fn open(
-        dir: &Path,
-        graph: &LinkGraph,
-        model: &ModelConfig,
-        train: &TrainConfig,
-    ) -> Result<Self> {
+    /// Checkpoints in `dir` (created) for a run on `graph` with `config`.
+    pub(crate) fn open(dir: &Path, graph: &LinkGraph, config: &impl Serialize) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            key: run_key(graph, model, train)?,
+            key: run_key(graph, config)?,
         })
     }
 
     /// The saved state when it belongs to this run; weights are loaded into `current`
     /// and, when there are best weights, into `best`. `None` (start afresh) when there is
     /// no checkpoint or it belongs to another run.
-    pub(crate) fn load(
+    pub(crate) fn load<M: ModuleSnapshot>(
         &self,
-        current: &mut LinkNet,
-        best: &mut LinkNet,
+        current: &mut M,
+        best: &mut M,
     ) -> Result<Option<SavedState>> {
         let path = self.dir.join(STATE);
         let Ok(bytes) = std::fs::read(&path) else {
@@ -113,11 +109,11 @@ impl Checkpoints {
 
     /// Record a finished epoch: the `current` weights, the `best` weights when they changed
     /// this epoch, then the state. Each file is replaced atomically; the state goes last.
-    pub(crate) fn save(
+    pub(crate) fn save<M: ModuleSnapshot>(
         &self,
         state: &SavedState,
-        current: &LinkNet,
-        best: Option<&LinkNet>,
+        current: &M,
+        best: Option<&M>,
     ) -> Result<()> {
         save_weights(current, &self.dir.join(CURRENT))?;
         if let Some(b) = best {

@@ -30,6 +30,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{Checkpoints, SavedState};
 use crate::config::{InferenceMode, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
@@ -427,15 +428,15 @@ struct Served<M> {
 /// scored per query on the query's neighbourhood, saved as burnpack weights with a
 /// versioned manifest.
 ///
-/// Not (yet) taken from [`TrainConfig`]: `correction_penalty` (a custom model has no
-/// residual the trainer knows of) and `step_graph` (steps always use the neighbourhood).
-/// Not yet supported: per-epoch checkpoints.
+/// Not taken from [`TrainConfig`]: `correction_penalty` (a custom model has no residual
+/// the trainer knows of) and `step_graph` (steps always use the neighbourhood).
 pub struct BurnLinkPredictor<M: LinkModel> {
     name: String,
     init: Arc<ModelInit<M>>,
     train: TrainConfig,
     device: Device,
     state: Option<Served<M>>,
+    checkpoints: Option<std::path::PathBuf>,
 }
 
 impl<M: LinkModel> std::fmt::Debug for BurnLinkPredictor<M> {
@@ -465,7 +466,18 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
             train,
             device: Device::flex(),
             state: None,
+            checkpoints: None,
         }
+    }
+
+    /// Checkpoint training in `dir` after every epoch and resume from it, as
+    /// [`crate::GnnLinkPredictor::with_checkpoints`] does: a later
+    /// [`LinkPredictor::fit`] on the same graph with the same name and [`TrainConfig`]
+    /// starts after the last finished epoch (or returns the finished result at once);
+    /// anything else starts afresh. Adam's moments are not saved.
+    pub fn with_checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.checkpoints = Some(dir.into());
+        self
     }
 
     /// Train and score on `device` (for example `Device::cuda(0)` with the `cuda`
@@ -525,6 +537,7 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
             train: meta.train,
             device,
             state: None,
+            checkpoints: None,
         };
         p.serve(Some(model), graph)?;
         Ok(p)
@@ -681,7 +694,14 @@ impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
     }
 
     fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport> {
-        let (model, report) = train(&*self.init, graph, &self.train, &self.device, progress)?;
+        let run = Run {
+            name: &self.name,
+            init: &*self.init,
+            train: &self.train,
+            device: &self.device,
+            checkpoints: self.checkpoints.as_deref(),
+        };
+        let (model, report) = train(&run, graph, progress)?;
         self.serve(Some(model), graph)?;
         Ok(report)
     }
@@ -736,6 +756,15 @@ impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
     }
 }
 
+/// What one training run needs from its predictor.
+struct Run<'a, M> {
+    name: &'a str,
+    init: &'a ModelInit<M>,
+    train: &'a TrainConfig,
+    device: &'a Device,
+    checkpoints: Option<&'a Path>,
+}
+
 /// A held-out query: its node, normalised features, candidate chunks, positives first.
 struct Held {
     features: Vec<f32>,
@@ -747,12 +776,11 @@ struct Held {
 /// The library's trainer for any [`LinkModel`]; returns the best model (validation mode)
 /// on `device`.
 fn train<M: LinkModel>(
-    init: &ModelInit<M>,
+    run: &Run<'_, M>,
     graph: &LinkGraph,
-    tc: &TrainConfig,
-    device: &Device,
     progress: &dyn Progress,
 ) -> Result<(M, TrainReport)> {
+    let (init, tc, device) = (run.init, run.train, run.device);
     let started = Instant::now();
     if tc.epochs == 0 {
         return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
@@ -842,9 +870,29 @@ fn train<M: LinkModel>(
     let schedule = Schedule::new(targets.len(), bs, tc);
     let mut report = TrainReport::default();
     let mut stopping = EarlyStopping::new(tc.patience);
+    let checkpoints = run
+        .checkpoints
+        .map(|dir| Checkpoints::open(dir, graph, &(run.name, tc)))
+        .transpose()?;
+    let (mut start, mut finished) = (0, false);
+    if let Some(c) = &checkpoints {
+        let mut best = init(d_in, device);
+        if let Some(saved) = c.load(&mut model, &mut best)? {
+            start = saved.epochs_done;
+            finished = saved.finished;
+            report = saved.report;
+            stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
+        }
+    }
     progress.start("train", Some(schedule.planned_epochs as u64));
-    let mut finished = false;
-    for epoch in 0..tc.epochs {
+    if start > 0 {
+        progress.update(
+            "train",
+            start as u64,
+            &format!("resumed from the checkpoint after epoch {start}"),
+        );
+    }
+    for epoch in start..tc.epochs {
         if finished {
             break;
         }
@@ -927,7 +975,23 @@ fn train<M: LinkModel>(
         if at_limit && !finished {
             report.stopped_at_max_steps = true;
         }
-        finished |= at_limit;
+        finished |= at_limit || epoch + 1 == tc.epochs;
+        if let Some(c) = &checkpoints {
+            let state = SavedState {
+                key: String::new(),
+                epochs_done: epoch + 1,
+                finished,
+                report: report.clone(),
+                best_loss: stopping.best_loss(),
+                since_best: stopping.since_best(),
+            };
+            let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
+            c.save(
+                &state,
+                &model,
+                best_changed.then(|| stopping.best()).flatten(),
+            )?;
+        }
         progress.update("train", (epoch + 1) as u64, &message);
     }
     progress.finish("train");

@@ -597,7 +597,7 @@ impl LinkPredictor for GnnLinkPredictor {
         let checkpoints = self
             .checkpoints
             .as_deref()
-            .map(|dir| Checkpoints::open(dir, graph, &mc, &tc))
+            .map(|dir| Checkpoints::open(dir, graph, &(&mc, &tc)))
             .transpose()?;
         let (mut start, mut finished) = (0, false);
         if let Some(c) = &checkpoints {
