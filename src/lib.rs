@@ -58,9 +58,9 @@ pub use lprag_core::{
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
-    Aggregation, BurnLinkPredictor, Decoder, GnnLinkPredictor, GraphBatch, InferenceMode,
-    LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig, Vgae,
-    VgaeConfig,
+    Aggregation, BurnLinkPredictor, ComputeDevice, Decoder, GnnLinkPredictor, GraphBatch,
+    InferenceMode, LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig,
+    Vgae, VgaeConfig,
 };
 pub use pipeline::{
     BuiltinPredictor, DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig,

@@ -17,7 +17,9 @@ use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
 use lprag_model::vgae::{restore_vgae, vgae_predictor};
-use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig, VgaeConfig};
+use lprag_model::{
+    ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig, VgaeConfig,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::workdir::{keep_embeddings, StageKey, WorkDir};
@@ -95,23 +97,32 @@ pub enum BuiltinPredictor {
 impl BuiltinPredictor {
     /// The untrained predictor for `config`, checkpointing under `work_dir/train` where
     /// it can.
-    fn make(config: &LpRagConfig, work_dir: Option<&Path>) -> Box<dyn LinkPredictor> {
-        match config.predictor {
+    fn make(
+        config: &LpRagConfig,
+        work_dir: Option<&Path>,
+        device: ComputeDevice,
+    ) -> Result<Box<dyn LinkPredictor>> {
+        let device = device.to_burn()?;
+        Ok(match config.predictor {
             BuiltinPredictor::Gnn => {
-                let p = GnnLinkPredictor::new(config.model.clone(), config.train.clone());
+                let p = GnnLinkPredictor::with_device(
+                    config.model.clone(),
+                    config.train.clone(),
+                    device,
+                );
                 Box::new(match work_dir {
                     Some(dir) => p.with_checkpoints(dir.join("train")),
                     None => p,
                 })
             }
             BuiltinPredictor::Vgae(v) => {
-                let p = vgae_predictor(v, config.train.clone());
+                let p = vgae_predictor(v, config.train.clone()).with_device(device);
                 Box::new(match work_dir {
                     Some(dir) => p.with_checkpoints(dir.join("train")),
                     None => p,
                 })
             }
-        }
+        })
     }
 
     /// Restore the predictor `config` describes from `dir`, on `graph`.
@@ -119,8 +130,9 @@ impl BuiltinPredictor {
         config: &LpRagConfig,
         dir: &Path,
         graph: &LinkGraph,
+        device: ComputeDevice,
     ) -> Result<Arc<dyn LinkPredictor>> {
-        Ok(Arc::from(Self::make_restored(config, dir, graph)?))
+        Ok(Arc::from(Self::make_restored(config, dir, graph, device)?))
     }
 
     /// [`BuiltinPredictor::restore`], boxed (so it can still be attached elsewhere).
@@ -128,12 +140,12 @@ impl BuiltinPredictor {
         config: &LpRagConfig,
         dir: &Path,
         graph: &LinkGraph,
+        device: ComputeDevice,
     ) -> Result<Box<dyn LinkPredictor>> {
+        let device = device.to_burn()?;
         Ok(match config.predictor {
-            BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir(dir)?),
-            BuiltinPredictor::Vgae(v) => {
-                Box::new(restore_vgae(dir, graph, v, lprag_model::Device::flex())?)
-            }
+            BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir_on(dir, device)?),
+            BuiltinPredictor::Vgae(v) => Box::new(restore_vgae(dir, graph, v, device)?),
         })
     }
 }
@@ -353,6 +365,7 @@ pub struct LpRagBuilder {
     progress: Arc<dyn Progress>,
     config: LpRagConfig,
     work_dir: Option<PathBuf>,
+    device: ComputeDevice,
 }
 
 impl Default for LpRagBuilder {
@@ -371,6 +384,7 @@ impl Default for LpRagBuilder {
             progress: Arc::new(NoProgress),
             config: LpRagConfig::default(),
             work_dir: None,
+            device: ComputeDevice::Cpu,
         }
     }
 }
@@ -467,6 +481,15 @@ impl LpRagBuilder {
         self
     }
 
+    /// Train and score the built-in predictor on `device` (default
+    /// [`ComputeDevice::Cpu`]; a GPU needs the `cuda` or `wgpu` cargo feature, checked
+    /// before anything is computed). Reopen the index on a device with [`LpRag::open_on`]
+    /// or [`LpRag::load_on`]. A custom predictor chooses its own device.
+    pub fn device(mut self, device: ComputeDevice) -> Self {
+        self.device = device;
+        self
+    }
+
     /// Transfer (LP-RAG B.3): reuse the built-in predictor trained for the index saved in
     /// `index_dir` (another corpus) on this corpus without training it again. The new index
     /// is chunked, embedded and linked as usual; no synthetic queries are written (nothing
@@ -549,6 +572,7 @@ impl LpRagBuilder {
             progress,
             config,
             work_dir,
+            device,
         } = self;
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
@@ -556,6 +580,8 @@ impl LpRagBuilder {
         if config.knn_k == 0 {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
+        // The device is checked before anything is paid for.
+        device.to_burn()?;
         let meter = Arc::new(TokenMeter::new());
         // The LLM components warn (fallbacks) through this; their warnings go to
         // `progress` and into the stats.
@@ -833,6 +859,7 @@ impl LpRagBuilder {
                         &manifest.config,
                         &dir.join(PREDICTOR_DIR),
                         &source_graph,
+                        device,
                     )?;
                     p.attach(&graph)?;
                     Ok(p)
@@ -844,7 +871,7 @@ impl LpRagBuilder {
                 let (mut predictor, source) = match choice {
                     Some(ModelChoice::Predictor(p)) => (p, PredictorSource::Custom),
                     _ => (
-                        BuiltinPredictor::make(&config, work_dir.as_deref()),
+                        BuiltinPredictor::make(&config, work_dir.as_deref(), device)?,
                         PredictorSource::Builtin,
                     ),
                 };
@@ -1396,7 +1423,13 @@ impl LpRag {
     /// [`Error::InvalidInput`] when the index was built with a custom encoder (use
     /// [`LpRag::load`] and pass it); the errors of [`LpRag::load`] otherwise.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_on(dir, ComputeDevice::Cpu)
+    }
+
+    /// [`LpRag::open`] with the built-in predictor scoring on `device`.
+    pub fn open_on(dir: impl AsRef<Path>, device: ComputeDevice) -> Result<Self> {
         let dir = dir.as_ref();
+        device.to_burn()?;
         let manifest = read_manifest(dir)?;
         if manifest.predictor_source != PredictorSource::Builtin {
             return Err(Error::invalid(
@@ -1423,7 +1456,7 @@ impl LpRag {
         };
         let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
         let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        Self::load(dir, spec.rebuild(&texts)?)
+        Self::load_on(dir, spec.rebuild(&texts)?, device)
     }
 
     /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
@@ -1434,12 +1467,22 @@ impl LpRag {
     /// [`Error::InvalidInput`] when the index was built with a custom predictor or scorer
     /// (the message names the loader to use); I/O and format errors of the index files.
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
+        Self::load_on(dir, encoder, ComputeDevice::Cpu)
+    }
+
+    /// [`LpRag::load`] with the built-in predictor scoring on `device`.
+    pub fn load_on(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        device: ComputeDevice,
+    ) -> Result<Self> {
         let dir = dir.as_ref();
         let parts = Parts::read(dir, encoder, "LpRag::load", &[PredictorSource::Builtin])?;
         let predictor = BuiltinPredictor::restore(
             &parts.manifest.config,
             &dir.join(PREDICTOR_DIR),
             &parts.graph,
+            device,
         )?;
         Ok(parts.finish(predictor))
     }

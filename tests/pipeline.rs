@@ -665,3 +665,43 @@ async fn transfer_attaches_a_saved_predictor_to_another_corpus_without_training(
     assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     assert!(err.to_string().contains("encoder"), "{err}");
 }
+
+#[tokio::test]
+async fn the_device_is_chosen_without_burn_types_and_checked_first() {
+    use lprag::ComputeDevice;
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .device(ComputeDevice::Cpu)
+        .build(&corpus())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let reopened = LpRag::load_on(
+        &path,
+        Arc::new(HashingEncoder::default()),
+        ComputeDevice::Cpu,
+    )
+    .unwrap();
+    assert_eq!(reopened.chunks(), rag.chunks());
+    #[cfg(not(feature = "cuda"))]
+    {
+        let err = LpRag::builder()
+            .encoder(Arc::new(HashingEncoder::default()))
+            .device(ComputeDevice::Cuda(0))
+            .build(&corpus())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+        assert!(err.to_string().contains("cuda"), "{err}");
+        let err = LpRag::load_on(
+            &path,
+            Arc::new(HashingEncoder::default()),
+            ComputeDevice::Cuda(0),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("cuda"), "{err}");
+    }
+}

@@ -16,6 +16,7 @@ mod cached;
 mod checkpoint;
 mod config;
 mod dense;
+mod device;
 mod early_stop;
 pub mod gfm;
 mod host;
@@ -36,6 +37,7 @@ pub use config::{
     Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
     TrainConfig,
 };
+pub use device::ComputeDevice;
 pub use link_model::{
     BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, Pairs, BURN_PREDICTOR_FORMAT_VERSION,
 };
