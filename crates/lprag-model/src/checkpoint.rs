@@ -15,6 +15,7 @@ use burn::store::ModuleSnapshot;
 use lprag_core::{Error, LinkGraph, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
+use crate::early_stop::EarlyStopping;
 use crate::predictor::write_atomic;
 use crate::weights::{load_weights, save_weights};
 
@@ -124,5 +125,51 @@ impl Checkpoints {
         let json = serde_json::to_vec_pretty(&state)
             .map_err(|e| Error::format(self.dir.join(STATE), e.to_string()))?;
         write_atomic(&self.dir.join(STATE), &json)
+    }
+
+    /// Continue a run: when this directory holds this run's checkpoint, load its weights
+    /// into `current` (and the best ones into `best`), restore `stopping` and `report`, and
+    /// return `(epochs done, finished)`; otherwise `(0, false)`.
+    pub(crate) fn resume<M: ModuleSnapshot>(
+        &self,
+        current: &mut M,
+        mut best: M,
+        stopping: &mut EarlyStopping<M>,
+        report: &mut TrainReport,
+    ) -> Result<(usize, bool)> {
+        match self.load(current, &mut best)? {
+            Some(saved) => {
+                *report = saved.report;
+                stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
+                Ok((saved.epochs_done, saved.finished))
+            }
+            None => Ok((0, false)),
+        }
+    }
+
+    /// Record epoch `epochs_done` (1-based) after it ran: `current` weights, the best
+    /// ones when this epoch improved them, and the state.
+    pub(crate) fn record<M: ModuleSnapshot>(
+        &self,
+        epochs_done: usize,
+        finished: bool,
+        report: &TrainReport,
+        stopping: &EarlyStopping<M>,
+        current: &M,
+    ) -> Result<()> {
+        let state = SavedState {
+            key: String::new(),
+            epochs_done,
+            finished,
+            report: report.clone(),
+            best_loss: stopping.best_loss(),
+            since_best: stopping.since_best(),
+        };
+        let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
+        self.save(
+            &state,
+            current,
+            best_changed.then(|| stopping.best()).flatten(),
+        )
     }
 }

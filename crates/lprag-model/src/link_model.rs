@@ -15,7 +15,7 @@
 //! - node representations `h`: `[N, hidden]` (any width the model likes)
 //! - pair logits: `[P]`
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,14 +30,14 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoints, SavedState};
+use crate::checkpoint::Checkpoints;
 use crate::config::{InferenceMode, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
 use crate::predictor::{
     bce, normalize_vec, rows_tensor, scalar, unit_rows, write_atomic, ChunkContext, NegativeDraw,
 };
-use crate::training::{epoch_rng, read_versioned, Schedule, Split};
+use crate::training::{epoch_rng, read_versioned, step_pairs, Schedule, Split};
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -876,13 +876,8 @@ fn train<M: LinkModel>(
         .transpose()?;
     let (mut start, mut finished) = (0, false);
     if let Some(c) = &checkpoints {
-        let mut best = init(d_in, device);
-        if let Some(saved) = c.load(&mut model, &mut best)? {
-            start = saved.epochs_done;
-            finished = saved.finished;
-            report = saved.report;
-            stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
-        }
+        let best = init(d_in, device);
+        (start, finished) = c.resume(&mut model, best, &mut stopping, &mut report)?;
     }
     progress.start("train", Some(schedule.planned_epochs as u64));
     if start > 0 {
@@ -902,17 +897,7 @@ fn train<M: LinkModel>(
         let done_before = schedule.done_before(epoch);
         let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
         for batch in order.chunks(bs).take(schedule.budget(epoch)) {
-            let masked: HashSet<(u32, u32)> = if tc.mask_targets {
-                batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
-            } else {
-                HashSet::new()
-            };
-            let mut pairs: Vec<(u32, u32)> = batch.to_vec();
-            for &(a, b) in batch {
-                for _ in 0..tc.negatives_per_positive {
-                    pairs.push((a, sampler.draw(&mut rng, b)));
-                }
-            }
+            let (pairs, masked) = step_pairs(batch, tc, &sampler, &mut rng);
             // Masked targets no longer count towards degrees (summed in sorted order, so
             // that runs are reproducible: hash-set order differs between processes).
             let mut less: HashMap<u32, f32> = HashMap::new();
@@ -977,20 +962,7 @@ fn train<M: LinkModel>(
         }
         finished |= at_limit || epoch + 1 == tc.epochs;
         if let Some(c) = &checkpoints {
-            let state = SavedState {
-                key: String::new(),
-                epochs_done: epoch + 1,
-                finished,
-                report: report.clone(),
-                best_loss: stopping.best_loss(),
-                since_best: stopping.since_best(),
-            };
-            let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
-            c.save(
-                &state,
-                &model,
-                best_changed.then(|| stopping.best()).flatten(),
-            )?;
+            c.record(epoch + 1, finished, &report, &stopping, &model)?;
         }
         progress.update("train", (epoch + 1) as u64, &message);
     }

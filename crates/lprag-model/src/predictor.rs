@@ -1,6 +1,5 @@
 //! [`GnnLinkPredictor`]: the burn link predictors behind [`lprag_core::LinkPredictor`].
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -23,14 +22,14 @@ use serde::{Deserialize, Serialize};
 use lprag_graph::{NegativeSampler, NegativeSampling};
 
 use crate::cached::{CachedScorer, Join};
-use crate::checkpoint::{Checkpoints, SavedState};
+use crate::checkpoint::Checkpoints;
 use crate::config::{
     Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, TrainConfig,
 };
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph, PairBatch};
 use crate::net::LinkNet;
-use crate::training::{epoch_rng, read_versioned, Schedule, Split};
+use crate::training::{epoch_rng, read_versioned, step_pairs, Schedule, Split};
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -601,13 +600,8 @@ impl LinkPredictor for GnnLinkPredictor {
             .transpose()?;
         let (mut start, mut finished) = (0, false);
         if let Some(c) = &checkpoints {
-            let mut best = LinkNet::new(&mc, d_in, &self.device);
-            if let Some(saved) = c.load(&mut net, &mut best)? {
-                start = saved.epochs_done;
-                finished = saved.finished;
-                report = saved.report;
-                stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
-            }
+            let best = LinkNet::new(&mc, d_in, &self.device);
+            (start, finished) = c.resume(&mut net, best, &mut stopping, &mut report)?;
         }
         let schedule = Schedule::new(targets.len(), bs, &tc);
         progress.start("train", Some(schedule.planned_epochs as u64));
@@ -630,17 +624,7 @@ impl LinkPredictor for GnnLinkPredictor {
             let mut steps = 0usize;
             let done_before = schedule.done_before(epoch);
             for batch in targets.chunks(bs).take(schedule.budget(epoch)) {
-                let masked: HashSet<(u32, u32)> = if tc.mask_targets {
-                    batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
-                } else {
-                    HashSet::new()
-                };
-                let mut pairs: Vec<(u32, u32)> = batch.to_vec();
-                for &(a, b) in batch {
-                    for _ in 0..tc.negatives_per_positive {
-                        pairs.push((a, sampler.draw(&mut rng, b)));
-                    }
-                }
+                let (pairs, masked) = step_pairs(batch, &tc, &sampler, &mut rng);
                 let with_cn = net.uses_common_neighbors();
                 let (h, x, pb) = match tc.step_graph {
                     StepGraph::Full => {
@@ -751,20 +735,7 @@ impl LinkPredictor for GnnLinkPredictor {
             }
             finished |= at_limit || epoch + 1 == tc.epochs;
             if let Some(c) = &checkpoints {
-                let state = SavedState {
-                    key: String::new(),
-                    epochs_done: epoch + 1,
-                    finished,
-                    report: report.clone(),
-                    best_loss: stopping.best_loss(),
-                    since_best: stopping.since_best(),
-                };
-                let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
-                c.save(
-                    &state,
-                    &net,
-                    best_changed.then(|| stopping.best()).flatten(),
-                )?;
+                c.record(epoch + 1, finished, &report, &stopping, &net)?;
             }
             progress.update("train", (epoch + 1) as u64, &message);
         }

@@ -11,6 +11,8 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use crate::config::{Targets, TrainConfig};
+use crate::host::pair_key;
+use crate::predictor::NegativeDraw;
 
 /// A training graph split for link prediction.
 pub(crate) struct Split {
@@ -133,4 +135,30 @@ pub(crate) fn read_versioned<T: serde::de::DeserializeOwned>(
         ));
     }
     serde_json::from_value(v).map_err(|e| Error::format(path, e.to_string()))
+}
+
+/// Node pairs `(a, b)`.
+pub(crate) type PairList = Vec<(u32, u32)>;
+
+/// A step's pairs (its targets, then `negatives_per_positive` negatives for each, drawn
+/// from `rng`) and the targets to remove from the message graph (none without
+/// `mask_targets`).
+pub(crate) fn step_pairs(
+    batch: &[(u32, u32)],
+    tc: &TrainConfig,
+    sampler: &NegativeDraw,
+    rng: &mut StdRng,
+) -> (PairList, HashSet<(u32, u32)>) {
+    let masked: HashSet<(u32, u32)> = if tc.mask_targets {
+        batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
+    } else {
+        HashSet::new()
+    };
+    let mut pairs: Vec<(u32, u32)> = batch.to_vec();
+    for &(a, b) in batch {
+        for _ in 0..tc.negatives_per_positive {
+            pairs.push((a, sampler.draw(rng, b)));
+        }
+    }
+    (pairs, masked)
 }
