@@ -48,6 +48,10 @@ const WEIGHTS_FILE: &str = "weights.bpk";
 /// Most held-out queries scored per validation (each is its own forward pass).
 const MAX_VALIDATION: usize = 256;
 
+/// Most held-out queries per validation under [`InferenceMode::JoinAll`], where each
+/// forward pass covers the whole graph.
+const MAX_JOIN_ALL_VALIDATION: usize = 32;
+
 /// A graph batch on the device: the nodes a model encodes, the messages between them and
 /// each node's weighted degree in the whole graph.
 ///
@@ -707,13 +711,16 @@ impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
     }
 
     fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
-        let model = self.state.take().and_then(|s| {
-            if s.d_in == graph.features.dim() {
-                s.model
-            } else {
-                None
+        if let Some(st) = &self.state {
+            if st.model.is_some() && st.d_in != graph.features.dim() {
+                return Err(Error::DimensionMismatch {
+                    location: format!("BurnLinkPredictor '{}' attach (feature width)", self.name),
+                    expected: st.d_in,
+                    actual: graph.features.dim(),
+                });
             }
-        });
+        }
+        let model = self.state.take().and_then(|s| s.model);
         self.serve(model, graph)
     }
 
@@ -832,7 +839,13 @@ fn train<M: LinkModel>(
     let ctx_wsum = ctx.host.weight_sums();
     let mut held_ids: Vec<u32> = val.iter().copied().collect();
     held_ids.sort_unstable();
-    held_ids.truncate(MAX_VALIDATION);
+    // With the query joined to every chunk each held-out query is a pass over the whole
+    // graph: fewer of them.
+    held_ids.truncate(if tc.inference == InferenceMode::JoinAll {
+        MAX_JOIN_ALL_VALIDATION
+    } else {
+        MAX_VALIDATION
+    });
     let held: Vec<Held> = held_ids
         .iter()
         .map(|&q| {

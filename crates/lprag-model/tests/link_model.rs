@@ -172,6 +172,20 @@ fn save_restore_and_typed_errors() {
     let all: Vec<usize> = (0..CHUNKS).collect();
     assert_eq!(p.score(&q, &all).unwrap(), r.score(&q, &all).unwrap());
 
+    // Attaching a graph of another width keeps nothing half-valid.
+    let narrow = lprag_core::LinkGraph {
+        features: lprag_core::Embeddings::new(3, vec![1.0; 6]).unwrap(),
+        num_chunks: 2,
+        edges: Vec::new(),
+    };
+    let mut r2 = BurnLinkPredictor::restore(dir.path(), &g, gcn1).unwrap();
+    assert!(matches!(
+        r2.attach(&narrow),
+        Err(Error::DimensionMismatch { .. })
+    ));
+    // …and the predictor still scores on its old graph.
+    assert_eq!(r2.score(&q, &all).unwrap(), r.score(&q, &all).unwrap());
+
     // Weights that do not fit the model, a wrong width, bad queries and candidates.
     let err = BurnLinkPredictor::restore(dir.path(), &g, sage2).unwrap_err();
     assert!(matches!(err, Error::Format { .. }), "{err}");
