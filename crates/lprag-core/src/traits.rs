@@ -57,6 +57,13 @@ pub trait Encoder: Send + Sync {
     /// Embed one text (provided: calls [`Encoder::embed`]).
     async fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
         let e = self.embed(&[text.to_string()]).await?;
+        if e.rows() != 1 {
+            return Err(crate::Error::DimensionMismatch {
+                location: format!("encoder '{}' output rows for one text", self.name()),
+                expected: 1,
+                actual: e.rows(),
+            });
+        }
         Ok(e.row(0).to_vec())
     }
 }
@@ -261,4 +268,44 @@ pub trait Retriever: Send + Sync {
 
     /// Every chunk the retriever can return.
     fn chunks(&self) -> &[Chunk];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An encoder that returns no rows at all (a broken remote service, say).
+    struct Empty;
+
+    #[async_trait]
+    impl Encoder for Empty {
+        fn name(&self) -> &str {
+            "empty"
+        }
+        fn dimension(&self) -> usize {
+            4
+        }
+        async fn embed(&self, _texts: &[String]) -> Result<Embeddings> {
+            Ok(Embeddings::empty(4))
+        }
+    }
+
+    #[test]
+    fn embed_one_of_an_encoder_that_returns_no_row_is_an_error() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let err = rt.block_on(Empty.embed_one("x")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                crate::Error::DimensionMismatch {
+                    expected: 1,
+                    actual: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
 }

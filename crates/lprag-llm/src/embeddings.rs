@@ -9,7 +9,7 @@ use crate::openai::endpoint;
 use crate::{ApiKey, LlmError};
 
 /// Where the embedding server is and what it returns.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiEmbeddingsConfig {
     /// Base URL including the API version (`/embeddings` is appended).
     pub base_url: String,
@@ -25,6 +25,20 @@ pub struct OpenAiEmbeddingsConfig {
     pub normalize: bool,
     /// Timeouts, retries, concurrency.
     pub http: HttpConfig,
+}
+
+impl std::fmt::Debug for OpenAiEmbeddingsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbeddingsConfig")
+            .field("base_url", &crate::http::redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("dimension", &self.dimension)
+            .field("batch_size", &self.batch_size)
+            .field("normalize", &self.normalize)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OpenAiEmbeddingsConfig {
@@ -55,7 +69,7 @@ impl OpenAiEmbeddingsConfig {
 }
 
 /// Remote embeddings through the OpenAI embeddings protocol.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiEmbeddings {
     url: String,
     model: String,
@@ -65,6 +79,21 @@ pub struct OpenAiEmbeddings {
     batch_size: usize,
     normalize: bool,
     http: HttpClient,
+}
+
+impl std::fmt::Debug for OpenAiEmbeddings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbeddings")
+            .field("url", &crate::http::redact_url(&self.url))
+            .field("model", &self.model)
+            .field("name", &self.name)
+            .field("api_key", &self.api_key)
+            .field("dim", &self.dim)
+            .field("batch_size", &self.batch_size)
+            .field("normalize", &self.normalize)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OpenAiEmbeddings {
@@ -91,7 +120,7 @@ impl OpenAiEmbeddings {
                 probe.dim = v[0].len();
                 if probe.dim == 0 {
                     return Err(Error::invalid(
-                        probe.url.clone(),
+                        crate::http::redact_url(&probe.url),
                         "the server returned an empty embedding",
                     ));
                 }
@@ -188,7 +217,7 @@ impl Encoder for OpenAiEmbeddings {
                     return Err(Error::DimensionMismatch {
                         location: format!(
                             "{} embedding of text {}",
-                            self.url,
+                            crate::http::redact_url(&self.url),
                             b * self.batch_size + i
                         ),
                         expected: self.dim,

@@ -218,11 +218,21 @@ fn tls_config() -> Result<rustls::ClientConfig, LlmError> {
     Ok(config)
 }
 
-/// The URL without its query string (which some providers use for keys).
-fn redact_url(url: &str) -> String {
-    match url.split_once('?') {
+/// The URL without its query string (which some providers use for keys) and without
+/// `user:password@` credentials, for errors and `Debug`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let url = match url.split_once('?') {
         Some((base, _)) => format!("{base}?…"),
         None => url.to_string(),
+    };
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r.to_string()),
+        None => (String::new(), url.clone()),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}…@{}", &rest[at + 1..]),
+        None => url,
     }
 }
 
@@ -481,5 +491,10 @@ mod tests {
     fn urls_lose_their_query() {
         assert_eq!(redact_url("https://x/v1?key=secret"), "https://x/v1?…");
         assert_eq!(redact_url("http://x/v1"), "http://x/v1");
+        assert_eq!(
+            redact_url("https://me:hunter2@x:8/v1/chat?key=s"),
+            "https://…@x:8/v1/chat?…"
+        );
+        assert_eq!(redact_url("http://x/v1/a@b"), "http://x/v1/a@b");
     }
 }

@@ -8,7 +8,7 @@ use crate::openai::endpoint;
 use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, Usage};
 
 /// Where Ollama runs and which model to use.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OllamaConfig {
     /// Server URL, default `http://localhost:11434`.
     pub base_url: String,
@@ -16,6 +16,16 @@ pub struct OllamaConfig {
     pub model: String,
     /// Timeouts, retries, concurrency.
     pub http: HttpConfig,
+}
+
+impl std::fmt::Debug for OllamaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OllamaConfig")
+            .field("base_url", &crate::http::redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OllamaConfig {
@@ -36,11 +46,21 @@ impl OllamaConfig {
 }
 
 /// A [`ChatModel`] speaking Ollama's native chat API.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OllamaChat {
     url: String,
     model: String,
     http: HttpClient,
+}
+
+impl std::fmt::Debug for OllamaChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OllamaChat")
+            .field("url", &crate::http::redact_url(&self.url))
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OllamaChat {

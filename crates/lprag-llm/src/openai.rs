@@ -8,7 +8,7 @@ use crate::http::{HttpClient, HttpConfig};
 use crate::{ApiKey, ChatModel, ChatRequest, ChatResponse, LlmError, Usage};
 
 /// Where and how to reach an OpenAI-compatible server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiConfig {
     /// Base URL including the API version, e.g. `https://api.openai.com/v1` or
     /// `http://localhost:8000/v1`; `/chat/completions` is appended.
@@ -19,6 +19,17 @@ pub struct OpenAiConfig {
     pub api_key: Option<ApiKey>,
     /// Timeouts, retries, concurrency.
     pub http: HttpConfig,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &crate::http::redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OpenAiConfig {
@@ -67,12 +78,23 @@ impl OpenAiConfig {
 }
 
 /// A [`ChatModel`] speaking the OpenAI chat-completions protocol.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiChat {
     url: String,
     model: String,
     api_key: Option<ApiKey>,
     http: HttpClient,
+}
+
+impl std::fmt::Debug for OpenAiChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiChat")
+            .field("url", &crate::http::redact_url(&self.url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl OpenAiChat {
@@ -175,6 +197,19 @@ impl ChatModel for OpenAiChat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_credentials_in_the_url() {
+        let config = OpenAiConfig::new("https://me:hunter2@x/v1?key=sk-secret", "m");
+        let chat = OpenAiChat::new(config.clone()).unwrap();
+        for shown in [format!("{config:?}"), format!("{chat:?}")] {
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("sk-secret"),
+                "{shown}"
+            );
+            assert!(shown.contains("x/v1"), "{shown}");
+        }
+    }
 
     #[test]
     fn endpoints_and_parsing() {
