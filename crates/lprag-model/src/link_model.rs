@@ -35,9 +35,9 @@ use crate::config::{InferenceMode, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
 use crate::predictor::{
-    bce, normalize_vec, rows_tensor, scalar, unit_rows, write_atomic, ChunkContext, NegativeDraw,
+    bce, normalize_vec, rows_tensor, scalar, unit_rows, ChunkContext, NegativeDraw,
 };
-use crate::training::{epoch_rng, read_versioned, step_pairs, Schedule, Split};
+use crate::training::{epoch_rng, read_versioned, step_pairs, write_json, Schedule, Split};
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -756,9 +756,7 @@ impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
             train: self.train.clone(),
             d_in: st.d_in,
         };
-        let json = serde_json::to_vec_pretty(&meta)
-            .map_err(|e| Error::format(dir.join(META_FILE), e.to_string()))?;
-        write_atomic(&dir.join(META_FILE), &json)?;
+        write_json(&dir.join(META_FILE), &meta)?;
         crate::weights::save_weights(m, &dir.join(WEIGHTS_FILE))
     }
 }

@@ -29,7 +29,7 @@ use crate::config::{
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph, PairBatch};
 use crate::net::LinkNet;
-use crate::training::{epoch_rng, read_versioned, step_pairs, Schedule, Split};
+use crate::training::{epoch_rng, read_versioned, step_pairs, write_json, Schedule, Split};
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -817,9 +817,7 @@ impl LinkPredictor for GnnLinkPredictor {
             train: self.train.clone(),
             d_in: st.d_in,
         };
-        let meta_json = serde_json::to_vec_pretty(&meta)
-            .map_err(|e| Error::format(dir.join(META_FILE), e.to_string()))?;
-        write_atomic(&dir.join(META_FILE), &meta_json)?;
+        write_json(&dir.join(META_FILE), &meta)?;
         let graph = LinkGraph {
             features: st.ctx.features.clone(),
             num_chunks: st.ctx.num_chunks(),

@@ -118,6 +118,13 @@ pub(crate) fn epoch_rng(seed: u64, epoch: usize) -> StdRng {
     StdRng::seed_from_u64(seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
+/// Write `value` as pretty JSON to `path`, atomically (the counterpart of
+/// [`read_versioned`]).
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| Error::format(path, e.to_string()))?;
+    crate::predictor::write_atomic(path, &json)
+}
+
 /// The JSON manifest at `path`, its `format_version` checked against `version` before the
 /// rest is read.
 pub(crate) fn read_versioned<T: serde::de::DeserializeOwned>(

@@ -6,14 +6,14 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use lprag_core::{LinkPredictor, NoProgress, Progress};
+use lprag_core::{LinkPredictor, NoProgress};
 use lprag_model::burn::module::Module;
 use lprag_model::burn::nn::{Linear, LinearConfig};
 use lprag_model::burn::tensor::{Device, Tensor};
 use lprag_model::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs, TrainConfig};
 
 mod common;
-use common::graph;
+use common::{graph, DieAfter};
 
 #[derive(Module, Debug)]
 struct Sage1 {
@@ -37,17 +37,6 @@ fn sage1(d: usize, device: &Device) -> Sage1 {
     Sage1 {
         this: LinearConfig::new(d, 8).init(device),
         nbr: LinearConfig::new(d, 8).init(device),
-    }
-}
-
-/// Dies (panics) when the given training epoch is reported.
-struct DieAfter(u64);
-
-impl Progress for DieAfter {
-    fn update(&self, stage: &str, done: u64, _message: &str) {
-        if stage == "train" && done == self.0 {
-            panic!("killed after epoch {done}");
-        }
     }
 }
 

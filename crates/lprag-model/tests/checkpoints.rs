@@ -5,23 +5,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use lprag_core::{LinkPredictor, NoProgress, Progress};
+use lprag_core::{LinkPredictor, NoProgress};
 use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
 
 mod common;
-use common::graph;
-
-/// Dies (panics) when the given training epoch is reported: a crash right after that
-/// epoch's checkpoint was written.
-struct DieAfter(u64);
-
-impl Progress for DieAfter {
-    fn update(&self, stage: &str, done: u64, _message: &str) {
-        if stage == "train" && done == self.0 {
-            panic!("killed after epoch {done}");
-        }
-    }
-}
+use common::{graph, DieAfter};
 
 fn config(epochs: usize) -> TrainConfig {
     TrainConfig {

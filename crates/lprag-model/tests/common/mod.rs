@@ -1,7 +1,7 @@
 //! A small graph shared by the predictor tests: weighted similarity edges, bridges and
 //! isolated chunks.
 
-use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph};
+use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph, Progress};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -66,5 +66,18 @@ pub fn graph() -> LinkGraph {
         features: Embeddings::from_rows(DIM, &rows).unwrap(),
         num_chunks: CHUNKS,
         edges,
+    }
+}
+
+/// Dies (panics) when the given training epoch is reported: a crash right after that
+/// epoch's checkpoint was written.
+#[allow(dead_code)] // used by the checkpoint tests only
+pub struct DieAfter(pub u64);
+
+impl Progress for DieAfter {
+    fn update(&self, stage: &str, done: u64, _message: &str) {
+        if stage == "train" && done == self.0 {
+            panic!("killed after epoch {done}");
+        }
     }
 }
