@@ -59,8 +59,8 @@ pub use lprag_core::{
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
     Aggregation, BurnLinkPredictor, ComputeDevice, Decoder, GnnLinkPredictor, GraphBatch,
-    InferenceMode, LinkModel, ModelConfig, Negatives, Pairs, PredictorKind, Targets, TrainConfig,
-    Vgae, VgaeConfig,
+    InferenceMode, LinkModel, ModelConfig, Negatives, Pairs, Peg, PegConfig, PredictorKind,
+    Targets, TrainConfig, Vgae, VgaeConfig,
 };
 pub use pipeline::{
     BuiltinPredictor, DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig,

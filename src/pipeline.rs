@@ -16,9 +16,12 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
+use lprag_model::peg::{peg_predictor, restore_peg};
+use lprag_model::seal::{restore_seal, seal_predictor};
 use lprag_model::vgae::{restore_vgae, vgae_predictor};
 use lprag_model::{
-    ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, TrainConfig, VgaeConfig,
+    ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, PegConfig, SealConfig,
+    TrainConfig, VgaeConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +95,16 @@ pub enum BuiltinPredictor {
     /// [`BurnLinkPredictor`](lprag_model::BurnLinkPredictor), trained with
     /// [`LpRagConfig::train`] ([`TrainConfig::paper_vgae`] for Table 8's values).
     Vgae(VgaeConfig),
+    /// PEG ([`lprag_model::Peg`], LP-RAG Table 6: GCN layers whose messages are weighted by
+    /// the distance of Laplacian-eigenmap encodings) on
+    /// [`BurnLinkPredictor`](lprag_model::BurnLinkPredictor), trained with
+    /// [`LpRagConfig::train`] ([`TrainConfig::paper_peg`] for Table 8's values).
+    Peg(PegConfig),
+    /// SEAL ([`lprag_model::Seal`], LP-RAG Table 6: a GCN on each pair's DRNL-labelled
+    /// enclosing subgraph) on [`BurnLinkPredictor`](lprag_model::BurnLinkPredictor),
+    /// trained with [`LpRagConfig::train`] ([`TrainConfig::paper_seal`] for Table 8's
+    /// values).
+    Seal(SealConfig),
 }
 
 impl BuiltinPredictor {
@@ -122,6 +135,20 @@ impl BuiltinPredictor {
                     None => p,
                 })
             }
+            BuiltinPredictor::Peg(v) => {
+                let p = peg_predictor(v, config.train.clone()).with_device(device);
+                Box::new(match work_dir {
+                    Some(dir) => p.with_checkpoints(dir.join("train")),
+                    None => p,
+                })
+            }
+            BuiltinPredictor::Seal(v) => {
+                let p = seal_predictor(v, config.train.clone()).with_device(device);
+                Box::new(match work_dir {
+                    Some(dir) => p.with_checkpoints(dir.join("train")),
+                    None => p,
+                })
+            }
         })
     }
 
@@ -146,6 +173,8 @@ impl BuiltinPredictor {
         Ok(match config.predictor {
             BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir_on(dir, device)?),
             BuiltinPredictor::Vgae(v) => Box::new(restore_vgae(dir, graph, v, device)?),
+            BuiltinPredictor::Peg(v) => Box::new(restore_peg(dir, graph, v, device)?),
+            BuiltinPredictor::Seal(v) => Box::new(restore_seal(dir, graph, v, device)?),
         })
     }
 }
@@ -180,6 +209,28 @@ impl LpRagConfig {
         Self {
             predictor: BuiltinPredictor::Vgae(VgaeConfig::default()),
             train: TrainConfig::paper_vgae(),
+            ..Self::paper()
+        }
+    }
+
+    /// [`LpRagConfig::paper`] with the paper's PEG (Table 6; Table 8: 2 layers, hidden 32,
+    /// learning rate 1e-2, weight decay 1e-4, 400 epochs; 32 eigenvectors, which the
+    /// paper does not give).
+    pub fn paper_peg() -> Self {
+        Self {
+            predictor: BuiltinPredictor::Peg(PegConfig::default()),
+            train: TrainConfig::paper_peg(),
+            ..Self::paper()
+        }
+    }
+
+    /// [`LpRagConfig::paper`] with the paper's SEAL (Table 6; Table 8: 3 layers, hidden 32,
+    /// learning rate 1e-4, weight decay 1e-8, 50 epochs; 1-hop enclosing subgraphs as in
+    /// SEAL, at most 100 new nodes per hop, which the paper does not give).
+    pub fn paper_seal() -> Self {
+        Self {
+            predictor: BuiltinPredictor::Seal(SealConfig::default()),
+            train: TrainConfig::paper_seal(),
             ..Self::paper()
         }
     }

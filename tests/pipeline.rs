@@ -566,15 +566,15 @@ async fn the_paper_preset_builds_the_published_method() {
     assert_ne!(scores(&a), scores(&b), "two queries score differently");
 }
 
-#[tokio::test]
-async fn the_vgae_predictor_builds_saves_and_reopens() {
+/// Build with `config` (5 epochs), retrieve, save, reopen: the predictor is `name` and
+/// scores the same after reopening.
+async fn builds_saves_and_reopens(config: LpRagConfig, name: &str) {
     let config = LpRagConfig {
-        predictor: lprag::BuiltinPredictor::Vgae(lprag::VgaeConfig { hidden: 8 }),
         train: TrainConfig {
             epochs: 5,
-            ..TrainConfig::paper_vgae()
+            ..config.train.clone()
         },
-        ..LpRagConfig::paper_vgae()
+        ..config
     };
     let rag = LpRag::builder()
         .encoder(Arc::new(HashingEncoder::default()))
@@ -582,20 +582,44 @@ async fn the_vgae_predictor_builds_saves_and_reopens() {
         .build(&corpus())
         .await
         .unwrap();
-    assert_eq!(rag.predictor().name(), "vgae");
+    assert_eq!(rag.predictor().name(), name);
     assert_eq!(rag.stats().train.epochs_run, 5);
     let q = "highest mountain Himalayas Nepal";
     let hits = rag.retrieve(q, Selection::TopK(100)).await.unwrap();
-    assert_eq!(hits.len(), corpus().len(), "every chunk is scored");
+    assert_eq!(hits.len(), corpus().len(), "{name}: every chunk is scored");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index");
     rag.save(&path).unwrap();
     let reopened = LpRag::load(&path, Arc::new(HashingEncoder::default())).unwrap();
-    assert_eq!(reopened.predictor().name(), "vgae");
+    assert_eq!(reopened.predictor().name(), name);
     let again = reopened.retrieve(q, Selection::TopK(100)).await.unwrap();
     let pairs =
         |h: &[lprag::ScoredChunk]| h.iter().map(|h| (h.chunk.id, h.score)).collect::<Vec<_>>();
-    assert_eq!(pairs(&hits), pairs(&again));
+    assert_eq!(pairs(&hits), pairs(&again), "{name}");
+}
+
+#[tokio::test]
+async fn the_vgae_peg_and_seal_predictors_build_save_and_reopen() {
+    builds_saves_and_reopens(
+        LpRagConfig {
+            predictor: lprag::BuiltinPredictor::Vgae(lprag::VgaeConfig { hidden: 8 }),
+            ..LpRagConfig::paper_vgae()
+        },
+        "vgae",
+    )
+    .await;
+    builds_saves_and_reopens(
+        LpRagConfig {
+            predictor: lprag::BuiltinPredictor::Peg(lprag::PegConfig {
+                positional_dim: 4,
+                ..lprag::PegConfig::default()
+            }),
+            ..LpRagConfig::paper_peg()
+        },
+        "peg",
+    )
+    .await;
+    builds_saves_and_reopens(LpRagConfig::paper_seal(), "seal").await;
 }
 
 #[tokio::test]

@@ -71,8 +71,12 @@ struct ScaleArgs {
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// LP-RAG configuration: a JSON file (an `LpRagConfig`), or `paper` / `paper-mlp` /
-    /// `paper-vgae` for `LpRagConfig::paper()` and its MLP and VGAE variants.
-    #[arg(long, value_name = "FILE|paper|paper-mlp|paper-vgae")]
+    /// `paper-vgae` / `paper-peg` / `paper-seal` for `LpRagConfig::paper()` and its MLP,
+    /// VGAE, PEG and SEAL variants.
+    #[arg(
+        long,
+        value_name = "FILE|paper|paper-mlp|paper-vgae|paper-peg|paper-seal"
+    )]
     lprag_config: Option<PathBuf>,
     /// LP-RAG candidate pools to evaluate on the same index, comma separated (`all` =
     /// every chunk); default: the configured pool only.
@@ -142,9 +146,12 @@ struct RetrievalArgs {
     #[arg(long)]
     no_progress: bool,
     /// LP-RAG configuration: a JSON file (an `LpRagConfig`; missing fields take their
-    /// defaults), or `paper` / `paper-mlp` / `paper-vgae` for `LpRagConfig::paper()` and
-    /// its MLP and VGAE variants.
-    #[arg(long, value_name = "FILE|paper|paper-mlp|paper-vgae")]
+    /// defaults), or `paper` / `paper-mlp` / `paper-vgae` / `paper-peg` / `paper-seal` for
+    /// `LpRagConfig::paper()` and its MLP, VGAE, PEG and SEAL variants.
+    #[arg(
+        long,
+        value_name = "FILE|paper|paper-mlp|paper-vgae|paper-peg|paper-seal"
+    )]
     lprag_config: Option<PathBuf>,
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
@@ -210,6 +217,8 @@ fn lprag_config(arg: &std::path::Path) -> Result<lprag::LpRagConfig, Error> {
         Some("paper") => Ok(lprag::LpRagConfig::paper()),
         Some("paper-mlp") => Ok(lprag::LpRagConfig::paper_mlp()),
         Some("paper-vgae") => Ok(lprag::LpRagConfig::paper_vgae()),
+        Some("paper-peg") => Ok(lprag::LpRagConfig::paper_peg()),
+        Some("paper-seal") => Ok(lprag::LpRagConfig::paper_seal()),
         _ => read_json(arg),
     }
 }

@@ -52,6 +52,11 @@ impl HostGraph {
         id
     }
 
+    /// Every node's `(neighbour, weight)` list.
+    pub(crate) fn adjacency(&self) -> &[Vec<(u32, f32)>] {
+        &self.adj
+    }
+
     /// Neighbours of `i`, sorted by index.
     pub(crate) fn neighbors(&self, i: u32) -> &[(u32, f32)] {
         &self.adj[i as usize]

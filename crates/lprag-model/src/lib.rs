@@ -7,6 +7,12 @@
 //! early stopping on held-out synthetic queries; inference joins the user query to the chunk
 //! graph per [`InferenceMode`].
 //!
+//! Custom models: a burn module implementing [`LinkModel`] (encode nodes, decode pairs) or
+//! [`PairModel`] (score each pair from the graph batch) is trained and served by
+//! [`BurnLinkPredictor`]. LP-RAG's other Table 6 predictors are built that way:
+//! [`vgae`], [`peg`] (with Laplacian positional encodings) and [`seal`] (DRNL-labelled
+//! enclosing subgraphs).
+//!
 //! burn types stay inside this crate: the public API speaks `lprag_core` types, plus
 //! [`burn::tensor::Device`] for callers who choose a GPU.
 #![warn(missing_docs)]
@@ -23,7 +29,10 @@ mod host;
 pub mod lesegr;
 mod link_model;
 mod net;
+pub mod peg;
+mod positional;
 mod predictor;
+pub mod seal;
 mod training;
 pub mod vgae;
 mod weights;
@@ -39,7 +48,10 @@ pub use config::{
 };
 pub use device::ComputeDevice;
 pub use link_model::{
-    BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, Pairs, BURN_PREDICTOR_FORMAT_VERSION,
+    BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, PairModel, Pairs,
+    BURN_PREDICTOR_FORMAT_VERSION,
 };
+pub use peg::{Peg, PegConfig};
 pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
+pub use seal::{Seal, SealConfig};
 pub use vgae::{Vgae, VgaeConfig};

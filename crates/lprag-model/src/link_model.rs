@@ -10,6 +10,11 @@
 //! give those pairs. Queries are scored the same way: the query node joined to the chunk
 //! graph per [`InferenceMode`], and the neighbourhood of the query and its candidates.
 //!
+//! A model that cannot split into node encoding and pair decoding (SEAL labels a subgraph
+//! per pair) implements [`PairModel`] instead; every [`LinkModel`] is a [`PairModel`]. A
+//! model that wants positional encodings (PEG) says how many columns
+//! ([`LinkModel::positional_dim`]) and reads them from [`GraphBatch::positional`].
+//!
 //! # Shapes
 //! - node features `x`: `[N, d_in]`, rows L2-normalised
 //! - node representations `h`: `[N, hidden]` (any width the model likes)
@@ -34,6 +39,7 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{InferenceMode, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
+use crate::positional::{laplacian_eigenmaps, mean_rows, ITERATIONS as PE_ITERATIONS};
 use crate::predictor::{
     bce, normalize_vec, rows_tensor, scalar, unit_rows, ChunkContext, NegativeDraw,
 };
@@ -76,6 +82,18 @@ pub struct GraphBatch {
     inv_degree: Tensor<2>,
     gcn_coef: Tensor<2>,
     gcn_self: Tensor<2>,
+    positional: Option<Tensor<2>>,
+    host: Arc<BatchHost>,
+}
+
+/// The host-side copy of a [`GraphBatch`]'s structure, for pair-level models that cut
+/// their own subgraphs.
+#[derive(Debug)]
+struct BatchHost {
+    nodes: Vec<u32>,
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    weight: Vec<f32>,
 }
 
 impl GraphBatch {
@@ -84,6 +102,57 @@ impl GraphBatch {
     pub(crate) fn isolated(n: usize, graph_nodes: usize, device: &Device) -> Self {
         LocalGraph::build(&(0..n as u32).collect::<Vec<_>>(), 0, &|_, _| {}, &|_| 0.0)
             .to_device(graph_nodes, device)
+    }
+
+    /// A batch of the undirected graph `adj` (every node receives its messages; degrees
+    /// from `adj`) with positional rows `positional` (`[n, dim]`, row-major) (unit tests).
+    #[cfg(test)]
+    pub(crate) fn from_adjacency(
+        adj: &[Vec<(u32, f32)>],
+        dim: usize,
+        positional: &[f32],
+        device: &Device,
+    ) -> Self {
+        let n = adj.len() as u32;
+        let nodes: Vec<u32> = (0..n).collect();
+        let mut g = LocalGraph::build(
+            &nodes,
+            1,
+            &|i, out| out.extend_from_slice(&adj[i as usize]),
+            &|i| adj[i as usize].iter().map(|e| e.1.max(0.0)).sum(),
+        );
+        // Seeds are every node: give all of them their messages.
+        g.src.clear();
+        g.dst.clear();
+        g.weight.clear();
+        for (i, list) in adj.iter().enumerate() {
+            for &(j, w) in list {
+                if w > 0.0 {
+                    g.src.push(j as i64);
+                    g.dst.push(i as i64);
+                    g.weight.push(w);
+                }
+            }
+        }
+        g.to_device_with(
+            n as usize,
+            dim,
+            |i| &positional[i as usize * dim..(i as usize + 1) * dim],
+            device,
+        )
+    }
+
+    /// The graph node behind each batch node (chunks first, then query nodes in the
+    /// index's numbering; the user query is node `num_chunks`), `[N]` on the host.
+    pub fn node_ids(&self) -> &[u32] {
+        &self.host.nodes
+    }
+
+    /// The messages on the host: `(src, dst, weight)` per message, batch positions, in the
+    /// order of [`GraphBatch::src`] / [`GraphBatch::dst`].
+    pub fn messages(&self) -> impl Iterator<Item = (u32, u32, f32)> + '_ {
+        let h = &*self.host;
+        (0..h.src.len()).map(move |k| (h.src[k] as u32, h.dst[k] as u32, h.weight[k]))
     }
 
     /// Number of nodes `N`.
@@ -100,6 +169,20 @@ impl GraphBatch {
     /// the graph's size, such as VGAE's `KL / N`).
     pub fn graph_nodes(&self) -> usize {
         self.graph_nodes
+    }
+
+    /// The nodes' positional encodings, `[N, p]` with `p` =
+    /// [`LinkModel::positional_dim`], for a model that asked for them (`None` otherwise).
+    ///
+    /// Chunks: Laplacian eigenmaps of the index graph (chunks and synthetic queries; the
+    /// `p` smallest eigenvectors of `I − D^-½AD^-½` by seeded subspace iteration, defined
+    /// up to a rotation within each eigenspace), scaled so that the mean squared distance
+    /// across the graph's edges is 1. Query nodes,
+    /// synthetic or the user's: the mean of the rows of the chunks they join under the
+    /// predictor's [`InferenceMode`] (zeros when isolated), the same rule in training and
+    /// at inference.
+    pub fn positional(&self) -> Option<Tensor<2>> {
+        self.positional.clone()
     }
 
     fn scatter(&self, h: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
@@ -137,12 +220,27 @@ impl GraphBatch {
     pub fn gcn(&self, h: Tensor<2>) -> Tensor<2> {
         self.scatter(h.clone(), &self.gcn_coef) + h * self.gcn_self.clone()
     }
+
+    /// [`GraphBatch::gcn`] with a factor on every message and self loop:
+    /// `Σ_j c_ij e_ij h_j + c_ii s_i h_i` (PEG scales each message by a function of the two
+    /// nodes' positional distance).
+    ///
+    /// # Shapes
+    /// `h: [N, d]`, `edge: [E, 1]`, `self_loop: [N, 1]` `→ [N, d]`
+    pub fn gcn_scaled(&self, h: Tensor<2>, edge: Tensor<2>, self_loop: Tensor<2>) -> Tensor<2> {
+        let own = h.clone() * (self.gcn_self.clone() * self_loop);
+        if self.num_edges == 0 {
+            return own;
+        }
+        self.scatter(h, &(self.gcn_coef.clone() * edge)) + own
+    }
 }
 
 /// Node pairs to score, as positions in the [`GraphBatch`].
 #[derive(Debug, Clone)]
 pub struct Pairs {
     len: usize,
+    ids: Vec<(u32, u32)>,
     /// First node of each pair (the query, for retrieval), `[P]`.
     pub src: Tensor<1, Int>,
     /// Second node of each pair (the chunk), `[P]`.
@@ -150,15 +248,21 @@ pub struct Pairs {
 }
 
 impl Pairs {
-    fn new(pairs: &[(u32, u32)], device: &Device) -> Self {
+    pub(crate) fn new(pairs: &[(u32, u32)], device: &Device) -> Self {
         let len = pairs.len();
         let a: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
         let b: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
         Self {
             len,
+            ids: pairs.to_vec(),
             src: Tensor::<1, Int>::from_data(TensorData::new(a, [len]), device),
             dst: Tensor::<1, Int>::from_data(TensorData::new(b, [len]), device),
         }
+    }
+
+    /// The pairs on the host, as batch positions (`(src, dst)` per pair).
+    pub fn ids(&self) -> &[(u32, u32)] {
+        &self.ids
     }
 
     /// Number of pairs `P`.
@@ -224,6 +328,13 @@ pub trait LinkModel: Module + Sync + 'static {
     /// pair endpoint (0 for a model that reads node features only).
     fn hops(&self) -> usize;
 
+    /// Width of the positional encodings the model reads from
+    /// [`GraphBatch::positional`]; 0 (the default) asks for none. PEG asks for Laplacian
+    /// eigenmaps this way; the predictor computes them once per graph.
+    fn positional_dim(&self) -> usize {
+        0
+    }
+
     /// Node representations.
     ///
     /// # Shapes
@@ -247,6 +358,64 @@ pub trait LinkModel: Module + Sync + 'static {
     /// # Shapes
     /// `h: [N, hidden] → [P]`
     fn decode(&self, h: Tensor<2>, pairs: &Pairs) -> Tensor<1>;
+}
+
+/// A pair-level link model: scores each pair from the graph batch directly, for models
+/// that cannot split into node encoding and pair decoding (SEAL cuts a labelled subgraph
+/// around every pair). Every [`LinkModel`] is one (encode, then decode); implement this
+/// trait instead of [`LinkModel`] only for such a model. [`BurnLinkPredictor`] trains and
+/// serves either.
+///
+/// The batch holds the [`PairModel::pair_hops`]-hop neighbourhood of every pair endpoint
+/// (a node at hop `< pair_hops` has all of its messages, so with `pair_hops = h + 1` the
+/// edges among the `h`-hop nodes are complete); the trainer has removed the step's target
+/// links.
+pub trait PairModel: Module + Sync + 'static {
+    /// Hops of graph the batch must hold around every pair endpoint.
+    fn pair_hops(&self) -> usize;
+
+    /// Width of the positional encodings read from [`GraphBatch::positional`] (0: none).
+    fn pair_positional_dim(&self) -> usize {
+        0
+    }
+
+    /// Logits of `pairs`, `[P]`, for node features `x: [N, d_in]`.
+    fn score_pairs(&self, x: Tensor<2>, graph: &GraphBatch, pairs: &Pairs) -> Tensor<1>;
+
+    /// [`PairModel::score_pairs`] in training, with an optional extra loss term; the
+    /// default adds none.
+    fn score_pairs_train(
+        &self,
+        x: Tensor<2>,
+        graph: &GraphBatch,
+        pairs: &Pairs,
+    ) -> (Tensor<1>, Option<Tensor<1>>) {
+        (self.score_pairs(x, graph, pairs), None)
+    }
+}
+
+impl<M: LinkModel> PairModel for M {
+    fn pair_hops(&self) -> usize {
+        self.hops()
+    }
+
+    fn pair_positional_dim(&self) -> usize {
+        self.positional_dim()
+    }
+
+    fn score_pairs(&self, x: Tensor<2>, graph: &GraphBatch, pairs: &Pairs) -> Tensor<1> {
+        self.decode(self.encode(x, graph), pairs)
+    }
+
+    fn score_pairs_train(
+        &self,
+        x: Tensor<2>,
+        graph: &GraphBatch,
+        pairs: &Pairs,
+    ) -> (Tensor<1>, Option<Tensor<1>>) {
+        let (h, extra) = self.encode_train(x, graph);
+        (self.decode(h, pairs), extra)
+    }
 }
 
 /// How a [`BurnLinkPredictor`] makes a fresh model: input width and device.
@@ -350,7 +519,30 @@ impl LocalGraph {
             inv_degree: col(inv, n),
             gcn_coef: col(gcn_coef, e),
             gcn_self: col(gcn_self, n),
+            positional: None,
+            host: Arc::new(BatchHost {
+                nodes: self.nodes.clone(),
+                src: self.src.clone(),
+                dst: self.dst.clone(),
+                weight: self.weight.clone(),
+            }),
         }
+    }
+
+    /// [`LocalGraph::to_device`] with the nodes' positional rows, `row(g)` for each, when
+    /// `dim > 0`.
+    fn to_device_with<'a>(
+        &self,
+        graph_nodes: usize,
+        dim: usize,
+        row: impl Fn(u32) -> &'a [f32],
+        device: &Device,
+    ) -> GraphBatch {
+        let mut batch = self.to_device(graph_nodes, device);
+        if dim > 0 {
+            batch.positional = Some(self.features(dim, row, device));
+        }
+        batch
     }
 
     /// The local nodes' feature rows: `row(g)` for each.
@@ -423,9 +615,66 @@ struct Served<M> {
     d_in: usize,
     ctx: ChunkContext,
     wsum: Vec<f32>,
+    positions: ChunkPositions,
 }
 
-/// Any [`LinkModel`] as an [`lprag_core::LinkPredictor`]: trained by the library's trainer
+/// Positional encodings of the chunks, `[num_chunks, dim]`, for a model that asks for them
+/// ([`LinkModel::positional_dim`]; `dim` 0: none).
+struct ChunkPositions {
+    dim: usize,
+    rows: Vec<f32>,
+}
+
+impl ChunkPositions {
+    /// Laplacian eigenmaps of the whole `graph` (seeded), the chunks' rows kept.
+    fn new(graph: &LinkGraph, dim: usize, seed: u64) -> Self {
+        if dim == 0 {
+            return Self {
+                dim,
+                rows: Vec::new(),
+            };
+        }
+        let host = HostGraph::from_edges(
+            graph.num_nodes(),
+            graph.edges.iter().map(|e| (e.a, e.b, e.weight)),
+        );
+        let mut rows = laplacian_eigenmaps(host.adjacency(), dim, PE_ITERATIONS, seed);
+        // One global scale (rotation invariance is kept): the mean squared distance across
+        // the graph's edges becomes 1, whatever the corpus size.
+        let mut sum = 0.0f64;
+        for e in &graph.edges {
+            let (a, b) = (e.a as usize * dim, e.b as usize * dim);
+            sum += (0..dim)
+                .map(|k| ((rows[a + k] - rows[b + k]) as f64).powi(2))
+                .sum::<f64>();
+        }
+        let mean = sum / graph.edges.len().max(1) as f64;
+        if mean > 0.0 {
+            let s = (1.0 / mean.sqrt()) as f32;
+            rows.iter_mut().for_each(|x| *x *= s);
+        }
+        rows.truncate(graph.num_chunks * dim);
+        Self { dim, rows }
+    }
+
+    fn chunk(&self, i: u32) -> &[f32] {
+        &self.rows[i as usize * self.dim..(i as usize + 1) * self.dim]
+    }
+
+    /// A query node's row: the mean of the chunks it joins (`None`: every chunk).
+    fn query(&self, join: Option<&[u32]>) -> Vec<f32> {
+        if self.dim == 0 {
+            return Vec::new();
+        }
+        match join {
+            Some(j) => mean_rows(&self.rows, self.dim, j.iter().copied()),
+            None => mean_rows(&self.rows, self.dim, 0..(self.rows.len() / self.dim) as u32),
+        }
+    }
+}
+
+/// Any [`LinkModel`] (or [`PairModel`]) as an [`lprag_core::LinkPredictor`]: trained by the
+/// library's trainer
 /// (mini-batches of target edges with their `hops`-hop neighbourhoods, uniform or
 /// degree-based negatives, target-link masking, BCE, Adam with weight decay, validation on
 /// held-out synthetic queries with early stopping, the step limit of [`TrainConfig`]),
@@ -434,7 +683,7 @@ struct Served<M> {
 ///
 /// Not taken from [`TrainConfig`]: `correction_penalty` (a custom model has no residual
 /// the trainer knows of) and `step_graph` (steps always use the neighbourhood).
-pub struct BurnLinkPredictor<M: LinkModel> {
+pub struct BurnLinkPredictor<M: PairModel> {
     name: String,
     init: Arc<ModelInit<M>>,
     train: TrainConfig,
@@ -443,7 +692,7 @@ pub struct BurnLinkPredictor<M: LinkModel> {
     checkpoints: Option<std::path::PathBuf>,
 }
 
-impl<M: LinkModel> std::fmt::Debug for BurnLinkPredictor<M> {
+impl<M: PairModel> std::fmt::Debug for BurnLinkPredictor<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BurnLinkPredictor")
             .field("name", &self.name)
@@ -456,7 +705,7 @@ impl<M: LinkModel> std::fmt::Debug for BurnLinkPredictor<M> {
     }
 }
 
-impl<M: LinkModel> BurnLinkPredictor<M> {
+impl<M: PairModel> BurnLinkPredictor<M> {
     /// An untrained predictor named `name` (recorded in saved indexes) that makes its
     /// model with `init(d_in, device)` and trains it as `train` says, on the CPU.
     pub fn new(
@@ -550,11 +799,14 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
     fn serve(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
         let ctx = ChunkContext::new(graph)?;
         let wsum = ctx.host.weight_sums();
+        let dim = model.as_ref().map_or(0, |m| m.pair_positional_dim());
+        let positions = ChunkPositions::new(graph, dim, self.train.seed);
         self.state = Some(Served {
             model,
             d_in: graph.features.dim(),
             ctx,
             wsum,
+            positions,
         });
         Ok(())
     }
@@ -611,14 +863,15 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
             join: self.join_of(st, q, nearest),
         };
         let qid = view.qid();
+        let q_pos = st.positions.query(view.join.as_deref());
         let g = if full {
-            full_graph(&view, model.hops())
+            full_graph(&view, model.pair_hops())
         } else {
             let mut seeds = vec![qid];
             seeds.extend_from_slice(cands);
             LocalGraph::build(
                 &seeds,
-                model.hops(),
+                model.pair_hops(),
                 &|i, out| view.neighbours(i, out),
                 &|i| view.degree(i),
             )
@@ -636,8 +889,19 @@ impl<M: LinkModel> BurnLinkPredictor<M> {
             &self.device,
         );
         let pairs: Vec<(u32, u32)> = cands.iter().map(|&c| (0, g.local[&c])).collect();
-        let h = model.encode(x, &g.to_device(qid as usize + 1, &self.device));
-        let logits = model.decode(h, &Pairs::new(&pairs, &self.device));
+        let batch = g.to_device_with(
+            qid as usize + 1,
+            st.positions.dim,
+            |i| {
+                if i == qid {
+                    &q_pos
+                } else {
+                    st.positions.chunk(i)
+                }
+            },
+            &self.device,
+        );
+        let logits = model.score_pairs(x, &batch, &Pairs::new(&pairs, &self.device));
         logits
             .into_data()
             .try_into_vec::<f32>()
@@ -692,7 +956,7 @@ fn full_graph(view: &QueryView<'_>, hops: usize) -> LocalGraph {
     g
 }
 
-impl<M: LinkModel> LinkPredictor for BurnLinkPredictor<M> {
+impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -780,7 +1044,7 @@ struct Held {
 
 /// The library's trainer for any [`LinkModel`]; returns the best model (validation mode)
 /// on `device`.
-fn train<M: LinkModel>(
+fn train<M: PairModel>(
     run: &Run<'_, M>,
     graph: &LinkGraph,
     progress: &dyn Progress,
@@ -823,7 +1087,7 @@ fn train<M: LinkModel>(
     let ad = device.clone().autodiff();
     ad.seed(tc.seed);
     let mut model = init(d_in, &ad);
-    let hops = model.hops();
+    let hops = model.pair_hops();
     let mut optim = AdamConfig::new()
         .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
         .init();
@@ -835,6 +1099,26 @@ fn train<M: LinkModel>(
     // Validation queries, scored as at inference against fixed negatives.
     let ctx = ChunkContext::new(graph)?;
     let ctx_wsum = ctx.host.weight_sums();
+    // Positional encodings (for a model that asks): chunks' eigenmap rows, and for every
+    // synthetic query the mean of the chunks it would join at inference.
+    let positions = ChunkPositions::new(graph, model.pair_positional_dim(), tc.seed);
+    let train_pos: Vec<f32> = if positions.dim == 0 {
+        Vec::new()
+    } else {
+        let mut rows = positions.rows.clone();
+        let all = positions.query(None);
+        for q in nc..n {
+            match tc.inference {
+                InferenceMode::JoinAll => rows.extend_from_slice(&all),
+                mode => {
+                    let f = normalize_vec(graph.features.row(q));
+                    rows.extend(positions.query(Some(&ctx.join(&f, mode))));
+                }
+            }
+        }
+        rows
+    };
+    let pdim = positions.dim;
     let mut held_ids: Vec<u32> = val.iter().copied().collect();
     held_ids.sort_unstable();
     // With the query joined to every chunk each held-out query is a pass over the whole
@@ -937,8 +1221,13 @@ fn train<M: LinkModel>(
                 .iter()
                 .map(|&(a, b)| (g.local[&a], g.local[&b]))
                 .collect();
-            let (h, extra) = model.encode_train(x, &g.to_device(n, &ad));
-            let logits = model.decode(h, &Pairs::new(&local, &ad));
+            let gb = g.to_device_with(
+                n,
+                pdim,
+                |i| &train_pos[i as usize * pdim..(i as usize + 1) * pdim],
+                &ad,
+            );
+            let (logits, extra) = model.score_pairs_train(x, &gb, &Pairs::new(&local, &ad));
             let mut loss = bce(logits, batch.len());
             if let Some(extra) = extra {
                 loss = loss + extra;
@@ -962,7 +1251,12 @@ fn train<M: LinkModel>(
         let mut message = format!("loss {train_loss:.4}");
         if !held.is_empty() {
             let valid = model.valid();
-            let vloss = validation_loss(&valid, &held, &ctx, &ctx_wsum, hops, d_in, device);
+            let chunks = ChunkSide {
+                ctx: &ctx,
+                wsum: &ctx_wsum,
+                positions: &positions,
+            };
+            let vloss = validation_loss(&valid, &held, &chunks, hops, d_in, device);
             message.push_str(&format!(", val {vloss:.4}"));
             finished = stopping.observe(epoch, vloss, valid, &mut report);
         } else {
@@ -983,16 +1277,28 @@ fn train<M: LinkModel>(
     Ok((model, report))
 }
 
+/// What validation reads of the chunk graph.
+#[derive(Clone, Copy)]
+struct ChunkSide<'a> {
+    ctx: &'a ChunkContext,
+    wsum: &'a [f32],
+    positions: &'a ChunkPositions,
+}
+
 /// Mean BCE of the held-out queries, each scored on its own neighbourhood.
-fn validation_loss<M: LinkModel>(
+fn validation_loss<M: PairModel>(
     model: &M,
     held: &[Held],
-    ctx: &ChunkContext,
-    wsum: &[f32],
+    chunks: &ChunkSide<'_>,
     hops: usize,
     d_in: usize,
     device: &Device,
 ) -> f32 {
+    let ChunkSide {
+        ctx,
+        wsum,
+        positions,
+    } = *chunks;
     let mut total = 0.0f32;
     for v in held {
         let view = QueryView {
@@ -1018,8 +1324,14 @@ fn validation_loss<M: LinkModel>(
             device,
         );
         let pairs: Vec<(u32, u32)> = v.cands.iter().map(|&c| (0, g.local[&c])).collect();
-        let h = model.encode(x, &g.to_device(qid as usize + 1, device));
-        let logits = model.decode(h, &Pairs::new(&pairs, device));
+        let q_pos = positions.query(v.join.as_deref());
+        let batch = g.to_device_with(
+            qid as usize + 1,
+            positions.dim,
+            |i| if i == qid { &q_pos } else { positions.chunk(i) },
+            device,
+        );
+        let logits = model.score_pairs(x, &batch, &Pairs::new(&pairs, device));
         total += scalar(bce(logits, v.positives));
     }
     total / held.len().max(1) as f32

@@ -101,6 +101,14 @@ fn assert_close(a: &[f32], b: &[f32], what: &str) {
     assert!(worst <= 1e-4, "{what}: max abs difference {worst}");
 }
 
+/// The scores are not one constant (an equality of two constant outputs proves nothing).
+fn assert_spread(scores: &[f32], what: &str) {
+    let (lo, hi) = scores
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    assert!(hi - lo > 1e-4, "{what}: every chunk scores {lo}..{hi}");
+}
+
 #[test]
 fn neighbourhood_scores_equal_the_full_graph_pass_for_every_mode() {
     let g = graph();
@@ -204,4 +212,85 @@ fn save_restore_and_typed_errors() {
     .unwrap();
     let err = BurnLinkPredictor::restore(dir.path(), &g, gcn1).unwrap_err();
     assert!(err.to_string().contains("format version"), "{err}");
+}
+
+#[test]
+fn peg_scores_the_neighbourhood_like_the_full_graph_and_restores_its_encodings() {
+    use lprag_model::peg::{peg_predictor, restore_peg};
+    use lprag_model::PegConfig;
+    let g = graph();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    let config = PegConfig {
+        positional_dim: 6,
+        hidden: 8,
+        ..PegConfig::default()
+    };
+    for mode in [
+        InferenceMode::JoinTopK(3),
+        InferenceMode::JoinAll,
+        InferenceMode::Isolated,
+    ] {
+        let mut p = peg_predictor(config, train(mode));
+        p.fit(&g, &NoProgress).unwrap();
+        for q in queries() {
+            let full = p.score_full_graph(&q, &all).unwrap();
+            assert_close(&p.score(&q, &all).unwrap(), &full, &format!("peg {mode:?}"));
+            assert_spread(&full, &format!("peg {mode:?}"));
+            let some = [0usize, 5, 17, 23, 25, 29];
+            let sub: Vec<f32> = some.iter().map(|&c| full[c]).collect();
+            assert_close(
+                &p.score(&q, &some).unwrap(),
+                &sub,
+                &format!("peg {mode:?} some"),
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        p.save(dir.path()).unwrap();
+        let r = restore_peg(dir.path(), &g, config, lprag_model::Device::flex()).unwrap();
+        let q = queries().remove(0);
+        assert_eq!(p.score(&q, &all).unwrap(), r.score(&q, &all).unwrap());
+    }
+}
+
+#[test]
+fn seal_scores_the_neighbourhood_like_the_full_graph_and_restores() {
+    use lprag_model::seal::{restore_seal, seal_predictor};
+    use lprag_model::SealConfig;
+    let g = graph();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    // A cap small enough to bind under JoinAll (the query then has every chunk as a
+    // neighbour), so the sample must also agree between the two paths.
+    let config = SealConfig {
+        max_nodes_per_hop: Some(6),
+        ..SealConfig::default()
+    };
+    for mode in [
+        InferenceMode::JoinTopK(3),
+        InferenceMode::JoinAll,
+        InferenceMode::Isolated,
+    ] {
+        let mut p = seal_predictor(config, train(mode));
+        p.fit(&g, &NoProgress).unwrap();
+        for q in queries() {
+            let full = p.score_full_graph(&q, &all).unwrap();
+            assert_close(
+                &p.score(&q, &all).unwrap(),
+                &full,
+                &format!("seal {mode:?}"),
+            );
+            assert_spread(&full, &format!("seal {mode:?}"));
+            let some = [0usize, 5, 17, 23, 25, 29];
+            let sub: Vec<f32> = some.iter().map(|&c| full[c]).collect();
+            assert_close(
+                &p.score(&q, &some).unwrap(),
+                &sub,
+                &format!("seal {mode:?} some"),
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        p.save(dir.path()).unwrap();
+        let r = restore_seal(dir.path(), &g, config, lprag_model::Device::flex()).unwrap();
+        let q = queries().remove(0);
+        assert_eq!(p.score(&q, &all).unwrap(), r.score(&q, &all).unwrap());
+    }
 }
