@@ -826,6 +826,7 @@ impl G2RagBuilder {
             state: G2State {
                 version: G2_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
+                encoder_fingerprint: encoder.fingerprint(),
                 config,
                 chunks,
                 chunk_emb: emb,
@@ -846,6 +847,8 @@ const G2_FILE: &str = "g2.json";
 struct G2State {
     version: u32,
     encoder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoder_fingerprint: Option<String>,
     config: G2Config,
     chunks: Vec<Chunk>,
     chunk_emb: Embeddings,
@@ -903,7 +906,7 @@ impl G2Rag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let e = self.encoder.embed_one(query.trim()).await?;
+        let e = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
         if e.len() != self.state.chunk_emb.dim() {
             return Err(Error::DimensionMismatch {
                 location: "query embedding".into(),
@@ -949,7 +952,13 @@ impl G2Rag {
             &path,
             G2_FORMAT_VERSION,
             |s: &G2State| s.version,
-            |s: &G2State| (s.encoder.as_str(), s.chunk_emb.dim()),
+            |s: &G2State| {
+                (
+                    s.encoder.as_str(),
+                    s.chunk_emb.dim(),
+                    s.encoder_fingerprint.as_deref(),
+                )
+            },
             &*encoder,
         )?;
         let n = state.chunks.len();

@@ -558,6 +558,7 @@ impl GfmRagBuilder {
             state: GfmState {
                 version: GFM_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
+                encoder_fingerprint: encoder.fingerprint(),
                 config,
                 chunks,
                 chunk_emb,
@@ -821,6 +822,8 @@ const GFM_WEIGHTS: &str = "gfm.bpk";
 struct GfmState {
     version: u32,
     encoder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoder_fingerprint: Option<String>,
     config: GfmConfig,
     chunks: Vec<Chunk>,
     chunk_emb: Embeddings,
@@ -897,7 +900,7 @@ impl GfmRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let q = self.encoder.embed_one(query.trim()).await?;
+        let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
         self.scores_for(query.trim(), &q).await
     }
 
@@ -953,7 +956,13 @@ impl GfmRag {
             &path,
             GFM_FORMAT_VERSION,
             |s: &GfmState| s.version,
-            |s: &GfmState| (s.encoder.as_str(), s.chunk_emb.dim()),
+            |s: &GfmState| {
+                (
+                    s.encoder.as_str(),
+                    s.chunk_emb.dim(),
+                    s.encoder_fingerprint.as_deref(),
+                )
+            },
             &*encoder,
         )?;
         let n = state.entities.len();
@@ -999,7 +1008,7 @@ impl Retriever for GfmRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let q = self.encoder.embed_one(query.trim()).await?;
+        let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
         let scores = self.scores_for(query.trim(), &q).await?;
         let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
             chunk: self.state.chunks[c].clone(),

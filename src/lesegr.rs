@@ -398,6 +398,7 @@ impl LesegrRagBuilder {
             state: LesegrState {
                 version: LESEGR_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
+                encoder_fingerprint: encoder.fingerprint(),
                 sparse: self.sparse.name().to_string(),
                 config,
                 chunks,
@@ -522,6 +523,8 @@ const LESEGR_FILE: &str = "lesegr.json";
 struct LesegrState {
     version: u32,
     encoder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoder_fingerprint: Option<String>,
     sparse: String,
     config: LesegrConfig,
     chunks: Vec<Chunk>,
@@ -587,7 +590,7 @@ impl LesegrRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let mut q = self.encoder.embed_one(query.trim()).await?;
+        let mut q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
         if q.len() != self.state.emb.dim() {
             return Err(Error::DimensionMismatch {
                 location: format!("encoder '{}' query vector", self.encoder.name()),
@@ -680,7 +683,13 @@ impl LesegrRag {
             &path,
             LESEGR_FORMAT_VERSION,
             |s: &LesegrState| s.version,
-            |s: &LesegrState| (s.encoder.as_str(), s.emb.dim()),
+            |s: &LesegrState| {
+                (
+                    s.encoder.as_str(),
+                    s.emb.dim(),
+                    s.encoder_fingerprint.as_deref(),
+                )
+            },
             &*encoder,
         )?;
         if state.sparse != sparse.name() {

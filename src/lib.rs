@@ -30,6 +30,7 @@
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
+mod durable;
 pub mod g2;
 pub mod gfm;
 pub mod lesegr;

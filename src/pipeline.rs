@@ -1073,6 +1073,26 @@ pub(crate) async fn embed_all(
     Embeddings::new(encoder.dimension(), out)
 }
 
+/// The encoder's embedding of a user query, checked: the encoder's width and finite
+/// values (a faulty custom encoder is a typed error, not a garbage ranking).
+pub(crate) async fn embed_query(encoder: &dyn Encoder, query: &str) -> Result<Vec<f32>> {
+    let e = encoder.embed_one(query).await?;
+    if e.len() != encoder.dimension() {
+        return Err(Error::DimensionMismatch {
+            location: format!("encoder '{}' query embedding", encoder.name()),
+            expected: encoder.dimension(),
+            actual: e.len(),
+        });
+    }
+    if e.iter().any(|x| !x.is_finite()) {
+        return Err(Error::invalid(
+            format!("encoder '{}' output", encoder.name()),
+            "a non-finite value in the query embedding",
+        ));
+    }
+    Ok(e)
+}
+
 /// [`embed_all`] appending the rows to `out` (row-major, the encoder's width).
 pub(crate) async fn embed_into(
     encoder: &dyn Encoder,
@@ -1097,6 +1117,15 @@ pub(crate) async fn embed_into(
                 expected: encoder.dimension(),
                 actual: e.dim(),
             });
+        }
+        if let Some(bad) = e.as_slice().iter().position(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                format!("encoder '{}' output", encoder.name()),
+                format!(
+                    "a non-finite value in the embedding of text {} (stage {stage})",
+                    i * EMBED_BATCH + bad / e.dim().max(1)
+                ),
+            ));
         }
         out.extend_from_slice(e.as_slice());
         progress.update(stage, (i * EMBED_BATCH + batch.len()) as u64, "");
@@ -1131,19 +1160,16 @@ fn chunks_key(chunks: &[Chunk]) -> StageKey {
     StageKey::of(&refs)
 }
 
-/// Write `value` as JSON to `dir/file` atomically (temporary file, then rename).
+/// Write `value` as JSON to `dir/file` atomically and durably (a unique temporary file,
+/// synced, then renamed; the directory synced).
 pub(crate) fn save_json_atomic<T: serde::Serialize>(
     dir: &Path,
     file: &str,
     value: &T,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let path = dir.join(file);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    serde_json::to_writer(std::io::BufWriter::new(&mut tmp), value)
-        .map_err(|e| Error::format(&path, e.to_string()))?;
-    tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
-    Ok(())
+    let bytes = serde_json::to_vec(value).map_err(|e| Error::format(&path, e.to_string()))?;
+    crate::durable::write_file(&path, &bytes)
 }
 
 /// Read a JSON index file written by [`save_json_atomic`] and check its format version
@@ -1153,12 +1179,15 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
     path: &Path,
     expected: u32,
     version_of: impl Fn(&T) -> u32,
-    encoder_of: impl Fn(&T) -> (&str, usize),
+    encoder_of: impl Fn(&T) -> (&str, usize, Option<&str>),
     encoder: &dyn Encoder,
 ) -> Result<T> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let state: T = serde_json::from_reader(std::io::BufReader::new(file))
-        .map_err(|e| Error::format(path, e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    // The version first, so that a file of another version says so instead of failing on
+    // a field this build does not know.
+    check_version(path, &bytes, "version", expected)?;
+    let state: T =
+        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
     let version = version_of(&state);
     if version != expected {
         return Err(Error::format(
@@ -1166,7 +1195,7 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
             format!("format version {version} (this build reads {expected})"),
         ));
     }
-    let (name, dim) = encoder_of(&state);
+    let (name, dim, fingerprint) = encoder_of(&state);
     if name != encoder.name() || dim != encoder.dimension() {
         return Err(Error::invalid(
             path.display().to_string(),
@@ -1177,7 +1206,27 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
             ),
         ));
     }
+    check_fingerprint(&path.display().to_string(), fingerprint, encoder)?;
     Ok(state)
+}
+
+/// Refuse `encoder` when the index recorded a fingerprint (see [`Encoder::fingerprint`])
+/// and the encoder reports another: same name and width, other weights or tables.
+pub(crate) fn check_fingerprint(
+    location: &str,
+    saved: Option<&str>,
+    encoder: &dyn Encoder,
+) -> Result<()> {
+    match (saved, encoder.fingerprint()) {
+        (Some(saved), Some(now)) if saved != now => Err(Error::invalid(
+            location,
+            format!(
+                "the index was built with another `{}` encoder (fingerprint {saved}, given                  {now}): same name and width, different weights or fitted tables; pass the                  encoder it was built with (an index built with the default encoder reopens                  with LpRag::open, which rebuilds it)",
+                encoder.name()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Labelled `(question, gold document ids)` pairs as query nodes linked to every chunk of
@@ -1321,6 +1370,10 @@ impl std::fmt::Debug for LpRag {
 struct Manifest {
     format_version: u32,
     encoder: String,
+    /// [`Encoder::fingerprint`] of the encoder the index was built with (absent in indexes
+    /// saved before it existed, and for encoders without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoder_fingerprint: Option<String>,
     dimension: usize,
     predictor: String,
     #[serde(default)]
@@ -1420,15 +1473,15 @@ impl LpRag {
     }
 
     /// Save the whole index (chunks, queries, graph with embeddings, trained model) under
-    /// `dir`, atomically: everything is written to a sibling temporary directory that then
-    /// replaces `dir`.
+    /// `dir`, atomically and durably: everything is written to a uniquely named sibling
+    /// directory, synced to disk, and swapped in for `dir` in one step (an atomic exchange
+    /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
+    /// index or the new one, concurrent saves do not collide, and a reader always finds
+    /// one.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
-        let tmp = sibling(dir, "tmp");
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        }
-        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let staged = crate::durable::staging_dir(dir)?;
+        let tmp = staged.path().to_path_buf();
         let write_json = |name: &str, value: &dyn erased::Json| -> Result<()> {
             let path = tmp.join(name);
             let bytes = value
@@ -1441,6 +1494,7 @@ impl LpRag {
             &Manifest {
                 format_version: INDEX_FORMAT_VERSION,
                 encoder: self.encoder.name().to_string(),
+                encoder_fingerprint: self.encoder.fingerprint(),
                 dimension: self.encoder.dimension(),
                 predictor: self.predictor.name().to_string(),
                 predictor_source: self.source,
@@ -1453,18 +1507,7 @@ impl LpRag {
         write_json(QUERIES, &self.queries)?;
         lprag_graph::save_link_graph(&self.graph, tmp.join(GRAPH))?;
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
-        let old = sibling(dir, "old");
-        if dir.exists() {
-            if old.exists() {
-                std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-            }
-            std::fs::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
-        }
-        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))?;
-        if old.exists() {
-            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-        }
-        Ok(())
+        crate::durable::replace_dir(staged, dir)
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
@@ -1667,6 +1710,11 @@ impl Parts {
                 ),
             ));
         }
+        check_fingerprint(
+            "LpRag::load (encoder)",
+            manifest.encoder_fingerprint.as_deref(),
+            &*encoder,
+        )?;
         let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
         let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
         let graph = lprag_graph::load_link_graph(dir.join(GRAPH))?;
@@ -1708,7 +1756,11 @@ impl Parts {
 
 /// The manifest of the index in `dir`, its format version checked.
 fn read_manifest(dir: &Path) -> Result<Manifest> {
-    let manifest: Manifest = read_json(&dir.join(MANIFEST))?;
+    let path = dir.join(MANIFEST);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    check_version(&path, &bytes, "format_version", INDEX_FORMAT_VERSION)?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
     if manifest.format_version != INDEX_FORMAT_VERSION {
         return Err(Error::format(
             dir.join(MANIFEST),
@@ -1733,17 +1785,48 @@ mod erased {
     }
 }
 
+/// Check the `field` (a format version) of the JSON object in `bytes` against `expected`
+/// without parsing the rest into its types. A missing field passes (the full parse
+/// reports it).
+pub(crate) fn check_version(path: &Path, bytes: &[u8], field: &str, expected: u32) -> Result<()> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Head<'a>(&'a str);
+    impl<'de> Visitor<'de> for Head<'_> {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == self.0 {
+                    found = Some(map.next_value::<u64>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let found = de
+        .deserialize_map(Head(field))
+        .map_err(|e| Error::format(path, e.to_string()))?;
+    match found {
+        Some(v) if v != expected as u64 => Err(Error::format(
+            path,
+            format!("format version {v} (this build reads {expected})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))
-}
-
-fn sibling(dir: &Path, tag: &str) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "index".into());
-    dir.with_file_name(format!(".{name}.{tag}-{}", std::process::id()))
 }
 
 /// The query's nearest chunks (best first; as many as the pool and the join need) and the
@@ -1795,7 +1878,7 @@ impl Retriever for LpRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
         }
-        let q = self.encoder.embed_one(query).await?;
+        let q = embed_query(&*self.encoder, query).await?;
         self.retrieve_embedded(q, selection).await
     }
 

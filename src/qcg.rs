@@ -324,6 +324,7 @@ impl QcgRagBuilder {
             state: QcgState {
                 version: QCG_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
+                encoder_fingerprint: encoder.fingerprint(),
                 config,
                 chunks,
                 queries,
@@ -345,6 +346,8 @@ const QCG_FILE: &str = "qcg.json";
 struct QcgState {
     version: u32,
     encoder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoder_fingerprint: Option<String>,
     config: QcgConfig,
     chunks: Vec<Chunk>,
     queries: Vec<SyntheticQuery>,
@@ -402,7 +405,7 @@ impl QcgRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        self.encoder.embed_one(query.trim()).await
+        crate::pipeline::embed_query(&*self.encoder, query.trim()).await
     }
 
     fn scores_for(&self, e: &[f32]) -> QcgScores {
@@ -434,7 +437,13 @@ impl QcgRag {
             &path,
             QCG_FORMAT_VERSION,
             |s: &QcgState| s.version,
-            |s: &QcgState| (s.encoder.as_str(), s.chunk_emb.dim()),
+            |s: &QcgState| {
+                (
+                    s.encoder.as_str(),
+                    s.chunk_emb.dim(),
+                    s.encoder_fingerprint.as_deref(),
+                )
+            },
             &*encoder,
         )?;
         if state.neighbors.len() != state.queries.len()
@@ -443,6 +452,37 @@ impl QcgRag {
         {
             return Err(Error::format(&path, "inconsistent sizes"));
         }
+        if state.query_emb.dim() != state.chunk_emb.dim() {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "query embeddings are {}-d, chunk embeddings {}-d",
+                    state.query_emb.dim(),
+                    state.chunk_emb.dim()
+                ),
+            ));
+        }
+        let (nq, nc) = (state.queries.len(), state.chunks.len());
+        for (i, q) in state.queries.iter().enumerate() {
+            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= nc) {
+                return Err(Error::format(
+                    &path,
+                    format!("query {i} links chunk {c}, out of range for {nc} chunks"),
+                ));
+            }
+        }
+        for (i, list) in state.neighbors.iter().enumerate() {
+            if let Some(&j) = list.iter().find(|&&j| j as usize >= nq) {
+                return Err(Error::format(
+                    &path,
+                    format!("query {i} has neighbour {j}, out of range for {nq} queries"),
+                ));
+            }
+        }
+        state
+            .config
+            .validate()
+            .map_err(|e| Error::format(&path, e.to_string()))?;
         Ok(Self { state, encoder })
     }
 }

@@ -729,3 +729,126 @@ async fn the_device_is_chosen_without_burn_types_and_checked_first() {
         assert!(err.to_string().contains("cuda"), "{err}");
     }
 }
+
+#[tokio::test]
+async fn concurrent_saves_never_collide_and_a_reader_always_finds_an_index() {
+    let rag = Arc::new(
+        LpRag::builder()
+            .encoder(Arc::new(HashingEncoder::default()))
+            .config(quick_config())
+            .build(&corpus())
+            .await
+            .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut checks = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                assert!(
+                    path.join("manifest.json").exists(),
+                    "the index path had no index during a save"
+                );
+                checks += 1;
+            }
+            checks
+        })
+    };
+    // Four writers, five saves each, all to the same path at once (the temporary
+    // directories were named by process id before, so concurrent saves collided).
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let (rag, path) = (rag.clone(), path.clone());
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    rag.save(&path).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    let reopened = LpRag::load(&path, Arc::new(HashingEncoder::default())).unwrap();
+    let q = "Nobel Prize Warsaw";
+    let a = rag.retrieve(q, Selection::TopK(3)).await.unwrap();
+    let b = reopened.retrieve(q, Selection::TopK(3)).await.unwrap();
+    assert_eq!(
+        a.iter().map(|h| h.chunk.id).collect::<Vec<_>>(),
+        b.iter().map(|h| h.chunk.id).collect::<Vec<_>>()
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("index")],
+        "no staging left"
+    );
+}
+
+#[tokio::test]
+async fn an_index_of_another_format_version_says_so_before_anything_else() {
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let manifest = path.join("manifest.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    v["format_version"] = serde_json::json!(7);
+    v.as_object_mut().unwrap().remove("encoder");
+    std::fs::write(&manifest, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = LpRag::load(&path, Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("format version 7"), "{err}");
+}
+
+#[tokio::test]
+async fn an_encoder_with_the_same_name_but_other_tables_is_refused_on_load() {
+    let texts: Vec<String> = corpus().iter().map(|d| d.text.clone()).collect();
+    let fitted = || {
+        Arc::new(HashingEncoder::fitted(lprag::HashingEncoderConfig::default(), &texts).unwrap())
+    };
+    let rag = LpRag::builder()
+        .encoder(fitted())
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    // Same name ("hashing") and width, no IDF table: it used to load and rank garbage.
+    let err = LpRag::load(&path, Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("fingerprint"), "{err}");
+    assert!(LpRag::load(&path, fitted()).is_ok());
+
+    let qcg = lprag::QcgRag::builder()
+        .encoder(fitted())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let qdir = tempfile::tempdir().unwrap();
+    qcg.save(qdir.path()).unwrap();
+    let err = lprag::QcgRag::load(qdir.path(), Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("fingerprint"), "{err}");
+    assert!(lprag::QcgRag::load(qdir.path(), fitted()).is_ok());
+}

@@ -134,6 +134,37 @@ async fn save_load_and_typed_errors() {
     let err = QcgRag::load(dir.path(), Arc::new(other)).err().unwrap();
     assert!(err.to_string().contains("encoder"), "{err}");
 
+    // Ids out of range are format errors naming what is wrong, not panics at retrieve.
+    let file = dir.path().join("qcg.json");
+    let pristine = std::fs::read(&file).unwrap();
+    let corrupt = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_slice(&pristine).unwrap();
+        edit(&mut v);
+        std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+        QcgRag::load(dir.path(), Arc::new(HashingEncoder::default()))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let err = corrupt(&|v| v["queries"][0]["chunk_ids"][0] = serde_json::json!(10_000));
+    assert!(err.contains("out of range for"), "{err}");
+    let err = corrupt(&|v| v["neighbors"][0] = serde_json::json!([99_999]));
+    assert!(err.contains("neighbour 99999"), "{err}");
+    let err = corrupt(&|v| v["config"]["keep_fraction"] = serde_json::json!(7.0));
+    assert!(err.contains("keep_fraction"), "{err}");
+    let err = corrupt(&|v| v["chunk_emb"]["dim"] = serde_json::json!(0));
+    assert!(!err.is_empty(), "dim 0 loads");
+
+    // A file of a newer format says so, even when its fields changed too.
+    let mut v: serde_json::Value = serde_json::from_slice(&pristine).unwrap();
+    v["version"] = serde_json::json!(99);
+    v.as_object_mut().unwrap().remove("chunks");
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    let err = QcgRag::load(dir.path(), Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("format version 99"), "{err}");
+
     assert!(matches!(
         rag.retrieve("  ", Selection::TopK(3)).await,
         Err(Error::InvalidInput { .. })

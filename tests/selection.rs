@@ -3,60 +3,14 @@
 
 use std::sync::Arc;
 
-use lprag::{
-    Error, G2Rag, GfmConfig, GfmRag, HashingEncoder, LesegrConfig, LesegrRag, LesegrVariant, LpRag,
-    LpRagConfig, QcgRag, Retriever, Selection, TrainConfig,
-};
+use lprag::{Error, HashingEncoder, Retriever, Selection};
 
 mod common;
-use common::corpus;
 
 async fn retrievers() -> Vec<Arc<dyn Retriever>> {
-    let docs = corpus();
-    let enc = || Arc::new(HashingEncoder::default());
-    let lprag = LpRag::builder()
-        .encoder(enc())
-        .config(LpRagConfig {
-            train: TrainConfig {
-                epochs: 2,
-                ..TrainConfig::default()
-            },
-            ..LpRagConfig::default()
-        })
-        .build(&docs)
+    common::retrievers_with(|| Arc::new(HashingEncoder::default()))
         .await
-        .unwrap();
-    let qcg = QcgRag::builder().encoder(enc()).build(&docs).await.unwrap();
-    let g2 = G2Rag::builder().encoder(enc()).build(&docs).await.unwrap();
-    let lesegr = LesegrRag::builder()
-        .encoder(enc())
-        .config(LesegrConfig {
-            variant: LesegrVariant::Lite,
-            ..LesegrConfig::default()
-        })
-        .build(&docs)
-        .await
-        .unwrap();
-    let mut gfm_config = GfmConfig::cpu();
-    gfm_config.model.hidden = 8;
-    gfm_config.model.layers = 1;
-    gfm_config.pretrain_queries = 10;
-    gfm_config.synthetic_queries = 2;
-    gfm_config.pretrain.epochs = 1;
-    gfm_config.finetune.epochs = 1;
-    let gfm = GfmRag::builder()
-        .encoder(enc())
-        .config(gfm_config)
-        .build(&docs)
-        .await
-        .unwrap();
-    vec![
-        Arc::new(lprag),
-        Arc::new(qcg),
-        Arc::new(g2),
-        Arc::new(lesegr),
-        Arc::new(gfm),
-    ]
+        .unwrap()
 }
 
 #[tokio::test]

@@ -1,7 +1,12 @@
 //! A small corpus shared by the integration tests: six short articles, two of them linked
 //! by a multi-hop question (Curie → Warsaw → Vistula).
 
-use lprag::Document;
+use std::sync::Arc;
+
+use lprag::{
+    Document, Encoder, G2Rag, GfmConfig, GfmRag, LesegrConfig, LesegrRag, LesegrVariant, LpRag,
+    LpRagConfig, QcgRag, Result, Retriever, TrainConfig,
+};
 
 /// Six documents, one passage each.
 pub fn corpus() -> Vec<Document> {
@@ -37,4 +42,65 @@ pub fn corpus() -> Vec<Document> {
             "Mount Everest is the highest mountain above sea level, in the Himalayas.",
         ),
     ]
+}
+
+/// Each of the five retrievers (LP-RAG, QCG-RAG, G²RAG, LeSeGR lite, GFM-RAG) built on
+/// [`corpus`] with small settings and the encoders `enc` makes, with its name, whether or
+/// not the build succeeded.
+#[allow(dead_code)]
+pub async fn build_each(
+    enc: impl Fn() -> Arc<dyn Encoder>,
+) -> Vec<(&'static str, Result<Arc<dyn Retriever>>)> {
+    fn arc<R: Retriever + 'static>(r: Result<R>) -> Result<Arc<dyn Retriever>> {
+        r.map(|r| Arc::new(r) as Arc<dyn Retriever>)
+    }
+    let docs = corpus();
+    let lprag = LpRag::builder()
+        .encoder(enc())
+        .config(LpRagConfig {
+            train: TrainConfig {
+                epochs: 2,
+                ..TrainConfig::default()
+            },
+            ..LpRagConfig::default()
+        })
+        .build(&docs)
+        .await;
+    let qcg = QcgRag::builder().encoder(enc()).build(&docs).await;
+    let g2 = G2Rag::builder().encoder(enc()).build(&docs).await;
+    let lesegr = LesegrRag::builder()
+        .encoder(enc())
+        .config(LesegrConfig {
+            variant: LesegrVariant::Lite,
+            ..LesegrConfig::default()
+        })
+        .build(&docs)
+        .await;
+    let mut gfm_config = GfmConfig::cpu();
+    gfm_config.model.hidden = 8;
+    gfm_config.model.layers = 1;
+    gfm_config.pretrain_queries = 10;
+    gfm_config.synthetic_queries = 2;
+    gfm_config.pretrain.epochs = 1;
+    gfm_config.finetune.epochs = 1;
+    let gfm = GfmRag::builder()
+        .encoder(enc())
+        .config(gfm_config)
+        .build(&docs)
+        .await;
+    vec![
+        ("lprag", arc(lprag)),
+        ("qcg", arc(qcg)),
+        ("g2", arc(g2)),
+        ("lesegr-lite", arc(lesegr)),
+        ("gfm", arc(gfm)),
+    ]
+}
+
+/// [`build_each`], all of them or the first error.
+#[allow(dead_code)]
+pub async fn retrievers_with(
+    enc: impl Fn() -> Arc<dyn Encoder>,
+) -> Result<Vec<Arc<dyn Retriever>>> {
+    build_each(enc).await.into_iter().map(|(_, r)| r).collect()
 }

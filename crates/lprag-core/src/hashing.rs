@@ -347,6 +347,32 @@ impl Encoder for HashingEncoder {
         self.config.dim
     }
 
+    /// FNV-1a (64-bit) of the configuration and the fitted IDF table, if any: two hashing
+    /// encoders agree on it exactly when they embed alike.
+    fn fingerprint(&self) -> Option<String> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        eat(serde_json::to_string(&self.config)
+            .unwrap_or_default()
+            .as_bytes());
+        match &self.idf {
+            None => eat(b"no-idf"),
+            Some(idf) => {
+                eat(&idf.num_docs.to_le_bytes());
+                for &(f, df) in &idf.df {
+                    eat(&f.to_le_bytes());
+                    eat(&df.to_le_bytes());
+                }
+            }
+        }
+        Some(format!("hashing-fnv1a64:{h:016x}"))
+    }
+
     async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
         self.embed_sync(texts)
     }

@@ -54,6 +54,14 @@ pub trait Encoder: Send + Sync {
     /// Embed a batch of texts: one row per text, in order.
     async fn embed(&self, texts: &[String]) -> Result<Embeddings>;
 
+    /// A fingerprint of what the encoder computes beyond its name and width (weights,
+    /// fitted tables, configuration), recorded in saved indexes and compared on load so
+    /// that an encoder with the same name but other weights is refused instead of
+    /// ranking garbage. `None` (the default) skips the check.
+    fn fingerprint(&self) -> Option<String> {
+        None
+    }
+
     /// Embed one text (provided: calls [`Encoder::embed`]).
     async fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
         let e = self.embed(&[text.to_string()]).await?;

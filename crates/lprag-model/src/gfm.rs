@@ -43,14 +43,45 @@ use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 
-/// The knowledge graph's typed edges, checked: every id is in range.
+/// The knowledge graph's typed edges, checked: every id is in range (also when read from
+/// a saved index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "KgEdgesRaw")]
 pub struct KgEdges {
     num_entities: usize,
     num_relations: usize,
     src: Vec<u32>,
     rel: Vec<u32>,
     dst: Vec<u32>,
+}
+
+/// [`KgEdges`] as stored, before its checks.
+#[derive(Deserialize)]
+struct KgEdgesRaw {
+    num_entities: usize,
+    num_relations: usize,
+    src: Vec<u32>,
+    rel: Vec<u32>,
+    dst: Vec<u32>,
+}
+
+impl TryFrom<KgEdgesRaw> for KgEdges {
+    type Error = String;
+
+    fn try_from(r: KgEdgesRaw) -> std::result::Result<Self, String> {
+        if r.src.len() != r.rel.len() || r.src.len() != r.dst.len() {
+            return Err(format!(
+                "KgEdges: {} sources, {} relations, {} destinations",
+                r.src.len(),
+                r.rel.len(),
+                r.dst.len()
+            ));
+        }
+        let edges: Vec<(u32, u32, u32)> = (0..r.src.len())
+            .map(|i| (r.src[i], r.rel[i], r.dst[i]))
+            .collect();
+        KgEdges::new(r.num_entities, r.num_relations, &edges).map_err(|e| e.to_string())
+    }
 }
 
 impl KgEdges {
@@ -838,6 +869,25 @@ pub fn rank_documents(relevance: &[f32], mentions: &[Vec<u32>], top_t: usize) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn corrupt_saved_kg_edges_are_errors_not_panics() {
+        let good = KgEdges::new(3, 2, &[(0, 1, 2), (2, 0, 1)]).unwrap();
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(serde_json::from_str::<KgEdges>(&json).unwrap(), good);
+        let bad = json.replace("\"dst\":[2,1]", "\"dst\":[2,9]");
+        assert_ne!(bad, json);
+        let err = serde_json::from_str::<KgEdges>(&bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("out of range"), "{err}");
+        let short = json.replace("\"rel\":[1,0]", "\"rel\":[1]");
+        assert_ne!(short, json);
+        let err = serde_json::from_str::<KgEdges>(&short)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("2 sources, 1 relations"), "{err}");
+    }
+
     use super::*;
     use lprag_core::NoProgress;
 

@@ -42,10 +42,55 @@ use crate::predictor::scalar;
 
 /// A directed chunk graph stored by destination (CSR over in-edges): edge `e` carries a
 /// message from `sources()[e]` to the node whose range contains `e`.
+///
+/// Read from a saved index, the offsets and sources are checked (offsets start at 0, never
+/// decrease and end at the number of edges; every source is a node).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "InEdgesRaw")]
 pub struct InEdges {
     ptr: Vec<u32>,
     src: Vec<u32>,
+}
+
+/// [`InEdges`] as stored, before its checks.
+#[derive(Deserialize)]
+struct InEdgesRaw {
+    ptr: Vec<u32>,
+    src: Vec<u32>,
+}
+
+impl TryFrom<InEdgesRaw> for InEdges {
+    type Error = String;
+
+    fn try_from(r: InEdgesRaw) -> std::result::Result<Self, String> {
+        let Some((&first, _)) = r.ptr.split_first() else {
+            return Err("InEdges: no offsets (at least one, 0, is needed)".into());
+        };
+        if first != 0 {
+            return Err(format!("InEdges: the first offset is {first}, not 0"));
+        }
+        if let Some(i) = r.ptr.windows(2).position(|w| w[1] < w[0]) {
+            return Err(format!("InEdges: offsets decrease at node {i}"));
+        }
+        let last = *r.ptr.last().unwrap_or(&0) as usize;
+        if last != r.src.len() {
+            return Err(format!(
+                "InEdges: the offsets end at {last}, but there are {} edges",
+                r.src.len()
+            ));
+        }
+        let n = r.ptr.len() - 1;
+        if let Some(e) = r.src.iter().position(|&s| s as usize >= n) {
+            return Err(format!(
+                "InEdges: edge {e} comes from node {}, out of range for {n} nodes",
+                r.src[e]
+            ));
+        }
+        Ok(Self {
+            ptr: r.ptr,
+            src: r.src,
+        })
+    }
 }
 
 impl InEdges {
@@ -554,6 +599,25 @@ fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Lesegr
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn corrupt_saved_in_edges_are_errors_not_panics() {
+        let good = InEdges::from_edges(3, &[(0, 1), (2, 1), (1, 0)]).unwrap();
+        let json = serde_json::to_string(&good).unwrap();
+        assert_eq!(serde_json::from_str::<InEdges>(&json).unwrap(), good);
+        for (bad, what) in [
+            (r#"{"ptr":[],"src":[]}"#, "no offsets"),
+            (r#"{"ptr":[1,1],"src":[0]}"#, "first offset"),
+            (r#"{"ptr":[0,2,1],"src":[0,0]}"#, "decrease"),
+            (r#"{"ptr":[0,1,5],"src":[0,1]}"#, "end at 5"),
+            (r#"{"ptr":[0,1,2],"src":[0,7]}"#, "out of range"),
+        ] {
+            let err = serde_json::from_str::<InEdges>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(what), "{bad}: {err}");
+        }
+    }
+
     use super::*;
 
     #[test]
