@@ -153,6 +153,11 @@ pub struct G2Config {
     pub llm_max_chunks: usize,
     /// LLM merging: characters shown per passage, ≥ 1. Default 400.
     pub llm_chunk_chars: usize,
+    /// Most chunks HDBSCAN may cluster: it runs on an `n × n` distance matrix (4 bytes per
+    /// entry: 1.6 GB at the default 20,000, 40 GB at 100,000), so a larger corpus is an
+    /// error before any allocation rather than an out-of-memory abort. Raise it if the
+    /// machine has the memory; `0` removes the bound.
+    pub max_cluster_chunks: usize,
 }
 
 impl Default for G2Config {
@@ -174,6 +179,7 @@ impl Default for G2Config {
             pad_with_dense: true,
             llm_max_chunks: 5,
             llm_chunk_chars: 400,
+            max_cluster_chunks: 20_000,
         }
     }
 }
@@ -339,6 +345,17 @@ pub fn hdbscan_clusters(emb: &Embeddings, config: &G2Config) -> Result<Vec<Optio
     let n = emb.rows();
     if n < 2 || n < config.min_cluster_size || n < config.min_samples() {
         return Ok(vec![None; n]);
+    }
+    if config.max_cluster_chunks > 0 && n > config.max_cluster_chunks {
+        return Err(Error::invalid(
+            "G2Config.max_cluster_chunks",
+            format!(
+                "{n} chunks to cluster; HDBSCAN's {n} × {n} distance matrix would take \
+                 {:.1} GB, above the bound of {} chunks (raise it if the memory is there)",
+                (n as f64) * (n as f64) * 4.0 / 1e9,
+                config.max_cluster_chunks
+            ),
+        ));
     }
     let mut unit = emb.clone();
     unit.normalize();
@@ -1213,6 +1230,27 @@ mod tests {
             vec![None, None]
         );
         assert_eq!(hdbscan_clusters(&at(&[0.0]), &config).unwrap(), vec![None]);
+    }
+
+    #[test]
+    fn too_many_chunks_to_cluster_is_an_error_before_the_matrix() {
+        // 30 one-dimensional chunks against a bound of 20: refused with the size it would
+        // take; 0 lifts the bound.
+        let emb = Embeddings::new(1, (0..30).map(|i| 1.0 + i as f32).collect()).unwrap();
+        let tight = G2Config {
+            max_cluster_chunks: 20,
+            ..G2Config::default()
+        };
+        let err = hdbscan_clusters(&emb, &tight).unwrap_err().to_string();
+        assert!(
+            err.contains("max_cluster_chunks") && err.contains("30 × 30"),
+            "{err}"
+        );
+        let open = G2Config {
+            max_cluster_chunks: 0,
+            ..G2Config::default()
+        };
+        assert_eq!(hdbscan_clusters(&emb, &open).unwrap().len(), 30);
     }
 
     #[test]

@@ -108,6 +108,16 @@ pub enum BuiltinPredictor {
 }
 
 impl BuiltinPredictor {
+    /// Check the chosen model's sizes (see [`ModelConfig::validate`]).
+    pub fn validate(&self, model: &ModelConfig) -> Result<()> {
+        match self {
+            BuiltinPredictor::Gnn => model.validate(),
+            BuiltinPredictor::Vgae(c) => c.validate(),
+            BuiltinPredictor::Peg(c) => c.validate(),
+            BuiltinPredictor::Seal(c) => c.validate(),
+        }
+    }
+
     /// The untrained predictor for `config`, checkpointing under `work_dir/train` where
     /// it can.
     fn make(
@@ -115,6 +125,7 @@ impl BuiltinPredictor {
         work_dir: Option<&Path>,
         device: ComputeDevice,
     ) -> Result<Box<dyn LinkPredictor>> {
+        config.predictor.validate(&config.model)?;
         let device = device.to_burn()?;
         Ok(match config.predictor {
             BuiltinPredictor::Gnn => {
@@ -169,6 +180,10 @@ impl BuiltinPredictor {
         graph: &LinkGraph,
         device: ComputeDevice,
     ) -> Result<Box<dyn LinkPredictor>> {
+        config
+            .predictor
+            .validate(&config.model)
+            .map_err(|e| Error::format(dir, e.to_string()))?;
         let device = device.to_burn()?;
         Ok(match config.predictor {
             BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir_on(dir, device)?),

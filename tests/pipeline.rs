@@ -852,3 +852,43 @@ async fn an_encoder_with_the_same_name_but_other_tables_is_refused_on_load() {
     assert!(err.to_string().contains("fingerprint"), "{err}");
     assert!(lprag::QcgRag::load(qdir.path(), fitted()).is_ok());
 }
+
+#[tokio::test]
+async fn absurd_model_sizes_in_a_saved_index_are_format_errors() {
+    let rag = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(quick_config())
+        .build(&corpus())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    rag.save(&path).unwrap();
+    let edit = |file: &std::path::Path, f: &dyn Fn(&mut serde_json::Value)| {
+        let bytes = std::fs::read(file).unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        f(&mut v);
+        std::fs::write(file, serde_json::to_vec(&v).unwrap()).unwrap();
+        bytes
+    };
+    // A billion-wide layer would abort the process on allocation; it is refused first.
+    for (file, set) in [
+        (
+            path.join("predictor").join("predictor.json"),
+            &(|v: &mut serde_json::Value| {
+                v["model"]["hidden"] = serde_json::json!(1_000_000_000u64)
+            }) as &dyn Fn(&mut serde_json::Value),
+        ),
+        (path.join("manifest.json"), &|v: &mut serde_json::Value| {
+            v["config"]["model"]["layers"] = serde_json::json!(100_000)
+        }),
+    ] {
+        let before = edit(&file, set);
+        let err = LpRag::load(&path, Arc::new(HashingEncoder::default()))
+            .err()
+            .unwrap();
+        assert!(matches!(err, lprag::Error::Format { .. }), "{err}");
+        std::fs::write(&file, before).unwrap();
+    }
+    assert!(LpRag::load(&path, Arc::new(HashingEncoder::default())).is_ok());
+}

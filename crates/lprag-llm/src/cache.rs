@@ -190,6 +190,11 @@ impl ResponseCache {
         })
     }
 
+    /// Delete the entry for `key`, if any (an answer that turned out unusable).
+    pub fn remove(&self, key: &str) {
+        let _ = fs::remove_file(self.path_of(key));
+    }
+
     /// Number of entries and their total size in bytes (file lengths).
     pub fn disk_usage(&self) -> std::io::Result<(u64, u64)> {
         let (mut n, mut bytes) = (0, 0);
@@ -211,7 +216,11 @@ impl ResponseCache {
 }
 
 /// A [`ChatModel`] that answers from a [`ResponseCache`] when it can and stores every new
-/// answer before returning it. Failed calls are not cached.
+/// answer before returning it. Failed calls are not cached, and an answer the jobs could
+/// not parse even after their retries is deleted again ([`ChatModel::forget`]), so a rerun
+/// asks anew. Keys are the backend kind, the model name and the request, not the server's
+/// address: a local server restarted on another port keeps its cache (serve two different
+/// models under one name from two cache directories).
 pub struct CachedChat {
     inner: Arc<dyn ChatModel>,
     cache: Arc<ResponseCache>,
@@ -283,6 +292,12 @@ impl ChatModel for CachedChat {
 
     fn backend(&self) -> &str {
         self.inner.backend()
+    }
+
+    fn forget(&self, request: &ChatRequest) {
+        let key = ResponseCache::key(self.inner.backend(), self.inner.name(), request);
+        self.cache.remove(&key);
+        self.inner.forget(request);
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {

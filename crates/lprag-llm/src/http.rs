@@ -30,6 +30,9 @@ pub struct HttpConfig {
     /// Most requests in flight at once through one client (shared by every backend built
     /// on it). Default 8.
     pub max_concurrency: usize,
+    /// Largest response body read, in bytes; a longer one is a permanent error, read no
+    /// further (a misbehaving or hostile server cannot exhaust memory). Default 32 MiB.
+    pub max_body_bytes: usize,
 }
 
 impl Default for HttpConfig {
@@ -42,6 +45,7 @@ impl Default for HttpConfig {
             backoff_max: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(120),
             max_concurrency: 8,
+            max_body_bytes: 32 << 20,
         }
     }
 }
@@ -172,10 +176,7 @@ impl HttpClient {
             .map_err(|e| reqwest_error(e, &shown, self.config.timeout))?;
         let status = resp.status();
         let retry_after = parse_retry_after(resp.headers());
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| reqwest_error(e, &shown, self.config.timeout))?;
+        let text = self.read_body(resp, &shown).await?;
         if !status.is_success() {
             let (message, code) = error_fields(&text);
             return Err(classify(
@@ -201,6 +202,43 @@ impl HttpClient {
             ));
         }
         parse(value)
+    }
+}
+
+impl HttpClient {
+    /// The response body as text, at most [`HttpConfig::max_body_bytes`] of it.
+    async fn read_body(
+        &self,
+        mut resp: reqwest::Response,
+        shown: &str,
+    ) -> Result<String, LlmError> {
+        let limit = self.config.max_body_bytes;
+        let too_long = |n: u64| {
+            LlmError::Permanent(format!(
+                "response body from {shown} is longer than HttpConfig::max_body_bytes \
+                 ({limit} bytes; {n} bytes announced or read)"
+            ))
+        };
+        if let Some(n) = resp.content_length() {
+            if n > limit as u64 {
+                return Err(too_long(n));
+            }
+        }
+        let mut body: Vec<u8> = Vec::new();
+        while let Some(part) = resp
+            .chunk()
+            .await
+            .map_err(|e| reqwest_error(e, shown, self.config.timeout))?
+        {
+            if body.len() + part.len() > limit {
+                return Err(too_long((body.len() + part.len()) as u64));
+            }
+            body.extend_from_slice(&part);
+        }
+        Ok(match String::from_utf8(body) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
     }
 }
 

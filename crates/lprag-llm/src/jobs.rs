@@ -233,7 +233,9 @@ impl Settings {
     /// Call the model and parse its answer with `parse`. An answer that cannot be read is
     /// shown back to the model with the reason and the request to answer again in the
     /// asked format, up to `parse_retries` times (each retry is a different request, so a
-    /// response cache stores it separately and a rerun replays the same conversation).
+    /// response cache stores it separately). When the last answer is still unreadable, the
+    /// model forgets the whole conversation ([`crate::ChatModel::forget`]: a cache deletes
+    /// it), so that a rerun asks again rather than replaying the failure.
     ///
     /// Returns `Ok(Parsed::Unreadable)` for an answer still unreadable under
     /// [`OnUnparseable::Fallback`], and the [`LlmError::Parse`] of the last answer under
@@ -247,8 +249,10 @@ impl Settings {
     ) -> Result<Parsed<T>, LlmError> {
         let mut request = request;
         let mut attempt = 0;
+        let mut asked: Vec<crate::ChatRequest> = Vec::new();
         loop {
             let response = self.call(stage, &request).await?;
+            asked.push(request.clone());
             match parse(&response.content) {
                 Ok(v) => return Ok(Parsed::Read(v)),
                 Err(reason) if attempt < self.parse_retries => {
@@ -263,6 +267,10 @@ impl Settings {
                     request.messages.push(crate::ChatMessage::user(again));
                 }
                 Err(reason) => {
+                    // Nothing of this conversation is kept: a rerun asks again.
+                    for r in &asked {
+                        self.model.forget(r);
+                    }
                     let e = parse_error(what(), reason, &response);
                     return match self.on_unparseable {
                         OnUnparseable::Fail => Err(e),

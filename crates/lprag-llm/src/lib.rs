@@ -259,6 +259,14 @@ pub trait ChatModel: Send + Sync {
 
     /// Complete the chat.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// Drop anything remembered of the answer to `request`, because it could not be used
+    /// (the jobs call it when an answer stays unreadable after its retries, so that a rerun
+    /// asks the model again instead of replaying the failure). Default: nothing to drop;
+    /// [`CachedChat`] deletes its cache entry.
+    fn forget(&self, request: &ChatRequest) {
+        let _ = request;
+    }
 }
 
 #[cfg(test)]

@@ -814,3 +814,69 @@ async fn query_generators_link_queries_to_their_batch_or_chunk() {
     assert!(err.to_string().contains("batches[0]"), "{err}");
     assert_eq!(requests(&server).await, 3);
 }
+
+#[tokio::test]
+async fn a_response_body_over_the_limit_is_refused_not_buffered() {
+    let big = "x".repeat(64 * 1024);
+    let server = always(ResponseTemplate::new(200).set_body_json(completion(&big))).await;
+    let small = HttpConfig {
+        max_body_bytes: 16 * 1024,
+        ..fast()
+    };
+    let err = openai(&server, small)
+        .complete(&ask("hi"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Permanent(_)), "{err:?}");
+    assert!(err.to_string().contains("max_body_bytes"), "{err}");
+    // The default limit reads it.
+    let ok = openai(&server, fast()).complete(&ask("hi")).await.unwrap();
+    assert_eq!(ok.content.len(), big.len());
+}
+
+#[tokio::test]
+async fn an_unreadable_answer_is_not_replayed_from_the_cache_on_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let documents = docs(1);
+    // Two unreadable answers (the first and its reformat retry), then the real thing.
+    let server = MockServer::start().await;
+    first_then(
+        &server,
+        2,
+        ResponseTemplate::new(200).set_body_json(completion("I'm sorry, I can't help with that.")),
+        ResponseTemplate::new(200).set_body_json(completion(
+            "[Sentence 1]\nFact number 0 is true.\n[Extracted Chunks in Sentence 1]\n[Another fact about item 0 is true.]\n",
+        )),
+    )
+    .await;
+    let cached = Arc::new(CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap());
+    let first = LlmChunker::new(cached.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    assert!(
+        !first
+            .iter()
+            .any(|c| c.text == "Another fact about item 0 is true."),
+        "run 1 falls back to the offline chunker: {first:?}"
+    );
+    assert_eq!(
+        cached.cache().disk_usage().unwrap().0,
+        0,
+        "nothing unreadable is kept"
+    );
+    let second = LlmChunker::new(cached.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    assert_eq!(
+        second.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(),
+        vec!["Another fact about item 0 is true."],
+        "run 2 asks again and reads the answer"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 3);
+    // The readable answer is cached: run 3 asks nothing.
+    let third = LlmChunker::new(cached).chunk(&documents).await.unwrap();
+    assert_eq!(third, second);
+    assert_eq!(server.received_requests().await.unwrap().len(), 3);
+}

@@ -1,5 +1,6 @@
 //! Configuration of the link predictors and their training.
 
+use lprag_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Which link-prediction architecture to train (LP-RAG Table 6).
@@ -110,7 +111,38 @@ impl Default for ModelConfig {
     }
 }
 
+/// Largest `hidden` width a configuration may ask for (a saved index asking for more is a
+/// corrupt or hostile file, not a model).
+pub const MAX_HIDDEN: usize = 1 << 16;
+
+/// Most layers a configuration may ask for.
+pub const MAX_LAYERS: usize = 64;
+
+/// Check `hidden ≥ 1` and both sizes within [`MAX_HIDDEN`] / [`MAX_LAYERS`]; `what` names
+/// the configuration in the error.
+pub(crate) fn check_sizes(what: &str, hidden: usize, layers: usize) -> Result<()> {
+    if hidden == 0 || hidden > MAX_HIDDEN {
+        return Err(Error::invalid(
+            format!("{what}.hidden"),
+            format!("must be in 1..={MAX_HIDDEN}, got {hidden}"),
+        ));
+    }
+    if layers > MAX_LAYERS {
+        return Err(Error::invalid(
+            format!("{what}.layers"),
+            format!("must be at most {MAX_LAYERS}, got {layers}"),
+        ));
+    }
+    Ok(())
+}
+
 impl ModelConfig {
+    /// Check the sizes (`hidden` in `1..=MAX_HIDDEN`, `layers ≤ MAX_LAYERS`); training and
+    /// loading both call it.
+    pub fn validate(&self) -> Result<()> {
+        check_sizes("ModelConfig", self.hidden, self.layers)
+    }
+
     /// NCN as LP-RAG uses it: Table 8 sizes (1 layer, hidden 256), no residual, and a SAGE
     /// encoder. LP-RAG names no encoder, but its Box 3.4 updates a node from its own state
     /// and the aggregated messages, `h_v = f_upd(h_v, m_v)` (eq. 6–7), which SAGE's

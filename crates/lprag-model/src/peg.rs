@@ -54,6 +54,16 @@ pub struct PegConfig {
     pub reference_decoder: bool,
 }
 
+impl PegConfig {
+    /// Check the sizes (widths in `1..=MAX_HIDDEN`, at most `MAX_LAYERS` layers); the
+    /// predictor checks them before training and when restoring.
+    pub fn validate(&self) -> lprag_core::Result<()> {
+        crate::config::check_sizes("PegConfig", self.hidden, self.layers)?;
+        crate::config::check_sizes("PegConfig (positional_dim)", self.positional_dim, 0)?;
+        crate::config::check_sizes("PegConfig (edge_hidden)", self.edge_hidden, 0)
+    }
+}
+
 impl Default for PegConfig {
     fn default() -> Self {
         Self {
@@ -200,6 +210,7 @@ pub fn restore_peg(
     config: PegConfig,
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Peg>> {
+    config.validate()?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,

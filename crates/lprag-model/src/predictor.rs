@@ -506,9 +506,7 @@ impl LinkPredictor for GnnLinkPredictor {
                 format!("must be finite and >= 0, got {}", tc.correction_penalty),
             ));
         }
-        if mc.hidden == 0 {
-            return Err(Error::invalid("ModelConfig.hidden", "must be at least 1"));
-        }
+        mc.validate()?;
         let ctx = ChunkContext::new(graph)?;
         let nc = graph.num_chunks;
         let n = graph.num_nodes();
@@ -865,7 +863,12 @@ struct Meta {
 }
 
 fn read_meta(dir: &Path) -> Result<Meta> {
-    read_versioned(&dir.join(META_FILE), PREDICTOR_FORMAT_VERSION)
+    let path = dir.join(META_FILE);
+    let meta: Meta = read_versioned(&path, PREDICTOR_FORMAT_VERSION)?;
+    meta.model
+        .validate()
+        .map_err(|e| Error::format(&path, e.to_string()))?;
+    Ok(meta)
 }
 
 /// Write `bytes` to `path` through a temporary file and a rename.

@@ -50,6 +50,26 @@ pub struct SealConfig {
     pub max_nodes_per_hop: Option<usize>,
 }
 
+impl SealConfig {
+    /// Check the sizes (widths in `1..=MAX_HIDDEN`, at most `MAX_LAYERS` layers); the
+    /// predictor checks them before training and when restoring.
+    pub fn validate(&self) -> lprag_core::Result<()> {
+        crate::config::check_sizes("SealConfig", self.hidden, self.layers)?;
+        if self.hops == 0 || self.hops > 4 || self.max_label > crate::config::MAX_HIDDEN {
+            return Err(lprag_core::Error::invalid(
+                "SealConfig",
+                format!(
+                    "hops must be in 1..=4 and max_label at most {}, got {} and {}",
+                    crate::config::MAX_HIDDEN,
+                    self.hops,
+                    self.max_label
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for SealConfig {
     fn default() -> Self {
         Self {
@@ -320,6 +340,7 @@ pub fn restore_seal(
     config: SealConfig,
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Seal>> {
+    config.validate()?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,

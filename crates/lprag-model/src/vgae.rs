@@ -30,6 +30,14 @@ pub struct VgaeConfig {
     pub hidden: usize,
 }
 
+impl VgaeConfig {
+    /// Check the sizes (widths in `1..=MAX_HIDDEN`, at most `MAX_LAYERS` layers); the
+    /// predictor checks them before training and when restoring.
+    pub fn validate(&self) -> lprag_core::Result<()> {
+        crate::config::check_sizes("VgaeConfig", self.hidden, 2)
+    }
+}
+
 impl Default for VgaeConfig {
     fn default() -> Self {
         Self { hidden: 32 }
@@ -128,6 +136,7 @@ pub fn restore_vgae(
     config: VgaeConfig,
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Vgae>> {
+    config.validate()?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,
