@@ -840,7 +840,7 @@ impl G2RagBuilder {
             .unwrap_or(0);
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(G2Rag {
-            state: G2State {
+            state: Arc::new(G2State {
                 version: G2_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
@@ -850,7 +850,7 @@ impl G2RagBuilder {
                 communities,
                 outliers,
                 stats,
-            },
+            }),
             encoder,
         })
     }
@@ -875,8 +875,9 @@ struct G2State {
 }
 
 /// The G²RAG retriever. `Send + Sync`; retrieval is read-only.
+#[derive(Clone)]
 pub struct G2Rag {
-    state: G2State,
+    state: Arc<G2State>,
     encoder: Arc<dyn Encoder>,
 }
 
@@ -958,7 +959,7 @@ impl G2Rag {
 
     /// Write the index to `dir/g2.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), G2_FILE, &self.state)
+        save_json_atomic(dir.as_ref(), G2_FILE, &*self.state)
     }
 
     /// Read an index written by [`G2Rag::save`]; `encoder` must be the one it was built
@@ -992,7 +993,10 @@ impl G2Rag {
             .config
             .validate()
             .map_err(|e| Error::format(&path, e.to_string()))?;
-        Ok(Self { state, encoder })
+        Ok(Self {
+            state: Arc::new(state),
+            encoder,
+        })
     }
 }
 
@@ -1005,7 +1009,8 @@ impl Retriever for G2Rag {
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
         let e = self.embed_query(query).await?;
-        let (chunk_cos, why) = self.explain_embedded(&e);
+        let me = self.clone();
+        let (chunk_cos, why) = blocking(move || Ok(me.explain_embedded(&e))).await?;
         let hit = |h: &G2Hit| ScoredChunk {
             chunk: self.state.chunks[h.chunk].clone(),
             score: h.score,

@@ -555,7 +555,7 @@ impl GfmRagBuilder {
         }
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(GfmRag {
-            state: GfmState {
+            state: Arc::new(GfmState {
                 version: GFM_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
@@ -569,9 +569,9 @@ impl GfmRagBuilder {
                 relation_emb: model.relations().clone(),
                 edges: model.edges().clone(),
                 stats,
-            },
-            index,
-            model,
+            }),
+            index: Arc::new(index),
+            model: Arc::new(model),
             encoder,
         })
     }
@@ -837,10 +837,11 @@ struct GfmState {
 }
 
 /// The GFM-RAG retriever. `Send + Sync`; retrieval is read-only.
+#[derive(Clone)]
 pub struct GfmRag {
-    state: GfmState,
-    index: EntityIndex,
-    model: GfmModel,
+    state: Arc<GfmState>,
+    index: Arc<EntityIndex>,
+    model: Arc<GfmModel>,
     encoder: Arc<dyn Encoder>,
 }
 
@@ -907,14 +908,21 @@ impl GfmRag {
     async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
         let (entities, fallback) =
             link_query(&self.index, &*self.encoder, query, q, &self.state.config).await?;
-        let relevance = self.model.score(q, &entities)?;
+        // The GNN pass and the ranking are CPU work: a blocking thread, not the async one.
+        let (model, state) = (self.model.clone(), self.state.clone());
+        let (qv, ents) = (q.to_vec(), entities.clone());
         let t = self.state.config.top_entities;
-        let chunks = rank_documents(&relevance, &self.state.mentions, t)
-            .into_iter()
-            .map(|(c, s)| (c as ChunkId, s))
-            .collect();
-        let mut top: Vec<(usize, f32)> = relevance.iter().copied().enumerate().collect();
-        top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (chunks, top) = blocking(move || {
+            let relevance = model.score(&qv, &ents)?;
+            let chunks: Vec<(ChunkId, f32)> = rank_documents(&relevance, &state.mentions, t)
+                .into_iter()
+                .map(|(c, s)| (c as ChunkId, s))
+                .collect();
+            let mut top: Vec<(usize, f32)> = relevance.iter().copied().enumerate().collect();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            Ok((chunks, top))
+        })
+        .await?;
         Ok(GfmScores {
             query_entities: entities
                 .iter()
@@ -934,7 +942,7 @@ impl GfmRag {
     /// atomically.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
-        save_json_atomic(dir, GFM_FILE, &self.state)?;
+        save_json_atomic(dir, GFM_FILE, &*self.state)?;
         self.model.save_weights(&dir.join(GFM_WEIGHTS))
     }
 
@@ -989,9 +997,9 @@ impl GfmRag {
         model.load_weights(&dir.join(GFM_WEIGHTS))?;
         let index = EntityIndex::from_names(state.entities.clone(), state.entity_emb.clone());
         Ok(Self {
-            state,
-            index,
-            model,
+            state: Arc::new(state),
+            index: Arc::new(index),
+            model: Arc::new(model),
             encoder,
         })
     }

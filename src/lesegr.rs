@@ -395,7 +395,7 @@ impl LesegrRagBuilder {
         };
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(LesegrRag {
-            state: LesegrState {
+            state: Arc::new(LesegrState {
                 version: LESEGR_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
@@ -407,7 +407,7 @@ impl LesegrRagBuilder {
                 alpha,
                 transform,
                 stats,
-            },
+            }),
             encoder,
             sparse: sparse_index,
         })
@@ -538,8 +538,9 @@ struct LesegrState {
 }
 
 /// The LeSeGR retriever. `Send + Sync`; retrieval is read-only and runs on the host.
+#[derive(Clone)]
 pub struct LesegrRag {
-    state: LesegrState,
+    state: Arc<LesegrState>,
     encoder: Arc<dyn Encoder>,
     sparse: Arc<dyn SparseIndex>,
 }
@@ -662,7 +663,7 @@ impl LesegrRag {
     /// Write the index to `dir/lesegr.json` atomically (temporary file, then rename). The
     /// sparse index is not stored: it is refitted on the chunks at load.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), LESEGR_FILE, &self.state)
+        save_json_atomic(dir.as_ref(), LESEGR_FILE, &*self.state)
     }
 
     /// Read an index written by [`LesegrRag::save`] that used BM25; `encoder` must be the
@@ -719,7 +720,7 @@ impl LesegrRag {
         let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
         check_sparse_len(&*index, state.chunks.len(), "sparse index")?;
         Ok(Self {
-            state,
+            state: Arc::new(state),
             encoder,
             sparse: index,
         })
@@ -753,7 +754,10 @@ impl Retriever for LesegrRag {
             Selection::Threshold(_) => 0,
         };
         let q = self.embed_query(query).await?;
-        let scores = self.scores_for(query, &q, k);
+        // BM25 and propagation are CPU work: a blocking thread, not the async one.
+        let me = self.clone();
+        let text = query.to_string();
+        let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
         Ok(selection
             .apply(scores.chunks, |&(_, s)| s)
             .into_iter()

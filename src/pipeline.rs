@@ -1319,10 +1319,24 @@ pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle
-            .spawn_blocking(f)
-            .await
-            .map_err(|e| Error::Cancelled(format!("blocking task failed: {e}")))?,
+        Ok(handle) => match handle.spawn_blocking(f).await {
+            Ok(result) => result,
+            // A panic in the work (a custom encoder, predictor or scorer runs there) is an
+            // error that says so, not a cancellation.
+            Err(e) if e.is_panic() => {
+                let payload = e.into_panic();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                Err(Error::backend(
+                    "blocking task",
+                    format!("panicked: {message}"),
+                ))
+            }
+            Err(e) => Err(Error::Cancelled(format!("blocking task: {e}"))),
+        },
         Err(_) => f(),
     }
 }

@@ -321,7 +321,7 @@ impl QcgRagBuilder {
             seconds: t.elapsed().as_secs_f64(),
         };
         Ok(QcgRag {
-            state: QcgState {
+            state: Arc::new(QcgState {
                 version: QCG_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
@@ -332,7 +332,7 @@ impl QcgRagBuilder {
                 chunk_emb,
                 neighbors,
                 stats,
-            },
+            }),
             encoder,
         })
     }
@@ -358,8 +358,9 @@ struct QcgState {
 }
 
 /// The QCG-RAG retriever. `Send + Sync`; retrieval is read-only.
+#[derive(Clone)]
 pub struct QcgRag {
-    state: QcgState,
+    state: Arc<QcgState>,
     encoder: Arc<dyn Encoder>,
 }
 
@@ -426,7 +427,7 @@ impl QcgRag {
 
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), QCG_FILE, &self.state)
+        save_json_atomic(dir.as_ref(), QCG_FILE, &*self.state)
     }
 
     /// Read an index written by [`QcgRag::save`]; `encoder` must be the one it was built
@@ -483,7 +484,10 @@ impl QcgRag {
             .config
             .validate()
             .map_err(|e| Error::format(&path, e.to_string()))?;
-        Ok(Self { state, encoder })
+        Ok(Self {
+            state: Arc::new(state),
+            encoder,
+        })
     }
 }
 
@@ -496,7 +500,12 @@ impl Retriever for QcgRag {
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
         let e = self.embed_query(query).await?;
-        let scores = self.scores_for(&e);
+        let me = self.clone();
+        let (e, scores) = blocking(move || {
+            let scores = me.scores_for(&e);
+            Ok((e, scores))
+        })
+        .await?;
         let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
             chunk: self.state.chunks[c].clone(),
             score: s,

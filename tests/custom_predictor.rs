@@ -436,3 +436,28 @@ mod burn_model {
         assert_eq!(ids(&hits), ids(&again));
     }
 }
+
+#[tokio::test]
+async fn a_scorer_that_panics_is_a_backend_error_not_a_cancellation() {
+    struct Boom;
+    impl LinkScorer for Boom {
+        fn name(&self) -> &str {
+            "boom"
+        }
+        fn score(&self, _: &ScoreContext<'_>, _: &[f32], _: &[ChunkId]) -> lprag::Result<Vec<f32>> {
+            panic!("the scorer's own bug")
+        }
+    }
+    let rag = LpRag::builder()
+        .encoder(encoder())
+        .scorer(Boom)
+        .build(&corpus())
+        .await
+        .unwrap();
+    let err = rag
+        .retrieve("Where was Marie Curie born?", lprag::Selection::TopK(3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(err.to_string().contains("the scorer's own bug"), "{err}");
+}
