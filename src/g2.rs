@@ -959,7 +959,17 @@ impl G2Rag {
 
     /// Write the index to `dir/g2.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), G2_FILE, &*self.state)
+        let (dir, st) = (dir.as_ref(), &*self.state);
+        crate::pipeline::check_finite(dir, G2_FILE, "chunk_emb", st.chunk_emb.as_slice())?;
+        for (i, c) in st.communities.iter().enumerate() {
+            crate::pipeline::check_finite(
+                dir,
+                G2_FILE,
+                &format!("communities[{i}].centroid"),
+                &c.centroid,
+            )?;
+        }
+        save_json_atomic(dir, G2_FILE, st)
     }
 
     /// Read an index written by [`G2Rag::save`]; `encoder` must be the one it was built

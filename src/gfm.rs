@@ -941,8 +941,15 @@ impl GfmRag {
     /// Write the index to `dir/gfm.json` and the GNN weights to `dir/gfm.bpk`, each
     /// atomically.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let dir = dir.as_ref();
-        save_json_atomic(dir, GFM_FILE, &*self.state)?;
+        let (dir, st) = (dir.as_ref(), &*self.state);
+        for (field, e) in [
+            ("chunk_emb", &st.chunk_emb),
+            ("entity_emb", &st.entity_emb),
+            ("relation_emb", &st.relation_emb),
+        ] {
+            crate::pipeline::check_finite(dir, GFM_FILE, field, e.as_slice())?;
+        }
+        save_json_atomic(dir, GFM_FILE, st)?;
         self.model.save_weights(&dir.join(GFM_WEIGHTS))
     }
 

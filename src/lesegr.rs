@@ -663,7 +663,13 @@ impl LesegrRag {
     /// Write the index to `dir/lesegr.json` atomically (temporary file, then rename). The
     /// sparse index is not stored: it is refitted on the chunks at load.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), LESEGR_FILE, &*self.state)
+        let (dir, st) = (dir.as_ref(), &*self.state);
+        crate::pipeline::check_finite(dir, LESEGR_FILE, "emb", st.emb.as_slice())?;
+        crate::pipeline::check_finite(dir, LESEGR_FILE, "alpha", &st.alpha)?;
+        if let Some(t) = &st.transform {
+            crate::pipeline::check_finite(dir, LESEGR_FILE, "transform", t)?;
+        }
+        save_json_atomic(dir, LESEGR_FILE, st)
     }
 
     /// Read an index written by [`LesegrRag::save`] that used BM25; `encoder` must be the

@@ -1175,6 +1175,22 @@ fn chunks_key(chunks: &[Chunk]) -> StageKey {
     StageKey::of(&refs)
 }
 
+/// Refuse to save `values` (the field `field` of `dir/file`) when one is NaN or infinite:
+/// JSON would store it as `null` and the index could never be read again.
+pub(crate) fn check_finite(dir: &Path, file: &str, field: &str, values: &[f32]) -> Result<()> {
+    match values.iter().position(|x| !x.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::invalid(
+            format!("{} ({field})", dir.join(file).display()),
+            format!(
+                "value {i} is {}; JSON cannot store it, so the index would not load again \
+                 (not saved)",
+                values[i]
+            ),
+        )),
+    }
+}
+
 /// Write `value` as JSON to `dir/file` atomically and durably (a unique temporary file,
 /// synced, then renamed; the directory synced).
 pub(crate) fn save_json_atomic<T: serde::Serialize>(
@@ -1913,5 +1929,40 @@ impl Retriever for LpRag {
 
     fn chunks(&self) -> &[Chunk] {
         &self.chunks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_values_are_refused_before_they_become_json_null() {
+        let dir = Path::new("/idx");
+        assert!(check_finite(dir, "qcg.json", "chunk_emb", &[0.5, -1.0]).is_ok());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let err = check_finite(dir, "qcg.json", "chunk_emb", &[0.5, bad])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("chunk_emb") && err.contains("value 1"),
+                "{err}"
+            );
+        }
+        // What the check prevents: serde_json writes NaN as null, which no loader reads.
+        let v = serde_json::to_string(&vec![f32::NAN]).unwrap();
+        assert!(serde_json::from_str::<Vec<f32>>(&v).is_err());
+    }
+
+    #[test]
+    fn check_version_reads_the_version_before_the_body() {
+        let p = Path::new("/x.json");
+        assert!(check_version(p, br#"{"a":[1,2],"version":1,"b":{}}"#, "version", 1).is_ok());
+        let err = check_version(p, br#"{"a":[1,2],"version":3}"#, "version", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("format version 3"), "{err}");
+        assert!(check_version(p, br#"{"a":1}"#, "version", 1).is_ok());
+        assert!(check_version(p, b"[1,2]", "version", 1).is_err());
     }
 }

@@ -427,7 +427,10 @@ impl QcgRag {
 
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        save_json_atomic(dir.as_ref(), QCG_FILE, &*self.state)
+        let (dir, st) = (dir.as_ref(), &*self.state);
+        crate::pipeline::check_finite(dir, QCG_FILE, "chunk_emb", st.chunk_emb.as_slice())?;
+        crate::pipeline::check_finite(dir, QCG_FILE, "query_emb", st.query_emb.as_slice())?;
+        save_json_atomic(dir, QCG_FILE, st)
     }
 
     /// Read an index written by [`QcgRag::save`]; `encoder` must be the one it was built

@@ -93,8 +93,16 @@ async fn regenerate_fixtures() {
         .build(&docs)
         .await
         .unwrap();
-    let qcg = QcgRag::builder().encoder(encoder()).build(&docs).await.unwrap();
-    let g2 = G2Rag::builder().encoder(encoder()).build(&docs).await.unwrap();
+    let qcg = QcgRag::builder()
+        .encoder(encoder())
+        .build(&docs)
+        .await
+        .unwrap();
+    let g2 = G2Rag::builder()
+        .encoder(encoder())
+        .build(&docs)
+        .await
+        .unwrap();
     let mut lesegr_config = LesegrConfig {
         variant: LesegrVariant::Trained,
         ..LesegrConfig::default()

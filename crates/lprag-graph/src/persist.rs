@@ -54,8 +54,9 @@ struct Header {
     num_edges: u64,
 }
 
-/// FNV-1a, 64 bit: detects corruption (not tampering).
-fn fnv1a64(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bit: detects corruption (not tampering). Also used for the checksums of
+/// other saved files (model weights).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
         h ^= u64::from(b);

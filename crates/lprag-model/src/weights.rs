@@ -6,7 +6,17 @@ use std::path::Path;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use lprag_core::{Error, Result};
 
-/// Write `module`'s weights to `path` (burnpack), atomically (temporary file, rename).
+/// The checksum file beside a weights file: `<path>.fnv1a64`, the FNV-1a 64 of the weights
+/// file's bytes in hex.
+fn checksum_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".fnv1a64");
+    std::path::PathBuf::from(name)
+}
+
+/// Write `module`'s weights to `path` (burnpack) with a checksum file beside it, both
+/// synced and renamed into place (a crash leaves the old pair or the new weights with a
+/// checksum that says whether they are whole).
 pub(crate) fn save_weights<M: ModuleSnapshot>(module: &M, path: &Path) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut store = BurnpackStore::from_file(&tmp)
@@ -15,7 +25,41 @@ pub(crate) fn save_weights<M: ModuleSnapshot>(module: &M, path: &Path) -> Result
     module
         .save_into(&mut store)
         .map_err(|e| Error::format(path, format!("{e:?}")))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let bytes = std::fs::read(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    let sum = checksum_path(path);
+    let sum_tmp = sum.with_extension("tmp");
+    std::fs::write(&sum_tmp, format!("{:016x}\n", lprag_graph::fnv1a64(&bytes)))
+        .and_then(|_| std::fs::File::open(&sum_tmp)?.sync_all())
+        .map_err(|e| Error::io(&sum_tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    std::fs::rename(&sum_tmp, &sum).map_err(|e| Error::io(&sum, e))
+}
+
+/// Check `path` against its checksum file, when there is one (weights saved before
+/// checksums existed have none and load unchecked).
+fn verify_checksum(path: &Path) -> Result<()> {
+    let sum = checksum_path(path);
+    let Ok(text) = std::fs::read_to_string(&sum) else {
+        return Ok(());
+    };
+    let expected = u64::from_str_radix(text.trim(), 16)
+        .map_err(|e| Error::format(&sum, format!("not a checksum: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let actual = lprag_graph::fnv1a64(&bytes);
+    if actual != expected {
+        return Err(Error::format(
+            path,
+            format!(
+                "checksum mismatch (file {actual:016x}, {} says {expected:016x}): the weights \
+                 are corrupt or were replaced",
+                sum.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Read weights written by [`save_weights`] into `module` (same shape): a missing file
@@ -27,6 +71,7 @@ pub(crate) fn load_weights<M: ModuleSnapshot>(module: &mut M, path: &Path) -> Re
             std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
         ));
     }
+    verify_checksum(path)?;
     let mut store = BurnpackStore::from_file(path).auto_extension(false);
     let applied = module
         .load_from(&mut store)
@@ -41,4 +86,36 @@ pub(crate) fn load_weights<M: ModuleSnapshot>(module: &mut M, path: &Path) -> Re
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::Device;
+
+    #[test]
+    fn a_flipped_byte_in_the_weights_is_a_format_error() {
+        let device = Device::flex();
+        let model: Linear = LinearConfig::new(8, 4).init(&device);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.bpk");
+        save_weights(&model, &path).unwrap();
+        let mut fresh: Linear = LinearConfig::new(8, 4).init(&device);
+        load_weights(&mut fresh, &path).unwrap();
+
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 3;
+        bytes[last] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = load_weights(&mut fresh, &path).unwrap_err();
+        assert!(matches!(err, Error::Format { .. }), "{err}");
+        assert!(err.to_string().contains("checksum mismatch"), "{err}");
+
+        // Weights saved before checksums existed (no checksum file) still load.
+        bytes[last] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::remove_file(checksum_path(&path)).unwrap();
+        load_weights(&mut fresh, &path).unwrap();
+    }
 }
