@@ -581,6 +581,37 @@ mod tests {
         assert!(spans.iter().all(|r| text[r.clone()].chars().count() <= 200));
     }
 
+    #[test]
+    fn ten_megabyte_documents_of_hostile_shapes_split_in_bounded_time() {
+        // Each is 10 MB: no punctuation at all, abbreviations and initials everywhere,
+        // unbalanced quotes, decimals, and a clause cut every few bytes. A quadratic step
+        // would take hours; the bound is a cost-attack guard with ample headroom.
+        const MB10: usize = 10 << 20;
+        let fill = |unit: &str| unit.repeat(MB10 / unit.len());
+        for (what, text) in [
+            ("no punctuation", fill("word ")),
+            ("abbreviations", fill("Dr. J. R. Smith et al. vs. Mr. ")),
+            ("quotes", fill("\"He said. \"no ")),
+            ("decimals", fill("3.14 2.71 1.41 ")),
+            ("clause cuts", fill("a; b, ")),
+        ] {
+            let t = std::time::Instant::now();
+            let spans = SentenceChunker::default().split(&text);
+            let took = t.elapsed();
+            assert!(
+                took < std::time::Duration::from_secs(60),
+                "{what}: {took:?}"
+            );
+            assert!(!spans.is_empty(), "{what}");
+            assert!(
+                spans
+                    .iter()
+                    .all(|r| text.is_char_boundary(r.start) && text.is_char_boundary(r.end)),
+                "{what}"
+            );
+        }
+    }
+
     use super::*;
 
     fn split_with(cfg: SentenceChunkerConfig, text: &str) -> Vec<&str> {
