@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lprag::{
-    Encoder, G2Rag, GfmConfig, GfmRag, HashingEncoder, HashingEncoderConfig, LesegrConfig,
-    LesegrRag, LesegrVariant, LpRag, LpRagConfig, ModelConfig, QcgRag, Retriever, Selection,
-    TrainConfig,
+    Encoder, G2Rag, GfmRag, HashingEncoder, HashingEncoderConfig, LesegrConfig, LesegrRag,
+    LesegrVariant, LpRag, LpRagConfig, ModelConfig, QcgRag, Retriever, Selection, TrainConfig,
 };
 
 mod common;
@@ -114,16 +113,9 @@ async fn regenerate_fixtures() {
         .build(&docs)
         .await
         .unwrap();
-    let mut gfm_config = GfmConfig::cpu();
-    gfm_config.model.hidden = 8;
-    gfm_config.model.layers = 1;
-    gfm_config.pretrain_queries = 10;
-    gfm_config.synthetic_queries = 2;
-    gfm_config.pretrain.epochs = 1;
-    gfm_config.finetune.epochs = 1;
     let gfm = GfmRag::builder()
         .encoder(encoder())
-        .config(gfm_config)
+        .config(common::small_gfm_config())
         .build(&docs)
         .await
         .unwrap();

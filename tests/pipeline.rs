@@ -794,8 +794,8 @@ async fn concurrent_saves_never_collide_and_a_reader_always_finds_an_index() {
     );
 }
 
-#[tokio::test]
-async fn an_index_of_another_format_version_says_so_before_anything_else() {
+/// An index of [`corpus`] (hashing encoder, [`quick_config`]) saved under `DIR/index`.
+async fn built_and_saved() -> (LpRag, tempfile::TempDir) {
     let rag = LpRag::builder()
         .encoder(Arc::new(HashingEncoder::default()))
         .config(quick_config())
@@ -803,8 +803,14 @@ async fn an_index_of_another_format_version_says_so_before_anything_else() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path().join("index")).unwrap();
+    (rag, dir)
+}
+
+#[tokio::test]
+async fn an_index_of_another_format_version_says_so_before_anything_else() {
+    let (_rag, dir) = built_and_saved().await;
     let path = dir.path().join("index");
-    rag.save(&path).unwrap();
     let manifest = path.join("manifest.json");
     let mut v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
@@ -855,15 +861,8 @@ async fn an_encoder_with_the_same_name_but_other_tables_is_refused_on_load() {
 
 #[tokio::test]
 async fn absurd_model_sizes_in_a_saved_index_are_format_errors() {
-    let rag = LpRag::builder()
-        .encoder(Arc::new(HashingEncoder::default()))
-        .config(quick_config())
-        .build(&corpus())
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (_rag, dir) = built_and_saved().await;
     let path = dir.path().join("index");
-    rag.save(&path).unwrap();
     let edit = |file: &std::path::Path, f: &dyn Fn(&mut serde_json::Value)| {
         let bytes = std::fs::read(file).unwrap();
         let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

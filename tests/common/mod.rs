@@ -44,6 +44,20 @@ pub fn corpus() -> Vec<Document> {
     ]
 }
 
+/// GFM-RAG on the CPU, small enough for a test: hidden 8, one layer, one epoch of each
+/// training stage on a few queries.
+#[allow(dead_code)]
+pub fn small_gfm_config() -> GfmConfig {
+    let mut c = GfmConfig::cpu();
+    c.model.hidden = 8;
+    c.model.layers = 1;
+    c.pretrain_queries = 10;
+    c.synthetic_queries = 2;
+    c.pretrain.epochs = 1;
+    c.finetune.epochs = 1;
+    c
+}
+
 /// Each of the five retrievers (LP-RAG, QCG-RAG, G²RAG, LeSeGR lite, GFM-RAG) built on
 /// [`corpus`] with small settings and the encoders `enc` makes, with its name, whether or
 /// not the build succeeded.
@@ -76,16 +90,9 @@ pub async fn build_each(
         })
         .build(&docs)
         .await;
-    let mut gfm_config = GfmConfig::cpu();
-    gfm_config.model.hidden = 8;
-    gfm_config.model.layers = 1;
-    gfm_config.pretrain_queries = 10;
-    gfm_config.synthetic_queries = 2;
-    gfm_config.pretrain.epochs = 1;
-    gfm_config.finetune.epochs = 1;
     let gfm = GfmRag::builder()
         .encoder(enc())
-        .config(gfm_config)
+        .config(small_gfm_config())
         .build(&docs)
         .await;
     vec![

@@ -83,7 +83,8 @@ pub use graph::{ChunkGraph, Csr};
 pub use knn::{knn, mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_HNSW_THRESHOLD, DEFAULT_K};
 pub use link::{build_link_graph, link_graph_from_features};
 pub use persist::{
-    fnv1a64, load_chunk_graph, load_link_graph, save_chunk_graph, save_link_graph, FORMAT_VERSION,
+    chunk_graph_from_bytes, fnv1a64, link_graph_from_bytes, load_chunk_graph, load_link_graph,
+    save_chunk_graph, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
 pub use search::{dot, inverse_norms, nearest_by_cosine};

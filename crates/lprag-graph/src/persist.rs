@@ -113,7 +113,22 @@ pub fn save_link_graph(graph: &LinkGraph, path: impl AsRef<Path>) -> Result<(), 
 pub fn load_link_graph(path: impl AsRef<Path>) -> Result<LinkGraph, GraphError> {
     let path = path.as_ref();
     let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
-    let (h, payload) = read_container(path, &bytes, KIND_LINK)?;
+    decode_link_graph(path, &bytes)
+}
+
+/// [`load_link_graph`] from the file's bytes (for example embedded in a binary); errors
+/// name `<bytes>` as the file.
+pub fn link_graph_from_bytes(bytes: &[u8]) -> Result<LinkGraph, GraphError> {
+    decode_link_graph(Path::new("<bytes>"), bytes)
+}
+
+/// [`load_chunk_graph`] from the file's bytes; errors name `<bytes>` as the file.
+pub fn chunk_graph_from_bytes(bytes: &[u8]) -> Result<ChunkGraph, GraphError> {
+    decode_chunk_graph(Path::new("<bytes>"), bytes)
+}
+
+fn decode_link_graph(path: &Path, bytes: &[u8]) -> Result<LinkGraph, GraphError> {
+    let (h, payload) = read_container(path, bytes, KIND_LINK)?;
     let bad = |m: String| GraphError::format(path, m);
     let n_feat = h
         .num_nodes
@@ -206,7 +221,11 @@ pub fn save_chunk_graph(graph: &ChunkGraph, path: impl AsRef<Path>) -> Result<()
 pub fn load_chunk_graph(path: impl AsRef<Path>) -> Result<ChunkGraph, GraphError> {
     let path = path.as_ref();
     let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
-    let (h, payload) = read_container(path, &bytes, KIND_CHUNK)?;
+    decode_chunk_graph(path, &bytes)
+}
+
+fn decode_chunk_graph(path: &Path, bytes: &[u8]) -> Result<ChunkGraph, GraphError> {
+    let (h, payload) = read_container(path, bytes, KIND_CHUNK)?;
     let bad = |m: String| GraphError::format(path, m);
     let n = usize::try_from(h.num_nodes).map_err(|_| bad("node count overflows".into()))?;
     let m = usize::try_from(h.num_edges).map_err(|_| bad("entry count overflows".into()))?;

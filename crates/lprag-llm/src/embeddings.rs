@@ -161,7 +161,10 @@ impl OpenAiEmbeddings {
     }
 }
 
-fn parse_embeddings(v: Value, expected: usize) -> std::result::Result<Vec<Vec<f32>>, LlmError> {
+pub(crate) fn parse_embeddings(
+    v: Value,
+    expected: usize,
+) -> std::result::Result<Vec<Vec<f32>>, LlmError> {
     let data = v.get("data").and_then(Value::as_array).ok_or_else(|| {
         LlmError::Permanent(format!("embeddings response has no data array: {v}"))
     })?;

@@ -177,31 +177,69 @@ impl HttpClient {
         let status = resp.status();
         let retry_after = parse_retry_after(resp.headers());
         let text = self.read_body(resp, &shown).await?;
-        if !status.is_success() {
-            let (message, code) = error_fields(&text);
-            return Err(classify(
-                Some(status.as_u16()),
-                &format!("HTTP {} from {shown}: {message}", status.as_u16()),
-                code.as_deref(),
-                retry_after,
-            ));
+        handle_response(status.as_u16(), retry_after, &text, &shown, parse)
+    }
+}
+
+/// What a response means, from its status, `Retry-After`, body and the backend's parser:
+/// the network-free half of [`HttpClient::post_json`] (also what the fuzz target drives).
+fn handle_response<T>(
+    status: u16,
+    retry_after: Option<Duration>,
+    text: &str,
+    shown: &str,
+    parse: &impl Fn(Value) -> Result<T, LlmError>,
+) -> Result<T, LlmError> {
+    if !(200..300).contains(&status) {
+        let (message, code) = error_fields(text);
+        return Err(classify(
+            Some(status),
+            &format!("HTTP {status} from {shown}: {message}"),
+            code.as_deref(),
+            retry_after,
+        ));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| LlmError::Transient {
+        message: format!(
+            "malformed JSON from {shown} ({e}); body starts {:?}",
+            snippet(text)
+        ),
+        retry_after: None,
+    })?;
+    if let Some((message, code)) = in_band_error(&value) {
+        return Err(classify(
+            None,
+            &format!("error reported with HTTP 200 by {shown}: {message}"),
+            code.as_deref(),
+            retry_after,
+        ));
+    }
+    parse(value)
+}
+
+/// Fuzzing entry points (built only under `cargo fuzz`, `--cfg fuzzing`).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Run a response with status `status`, `Retry-After` / `retry-after-ms` header values
+    /// and body `body` through everything the clients do with it, for every backend's
+    /// parser (OpenAI chat, Ollama chat, embeddings).
+    pub fn response(status: u16, retry_after: &str, retry_after_ms: &str, body: &str) {
+        let mut headers = HeaderMap::new();
+        if let Ok(v) = reqwest::header::HeaderValue::from_str(retry_after) {
+            headers.insert("retry-after", v);
         }
-        let value: Value = serde_json::from_str(&text).map_err(|e| LlmError::Transient {
-            message: format!(
-                "malformed JSON from {shown} ({e}); body starts {:?}",
-                snippet(&text)
-            ),
-            retry_after: None,
-        })?;
-        if let Some((message, code)) = in_band_error(&value) {
-            return Err(classify(
-                None,
-                &format!("error reported with HTTP 200 by {shown}: {message}"),
-                code.as_deref(),
-                retry_after,
-            ));
+        if let Ok(v) = reqwest::header::HeaderValue::from_str(retry_after_ms) {
+            headers.insert("retry-after-ms", v);
         }
-        parse(value)
+        let wait = parse_retry_after(&headers);
+        let shown = redact_url("http://user:pw@127.0.0.1:1/v1/chat?key=k");
+        let _ = handle_response(status, wait, body, &shown, &crate::openai::parse_chat);
+        let _ = handle_response(status, wait, body, &shown, &crate::ollama::parse_ollama);
+        let _ = handle_response(status, wait, body, &shown, &|v| {
+            crate::embeddings::parse_embeddings(v, 3)
+        });
     }
 }
 

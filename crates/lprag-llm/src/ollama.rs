@@ -83,7 +83,7 @@ impl OllamaChat {
     }
 }
 
-fn parse_ollama(v: Value) -> Result<ChatResponse, LlmError> {
+pub(crate) fn parse_ollama(v: Value) -> Result<ChatResponse, LlmError> {
     let content = v
         .pointer("/message/content")
         .and_then(Value::as_str)

@@ -134,7 +134,7 @@ pub(crate) fn endpoint(base: &str, path: &str) -> Result<String, LlmError> {
     Ok(format!("{base}/{path}"))
 }
 
-fn parse_chat(v: Value) -> Result<ChatResponse, LlmError> {
+pub(crate) fn parse_chat(v: Value) -> Result<ChatResponse, LlmError> {
     let choice = v
         .get("choices")
         .and_then(|c| c.get(0))
