@@ -792,15 +792,25 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             state: None,
             checkpoints: None,
         };
-        p.serve(Some(model), graph)?;
+        p.serve(Some(model), graph, None)?;
         Ok(p)
     }
 
-    fn serve(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
+    /// Serve `model` on `graph`; `positions` are the chunks' encodings when the caller
+    /// already computed them for this graph (training does), else they are computed here.
+    fn serve(
+        &mut self,
+        model: Option<M>,
+        graph: &LinkGraph,
+        positions: Option<ChunkPositions>,
+    ) -> Result<()> {
         let ctx = ChunkContext::new(graph)?;
         let wsum = ctx.host.weight_sums();
         let dim = model.as_ref().map_or(0, |m| m.pair_positional_dim());
-        let positions = ChunkPositions::new(graph, dim, self.train.seed);
+        let positions = match positions {
+            Some(p) if p.dim == dim => p,
+            _ => ChunkPositions::new(graph, dim, self.train.seed),
+        };
         self.state = Some(Served {
             model,
             d_in: graph.features.dim(),
@@ -969,8 +979,8 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
             device: &self.device,
             checkpoints: self.checkpoints.as_deref(),
         };
-        let (model, report) = train(&run, graph, progress)?;
-        self.serve(Some(model), graph)?;
+        let (model, report, positions) = train(&run, graph, progress)?;
+        self.serve(Some(model), graph, positions)?;
         Ok(report)
     }
 
@@ -985,7 +995,7 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
             }
         }
         let model = self.state.take().and_then(|s| s.model);
-        self.serve(model, graph)
+        self.serve(model, graph, None)
     }
 
     fn score(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
@@ -1048,7 +1058,7 @@ fn train<M: PairModel>(
     run: &Run<'_, M>,
     graph: &LinkGraph,
     progress: &dyn Progress,
-) -> Result<(M, TrainReport)> {
+) -> Result<(M, TrainReport, Option<ChunkPositions>)> {
     let (init, tc, device) = (run.init, run.train, run.device);
     let started = Instant::now();
     if tc.epochs == 0 {
@@ -1082,6 +1092,7 @@ fn train<M: PairModel>(
                 seconds: started.elapsed().as_secs_f64(),
                 ..TrainReport::default()
             },
+            None,
         ));
     }
     let ad = device.clone().autodiff();
@@ -1274,7 +1285,7 @@ fn train<M: PairModel>(
     progress.finish("train");
     let model = stopping.into_best().unwrap_or_else(|| model.valid());
     report.seconds = started.elapsed().as_secs_f64();
-    Ok((model, report))
+    Ok((model, report, Some(positions)))
 }
 
 /// What validation reads of the chunk graph.
