@@ -52,7 +52,7 @@ pub use g2::{
 pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HashingEncoder,
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, HashingEncoder,
     HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, LinkScorer,
     NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoreContext,
     ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,

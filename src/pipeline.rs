@@ -8,10 +8,11 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkEdge, LinkGraph, LinkPredictor, LinkScorer,
-    NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoreContext,
-    ScoredChunk, Selection, SyntheticQuery, TrainReport,
+    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, Filter,
+    HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, LinkEdge, LinkGraph,
+    LinkPredictor, LinkScorer, NoProgress, PassageChunker, Progress, QueryGenerator, Result,
+    Retriever, ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport,
+    RETRIEVE_BATCH_CONCURRENCY,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
@@ -704,7 +705,8 @@ impl LpRagBuilder {
                 c
             }
             None => {
-                let c = chunker.chunk(documents).await?;
+                let mut c = chunker.chunk(documents).await?;
+                Chunk::inherit_metadata(&mut c, documents);
                 if let Some(w) = &work {
                     w.save_json("chunks", chunk_key, &c)?;
                 }
@@ -1108,6 +1110,17 @@ pub(crate) async fn embed_query(encoder: &dyn Encoder, query: &str) -> Result<Ve
     Ok(e)
 }
 
+/// Embed user queries in encoder batches, one checked vector each.
+pub(crate) async fn embed_queries(
+    encoder: &dyn Encoder,
+    queries: &[String],
+) -> Result<Vec<Vec<f32>>> {
+    let d = encoder.dimension();
+    let mut flat = Vec::with_capacity(queries.len() * d);
+    embed_into(encoder, queries, "query embedding", &NoProgress, &mut flat).await?;
+    Ok(flat.chunks_exact(d.max(1)).map(<[f32]>::to_vec).collect())
+}
+
 /// [`embed_all`] appending the rows to `out` (row-major, the encoder's width).
 pub(crate) async fn embed_into(
     encoder: &dyn Encoder,
@@ -1311,7 +1324,8 @@ pub(crate) async fn chunk_and_encoder(
     encoder: Option<Arc<dyn Encoder>>,
     progress: &dyn Progress,
 ) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
-    let chunks = chunker.chunk(documents).await?;
+    let mut chunks = chunker.chunk(documents).await?;
+    Chunk::inherit_metadata(&mut chunks, documents);
     if chunks.is_empty() {
         return Err(Error::EmptyCorpus("no document produced a chunk".into()));
     }
@@ -1488,7 +1502,34 @@ impl LpRag {
         query: Vec<f32>,
         selection: Selection,
     ) -> Result<Vec<ScoredChunk>> {
+        self.rank_embedded(query, selection, None).await
+    }
+
+    /// [`LpRag::retrieve_embedded`] over the chunks `filter` admits (see
+    /// [`Retriever::retrieve_filtered`]).
+    pub async fn retrieve_embedded_filtered(
+        &self,
+        query: Vec<f32>,
+        selection: Selection,
+        filter: &Filter,
+    ) -> Result<Vec<ScoredChunk>> {
+        filter.validate()?;
+        let filter = (!filter.is_all()).then(|| filter.clone());
+        self.rank_embedded(query, selection, filter).await
+    }
+
+    /// The ranking behind every `retrieve` method: the candidate stage (restricted to the
+    /// admitted chunks under a filter; the query still joins its nearest chunks of the
+    /// whole corpus, as the model was trained), then the predictor.
+    async fn rank_embedded(
+        &self,
+        query: Vec<f32>,
+        selection: Selection,
+        filter: Option<Filter>,
+    ) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
+        let allowed: Option<Vec<bool>> =
+            filter.map(|f| self.chunks.iter().map(|c| f.matches(c)).collect());
         let (graph, search, predictor) = (
             self.graph.clone(),
             self.search.clone(),
@@ -1500,7 +1541,15 @@ impl LpRag {
             _ => 0,
         };
         let ranked = blocking(move || {
-            let (nearest, candidates) = candidates(&graph, &search, &query, pool, neighbours, join);
+            let (nearest, candidates) = candidates(
+                &graph,
+                &search,
+                &query,
+                pool,
+                neighbours,
+                join,
+                allowed.as_deref(),
+            );
             let logits = predictor.score_near(&query, &nearest, &candidates)?;
             let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -1883,28 +1932,49 @@ fn candidates(
     pool: Option<usize>,
     neighbours: bool,
     join: usize,
+    allowed: Option<&[bool]>,
 ) -> (Vec<ChunkId>, Vec<ChunkId>) {
     let n = graph.num_chunks;
     let pool = pool.filter(|&p| p < n).map(|p| p.max(1));
-    let m = pool.unwrap_or(0).max(join);
-    let nearest: Vec<ChunkId> =
-        lprag_graph::nearest_by_cosine(&graph.features, &search.inv_norms, query, m)
+    let nearest_where = |m: usize, keep: &dyn Fn(usize) -> bool| -> Vec<ChunkId> {
+        lprag_graph::nearest_by_cosine_where(&graph.features, &search.inv_norms, query, m, keep)
             .into_iter()
             .map(|(i, _)| i as ChunkId)
-            .collect();
+            .collect()
+    };
+    let (nearest, pool_nearest) = match allowed {
+        // One scan serves both the join and the pool.
+        None => {
+            let nearest = nearest_where(pool.unwrap_or(0).max(join), &|_| true);
+            let p = pool.unwrap_or(0).min(nearest.len());
+            let pooled = nearest[..p].to_vec();
+            (nearest, pooled)
+        }
+        // The join stays the whole corpus's nearest chunks; the pool is the admitted ones'.
+        Some(ok) => (
+            nearest_where(join, &|_| true),
+            nearest_where(pool.unwrap_or(0), &|i| ok[i]),
+        ),
+    };
+    let admitted = |i: usize| allowed.is_none_or(|ok| ok[i]);
     let candidates = match pool {
-        Some(p) => {
-            let mut c: Vec<ChunkId> = nearest[..p.min(nearest.len())].to_vec();
+        Some(_) => {
+            let mut c: Vec<ChunkId> = pool_nearest;
             if neighbours {
                 for i in 0..c.len() {
-                    c.extend(search.neighbours[c[i]].iter().map(|&j| j as ChunkId));
+                    c.extend(
+                        search.neighbours[c[i]]
+                            .iter()
+                            .map(|&j| j as ChunkId)
+                            .filter(|&j| admitted(j)),
+                    );
                 }
             }
             c.sort_unstable();
             c.dedup();
             c
         }
-        None => (0..n).collect(),
+        None => (0..n).filter(|&i| admitted(i)).collect(),
     };
     (nearest, candidates)
 }
@@ -1925,6 +1995,49 @@ impl Retriever for LpRag {
         }
         let q = embed_query(&*self.encoder, query).await?;
         self.retrieve_embedded(q, selection).await
+    }
+
+    async fn retrieve_filtered(
+        &self,
+        query: &str,
+        selection: Selection,
+        filter: &Filter,
+    ) -> Result<Vec<ScoredChunk>> {
+        if query.trim().is_empty() {
+            return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
+        }
+        selection.validate()?;
+        filter.validate()?;
+        let q = embed_query(&*self.encoder, query).await?;
+        self.retrieve_embedded_filtered(q, selection, filter).await
+    }
+
+    /// All queries are embedded in one encoder call, then ranked on blocking threads.
+    async fn retrieve_batch(
+        &self,
+        queries: &[String],
+        selection: Selection,
+    ) -> Result<Vec<Vec<ScoredChunk>>> {
+        selection.validate()?;
+        if let Some(i) = queries.iter().position(|q| q.trim().is_empty()) {
+            return Err(Error::invalid(
+                format!("LpRag::retrieve_batch (query {i})"),
+                "query is empty",
+            ));
+        }
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vectors = embed_queries(&*self.encoder, queries).await?;
+        let mut out = Vec::with_capacity(queries.len());
+        for group in vectors.chunks(RETRIEVE_BATCH_CONCURRENCY) {
+            let running: Vec<_> = group
+                .iter()
+                .map(|v| self.rank_embedded(v.clone(), selection, None))
+                .collect();
+            out.extend(futures::future::try_join_all(running).await?);
+        }
+        Ok(out)
     }
 
     fn chunks(&self) -> &[Chunk] {

@@ -40,7 +40,7 @@ impl Progress for StderrProgress {
     }
 
     fn update(&self, stage: &str, done: u64, message: &str) {
-        if done % self.every == 0 || done == 1 {
+        if done.is_multiple_of(self.every) || done == 1 {
             eprintln!("[lprag] {stage}: {done} {message}");
         }
     }

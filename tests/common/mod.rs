@@ -65,10 +65,18 @@ pub fn small_gfm_config() -> GfmConfig {
 pub async fn build_each(
     enc: impl Fn() -> Arc<dyn Encoder>,
 ) -> Vec<(&'static str, Result<Arc<dyn Retriever>>)> {
+    build_each_on(&corpus(), enc).await
+}
+
+/// [`build_each`] on `docs`.
+#[allow(dead_code)]
+pub async fn build_each_on(
+    docs: &[Document],
+    enc: impl Fn() -> Arc<dyn Encoder>,
+) -> Vec<(&'static str, Result<Arc<dyn Retriever>>)> {
     fn arc<R: Retriever + 'static>(r: Result<R>) -> Result<Arc<dyn Retriever>> {
         r.map(|r| Arc::new(r) as Arc<dyn Retriever>)
     }
-    let docs = corpus();
     let lprag = LpRag::builder()
         .encoder(enc())
         .config(LpRagConfig {
@@ -78,22 +86,22 @@ pub async fn build_each(
             },
             ..LpRagConfig::default()
         })
-        .build(&docs)
+        .build(docs)
         .await;
-    let qcg = QcgRag::builder().encoder(enc()).build(&docs).await;
-    let g2 = G2Rag::builder().encoder(enc()).build(&docs).await;
+    let qcg = QcgRag::builder().encoder(enc()).build(docs).await;
+    let g2 = G2Rag::builder().encoder(enc()).build(docs).await;
     let lesegr = LesegrRag::builder()
         .encoder(enc())
         .config(LesegrConfig {
             variant: LesegrVariant::Lite,
             ..LesegrConfig::default()
         })
-        .build(&docs)
+        .build(docs)
         .await;
     let gfm = GfmRag::builder()
         .encoder(enc())
         .config(small_gfm_config())
-        .build(&docs)
+        .build(docs)
         .await;
     vec![
         ("lprag", arc(lprag)),

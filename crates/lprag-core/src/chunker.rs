@@ -182,6 +182,7 @@ fn chunk_corpus(
                     title: d.title.clone(),
                     span,
                 },
+                metadata: d.metadata.clone(),
             });
         }
     }

@@ -39,7 +39,7 @@ impl Embeddings {
                 "dimension must be at least 1",
             ));
         }
-        if data.len() % dim != 0 {
+        if !data.len().is_multiple_of(dim) {
             return Err(Error::invalid(
                 "Embeddings::new",
                 format!(

@@ -27,6 +27,7 @@ mod chunker;
 mod embeddings;
 mod error;
 pub mod extract;
+mod filter;
 mod hashing;
 mod querygen;
 pub mod sparse;
@@ -37,6 +38,7 @@ pub use chunker::{PassageChunker, SentenceChunker, SentenceChunkerConfig};
 pub use embeddings::{cosine, Embeddings};
 pub use error::{Error, Result};
 pub use extract::{CooccurrenceConfig, CooccurrenceExtractor, Extraction, Triple, TripleExtractor};
+pub use filter::{Filter, MAX_FILTER_DEPTH};
 pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 pub use sparse::{
@@ -44,7 +46,7 @@ pub use sparse::{
 };
 pub use traits::{
     check_score_args, Chunker, Encoder, LinkPredictor, LinkScorer, NoProgress, Progress,
-    QueryGenerator, Retriever, ScoreContext, TrainReport,
+    QueryGenerator, Retriever, ScoreContext, TrainReport, RETRIEVE_BATCH_CONCURRENCY,
 };
 pub use types::{
     Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk, Selection,

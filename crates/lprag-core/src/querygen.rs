@@ -2250,6 +2250,7 @@ mod tests {
                 title: title.into(),
                 span: 0..text.len(),
             },
+            metadata: Default::default(),
         }
     }
 

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Chunk, ChunkId, Document, Embeddings, LinkGraph, Result, ScoredChunk, Selection, SyntheticQuery,
+    Chunk, ChunkId, Document, Embeddings, Filter, LinkGraph, Result, ScoredChunk, Selection,
+    SyntheticQuery,
 };
 
 /// Splits documents into chunks (LP-RAG §3.1: atomic statements).
@@ -276,7 +277,64 @@ pub trait Retriever: Send + Sync {
 
     /// Every chunk the retriever can return.
     fn chunks(&self) -> &[Chunk];
+
+    /// [`Retriever::retrieve`] over the chunks `filter` admits: the filter is applied
+    /// before `selection` truncates, so `TopK(k)` returns `k` admitted chunks when the
+    /// retriever ranks that many.
+    ///
+    /// The provided method ranks every chunk the retriever would return and filters that
+    /// list; retrievers with a candidate stage (`LpRag`) override it to draw their
+    /// candidates from the admitted chunks only.
+    ///
+    /// # Errors
+    /// Those of [`Retriever::retrieve`], and [`crate::Error::InvalidInput`] for an
+    /// invalid `selection` or `filter`.
+    async fn retrieve_filtered(
+        &self,
+        query: &str,
+        selection: Selection,
+        filter: &Filter,
+    ) -> Result<Vec<ScoredChunk>> {
+        selection.validate()?;
+        filter.validate()?;
+        if filter.is_all() {
+            return self.retrieve(query, selection).await;
+        }
+        let everything = Selection::TopK(self.chunks().len().max(1));
+        let ranked = self.retrieve(query, everything).await?;
+        let kept = ranked
+            .into_iter()
+            .filter(|s| filter.matches(&s.chunk))
+            .collect();
+        Ok(selection.apply(kept, |s| s.score))
+    }
+
+    /// [`Retriever::retrieve`] for many queries, results in query order. The provided
+    /// method runs up to [`RETRIEVE_BATCH_CONCURRENCY`] queries at once; retrievers that
+    /// can share work between queries (one encoder batch for all of them) override it.
+    ///
+    /// # Errors
+    /// The first error of any query.
+    async fn retrieve_batch(
+        &self,
+        queries: &[String],
+        selection: Selection,
+    ) -> Result<Vec<Vec<ScoredChunk>>> {
+        selection.validate()?;
+        let mut out = Vec::with_capacity(queries.len());
+        for group in queries.chunks(RETRIEVE_BATCH_CONCURRENCY) {
+            let mut running = Vec::with_capacity(group.len());
+            for q in group {
+                running.push(self.retrieve(q.as_str(), selection));
+            }
+            out.extend(futures::future::try_join_all(running).await?);
+        }
+        Ok(out)
+    }
 }
+
+/// How many queries the provided [`Retriever::retrieve_batch`] runs at once.
+pub const RETRIEVE_BATCH_CONCURRENCY: usize = 8;
 
 #[cfg(test)]
 mod tests {

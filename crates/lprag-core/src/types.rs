@@ -63,9 +63,41 @@ pub struct Chunk {
     pub text: String,
     /// Where the chunk came from.
     pub provenance: Provenance,
+    /// The source document's [`Document::metadata`]: the pipelines copy it onto every
+    /// chunk a chunker returns without metadata of its own, so every hit carries it and
+    /// [`crate::Filter`] can select on it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Chunk {
+    /// A chunk without metadata.
+    pub fn new(id: ChunkId, text: impl Into<String>, provenance: Provenance) -> Self {
+        Self {
+            id,
+            text: text.into(),
+            provenance,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Give every chunk without metadata its document's [`Document::metadata`] (matched
+    /// by [`Provenance::document_id`]); chunks that carry metadata already keep theirs.
+    pub fn inherit_metadata(chunks: &mut [Chunk], documents: &[Document]) {
+        if documents.iter().all(|d| d.metadata.is_empty()) {
+            return;
+        }
+        let by_id: std::collections::HashMap<&str, &BTreeMap<String, String>> = documents
+            .iter()
+            .map(|d| (d.id.as_str(), &d.metadata))
+            .collect();
+        for c in chunks.iter_mut().filter(|c| c.metadata.is_empty()) {
+            if let Some(m) = by_id.get(c.provenance.document_id.as_str()) {
+                c.metadata = (*m).clone();
+            }
+        }
+    }
+
     /// The text that is embedded for this chunk: `title + "\n" + text` when the title is
     /// not empty, else the text alone (the HippoRAG passage convention).
     pub fn embedding_text(&self) -> String {

@@ -57,6 +57,7 @@ impl FixedRetriever {
                     title: String::new(),
                     span: 0..text.len(),
                 },
+                metadata: Default::default(),
             })
             .collect();
         Self {

@@ -87,4 +87,4 @@ pub use persist::{
     save_chunk_graph, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
-pub use search::{dot, inverse_norms, nearest_by_cosine};
+pub use search::{dot, inverse_norms, nearest_by_cosine, nearest_by_cosine_where};

@@ -25,9 +25,20 @@ pub fn nearest_by_cosine(
     query: &[f32],
     m: usize,
 ) -> Vec<(u32, f32)> {
+    nearest_by_cosine_where(rows, inv_norms, query, m, &|_| true)
+}
+
+/// [`nearest_by_cosine`] among the rows `keep` admits (a metadata filter, say); rows it
+/// rejects are not scored.
+pub fn nearest_by_cosine_where(
+    rows: &lprag_core::Embeddings,
+    inv_norms: &[f32],
+    query: &[f32],
+    m: usize,
+    keep: &dyn Fn(usize) -> bool,
+) -> Vec<(u32, f32)> {
     let n = inv_norms.len().min(rows.rows());
-    let m = m.min(n);
-    if m == 0 {
+    if m == 0 || n == 0 {
         return Vec::new();
     }
     let mut scored: Vec<(u32, f32)> = rows
@@ -35,10 +46,15 @@ pub fn nearest_by_cosine(
         .take(n)
         .zip(inv_norms)
         .enumerate()
+        .filter(|&(i, _)| keep(i))
         .map(|(i, (r, &inv))| (i as u32, dot(r, query) * inv))
         .collect();
+    let m = m.min(scored.len());
+    if m == 0 {
+        return Vec::new();
+    }
     let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if m < n {
+    if m < scored.len() {
         scored.select_nth_unstable_by(m - 1, order);
         scored.truncate(m);
     }

@@ -149,6 +149,7 @@ impl Chunker for LlmChunker {
                                 span: locate(&s, &doc.text, &sentences),
                             },
                             text: s,
+                            metadata: doc.metadata.clone(),
                         });
                     }
                 }

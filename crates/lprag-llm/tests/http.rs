@@ -639,6 +639,7 @@ async fn unparseable_answers_fall_back_or_are_typed_errors_with_the_raw_text() {
             title: String::new(),
             span: 0..10,
         },
+        metadata: Default::default(),
     }];
 
     // Default: asked once more, then the offline component, counted and warned about.
@@ -778,6 +779,7 @@ async fn query_generators_link_queries_to_their_batch_or_chunk() {
             title: "Warsaw".into(),
             span: 0..1,
         },
+        metadata: Default::default(),
     };
     let chunks = vec![
         chunk(0, "Warsaw is the capital of Poland."),

@@ -40,6 +40,7 @@ fn scored(id: usize, text: &str, score: f32) -> ScoredChunk {
                 title: String::new(),
                 span: 0..1,
             },
+            metadata: Default::default(),
         },
         score,
     }

@@ -38,6 +38,7 @@ pub fn passage_chunks(docs: &[Document]) -> Result<Vec<Chunk>> {
                 title: d.title.clone(),
                 span: 0..d.text.len(),
             },
+            metadata: d.metadata.clone(),
         })
         .collect())
 }
