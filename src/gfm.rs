@@ -66,7 +66,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{
+    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+};
 
 /// The relation added by entity resolution.
 pub const EQUIVALENT: &str = "equivalent";
@@ -413,7 +415,7 @@ impl GfmRagBuilder {
         // Pre-training: KG completion.
         let (questions, pre) = pretrain_queries(&kg, &model, config.pretrain_queries, config.seed);
         if !pre.is_empty() {
-            let qemb = embed_all(
+            let qemb = embed_all_queries(
                 &*encoder,
                 &questions,
                 "embed pretraining queries",
@@ -509,7 +511,7 @@ impl GfmRagBuilder {
                 }
             }
             let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
-            let qemb = embed_all(
+            let qemb = embed_all_queries(
                 &*encoder,
                 &qtexts,
                 "embed fine-tuning questions",

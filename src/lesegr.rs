@@ -50,7 +50,9 @@ use lprag_model::lesegr::{
 use lprag_model::Device;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{
+    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+};
 
 /// Which LeSeGR scorer to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -362,7 +364,8 @@ impl LesegrRagBuilder {
                         .collect::<Result<_>>()?
                 };
                 let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
-                let qemb = embed_all(&*encoder, &qtexts, "embed queries", &*self.progress).await?;
+                let qemb =
+                    embed_all_queries(&*encoder, &qtexts, "embed queries", &*self.progress).await?;
                 let examples: Vec<LesegrExample> = questions
                     .into_iter()
                     .enumerate()

@@ -30,6 +30,7 @@
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
+mod chunking;
 mod durable;
 pub mod g2;
 pub mod gfm;
@@ -38,6 +39,7 @@ mod pipeline;
 mod progress;
 pub mod qcg;
 mod report;
+mod update;
 mod workdir;
 
 pub use lprag_core as core;
@@ -45,6 +47,7 @@ pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
 
+pub use chunking::TokenChunker;
 pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
     G2Stats, MergeOrder, OutlierPolicy,
@@ -70,3 +73,4 @@ pub use pipeline::{
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};
 pub use report::Report;
+pub use update::UpdateReport;

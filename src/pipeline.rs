@@ -36,6 +36,7 @@ const CHUNKS: &str = "chunks.json";
 const QUERIES: &str = "queries.json";
 const GRAPH: &str = "graph.bin";
 const PREDICTOR_DIR: &str = "predictor";
+const KNN: &str = "knn.bin";
 
 /// Texts embedded per encoder call while indexing (progress is reported per batch).
 const EMBED_BATCH: usize = 256;
@@ -121,7 +122,7 @@ impl BuiltinPredictor {
 
     /// The untrained predictor for `config`, checkpointing under `work_dir/train` where
     /// it can.
-    fn make(
+    pub(crate) fn make(
         config: &LpRagConfig,
         work_dir: Option<&Path>,
         device: ComputeDevice,
@@ -717,12 +718,14 @@ impl LpRagBuilder {
             return Err(Error::EmptyCorpus("no document produced a chunk".into()));
         }
         stats.chunks = chunks.len();
-        // Checked now, before anything is paid for.
-        let labelled = labelled_queries(&chunks, &labelled)?;
+        // Checked now, before anything is paid for (and mapped again below if chunks are
+        // split to fit the encoder).
+        let labelled_pairs = labelled;
+        let mut labelled = labelled_queries(&chunks, &labelled_pairs)?;
         lap(&mut stats, "chunk");
 
         // 2. Chunk embeddings (choosing the default encoder first when none was given).
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let mut texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
         let (encoder, default_encoder) = match encoder {
             Some(e) => (e, None),
             None => {
@@ -735,6 +738,17 @@ impl LpRagBuilder {
                 (enc, Some(spec))
             }
         };
+        let (fitted, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+        chunks = fitted;
+        if let Some(w) = warning {
+            progress.warn(&w);
+            stats.warnings.push(w);
+        }
+        if chunks.len() != stats.chunks {
+            stats.chunks = chunks.len();
+            texts = chunks.iter().map(Chunk::embedding_text).collect();
+            labelled = labelled_queries(&chunks, &labelled_pairs)?;
+        }
         let emb_key = stage_key(&work, || chunks_key(&chunks)).then(&[
             encoder.name().as_bytes(),
             &(encoder.dimension() as u64).to_le_bytes(),
@@ -808,6 +822,7 @@ impl LpRagBuilder {
                     .all(|e| (e.a as usize) < chunks.len() && (e.b as usize) < chunks.len())
             });
         let rows = chunk_emb.rows();
+        let mut knn_lists = None;
         let (edges, chunk_emb) = match cached {
             Some(edges) => {
                 reused.push("graph".into());
@@ -816,13 +831,15 @@ impl LpRagBuilder {
             None => {
                 // The embeddings and chunks move to the blocking thread and back (no copy).
                 let bridges = config.bridges;
-                let (edges, emb, back) = blocking(move || {
-                    let mut edges = lprag_graph::mutual_knn_edges(&chunk_emb, k, &backend)?;
+                let (edges, emb, back, lists) = blocking(move || {
+                    let lists = lprag_graph::knn(&chunk_emb, k, &backend)?;
+                    let mut edges = lprag_graph::mutual_edges_of(&lists)?;
                     edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
-                    Ok((edges, chunk_emb, chunks))
+                    Ok((edges, chunk_emb, chunks, lists))
                 })
                 .await?;
                 chunks = back;
+                knn_lists = Some(Arc::new(lists));
                 if let Some(w) = &work {
                     w.save_json("chunk-graph", graph_key, &edges)?;
                 }
@@ -886,7 +903,7 @@ impl LpRagBuilder {
             reused.push("query-embed".into());
             features.extend_from_slice(e.as_slice());
         } else if !qtexts.is_empty() {
-            embed_into(
+            embed_queries_into(
                 &*encoder,
                 &qtexts,
                 "embed queries",
@@ -973,6 +990,8 @@ impl LpRagBuilder {
             source,
             config,
             stats,
+            knn: knn_lists,
+            device,
         })
     }
 }
@@ -988,7 +1007,7 @@ enum ModelChoice {
 /// Which kind of ranking model an index was built with (recorded in its manifest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum PredictorSource {
+pub(crate) enum PredictorSource {
     /// The built-in [`GnnLinkPredictor`] ([`LpRag::open`], [`LpRag::load`]).
     #[default]
     Builtin,
@@ -1090,24 +1109,28 @@ pub(crate) async fn embed_all(
     Embeddings::new(encoder.dimension(), out)
 }
 
-/// The encoder's embedding of a user query, checked: the encoder's width and finite
-/// values (a faulty custom encoder is a typed error, not a garbage ranking).
+/// [`embed_all`] for query texts ([`Encoder::embed_queries`]).
+pub(crate) async fn embed_all_queries(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<Embeddings> {
+    let mut out = Vec::with_capacity(texts.len() * encoder.dimension());
+    embed_queries_into(encoder, texts, stage, progress, &mut out).await?;
+    Embeddings::new(encoder.dimension(), out)
+}
+
+/// The encoder's embedding of a user query ([`Encoder::embed_queries`]), checked: one
+/// row, the encoder's width, finite values (a faulty custom encoder is a typed error, not
+/// a garbage ranking).
 pub(crate) async fn embed_query(encoder: &dyn Encoder, query: &str) -> Result<Vec<f32>> {
-    let e = encoder.embed_one(query).await?;
-    if e.len() != encoder.dimension() {
-        return Err(Error::DimensionMismatch {
-            location: format!("encoder '{}' query embedding", encoder.name()),
-            expected: encoder.dimension(),
-            actual: e.len(),
-        });
-    }
-    if e.iter().any(|x| !x.is_finite()) {
-        return Err(Error::invalid(
-            format!("encoder '{}' output", encoder.name()),
-            "a non-finite value in the query embedding",
-        ));
-    }
-    Ok(e)
+    let mut rows = embed_queries(encoder, &[query.to_string()]).await?;
+    rows.pop().ok_or_else(|| Error::DimensionMismatch {
+        location: format!("encoder '{}' query embedding", encoder.name()),
+        expected: 1,
+        actual: 0,
+    })
 }
 
 /// Embed user queries in encoder batches, one checked vector each.
@@ -1117,7 +1140,7 @@ pub(crate) async fn embed_queries(
 ) -> Result<Vec<Vec<f32>>> {
     let d = encoder.dimension();
     let mut flat = Vec::with_capacity(queries.len() * d);
-    embed_into(encoder, queries, "query embedding", &NoProgress, &mut flat).await?;
+    embed_queries_into(encoder, queries, "query embedding", &NoProgress, &mut flat).await?;
     Ok(flat.chunks_exact(d.max(1)).map(<[f32]>::to_vec).collect())
 }
 
@@ -1129,9 +1152,36 @@ pub(crate) async fn embed_into(
     progress: &dyn Progress,
     out: &mut Vec<f32>,
 ) -> Result<()> {
+    embed_rows(encoder, texts, stage, progress, out, false).await
+}
+
+/// [`embed_into`] for query texts ([`Encoder::embed_queries`]).
+pub(crate) async fn embed_queries_into(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    embed_rows(encoder, texts, stage, progress, out, true).await
+}
+
+/// Embed in batches of [`EMBED_BATCH`], checking every batch's shape and values.
+async fn embed_rows(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    out: &mut Vec<f32>,
+    queries: bool,
+) -> Result<()> {
     progress.start(stage, Some(texts.len() as u64));
     for (i, batch) in texts.chunks(EMBED_BATCH).enumerate() {
-        let e = encoder.embed(batch).await?;
+        let e = if queries {
+            encoder.embed_queries(batch).await?
+        } else {
+            encoder.embed(batch).await?
+        };
         if e.rows() != batch.len() {
             return Err(Error::DimensionMismatch {
                 location: format!("encoder '{}' output rows", encoder.name()),
@@ -1341,7 +1391,55 @@ pub(crate) async fn chunk_and_encoder(
             enc
         }
     };
+    let n = chunks.len();
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    if let Some(w) = warning {
+        progress.warn(&w);
+    }
+    let texts = if chunks.len() == n {
+        texts
+    } else {
+        chunks.iter().map(Chunk::embedding_text).collect()
+    };
     Ok((chunks, texts, encoder))
+}
+
+/// Make `chunks` fit the encoder's input: the default [`PassageChunker`]'s (by name) are
+/// split where too long, any other chunker's are only counted, with a warning.
+pub(crate) async fn fit_to_encoder(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: &Arc<dyn Encoder>,
+    chunker: &str,
+) -> Result<(Vec<Chunk>, Option<String>)> {
+    if encoder.max_input_tokens().is_none() {
+        return Ok((chunks, None));
+    }
+    let encoder = encoder.clone();
+    if chunker == PassageChunker.name() {
+        let docs = documents.to_vec();
+        blocking(move || {
+            let n = chunks.len();
+            let (chunks, split) = crate::chunking::split_to_fit(chunks, &docs, &*encoder);
+            let note = (split > 0).then(|| {
+                format!(
+                    "{split} of {n} passages were longer than the encoder '{}' takes ({} \
+                     tokens) and were split into {} chunks that fit",
+                    encoder.name(),
+                    encoder.max_input_tokens().unwrap_or(0),
+                    chunks.len() - (n - split)
+                )
+            });
+            Ok((chunks, note))
+        })
+        .await
+    } else {
+        blocking(move || {
+            let warning = crate::chunking::truncation_warning(&chunks, &*encoder);
+            Ok((chunks, warning))
+        })
+        .await
+    }
 }
 
 /// Run CPU-bound work off the async runtime when there is one.
@@ -1377,28 +1475,37 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// `LpRag` is `Send + Sync` and cheap to share behind an `Arc`; [`Retriever::retrieve`]
 /// runs the model on a blocking thread.
 pub struct LpRag {
-    chunks: Vec<Chunk>,
-    queries: Vec<SyntheticQuery>,
-    graph: Arc<LinkGraph>,
-    encoder: Arc<dyn Encoder>,
-    default_encoder: Option<DefaultEncoder>,
-    predictor: Arc<dyn LinkPredictor>,
-    source: PredictorSource,
-    search: Arc<ChunkSearch>,
-    config: LpRagConfig,
-    stats: IndexStats,
+    pub(crate) chunks: Vec<Chunk>,
+    pub(crate) queries: Vec<SyntheticQuery>,
+    pub(crate) graph: Arc<LinkGraph>,
+    pub(crate) encoder: Arc<dyn Encoder>,
+    pub(crate) default_encoder: Option<DefaultEncoder>,
+    pub(crate) predictor: Arc<dyn LinkPredictor>,
+    pub(crate) source: PredictorSource,
+    pub(crate) search: Arc<ChunkSearch>,
+    pub(crate) config: LpRagConfig,
+    pub(crate) stats: IndexStats,
+    /// The chunks' k-NN lists behind the mutual k-NN edges, kept for incremental updates
+    /// (`None` when the graph stage was reused from a work directory or the index was
+    /// saved without them; the first update computes them).
+    pub(crate) knn: Option<Arc<KnnLists>>,
+    /// Where the built-in predictor trains and scores (for [`LpRag::retrain`]).
+    pub(crate) device: ComputeDevice,
 }
+
+/// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
+pub(crate) type KnnLists = Vec<Vec<(u32, f32)>>;
 
 /// What the candidate stage reads: inverse norms of the chunk embeddings and the chunk
 /// graph's neighbour lists.
 #[derive(Debug)]
-struct ChunkSearch {
+pub(crate) struct ChunkSearch {
     inv_norms: Vec<f32>,
     neighbours: Vec<Vec<u32>>,
 }
 
 impl ChunkSearch {
-    fn new(graph: &LinkGraph) -> Self {
+    pub(crate) fn new(graph: &LinkGraph) -> Self {
         let nc = graph.num_chunks;
         let mut neighbours = vec![Vec::new(); nc];
         for e in &graph.edges {
@@ -1600,6 +1707,9 @@ impl LpRag {
         write_json(CHUNKS, &self.chunks)?;
         write_json(QUERIES, &self.queries)?;
         lprag_graph::save_link_graph(&self.graph, tmp.join(GRAPH))?;
+        if let Some(lists) = &self.knn {
+            lprag_graph::save_knn_lists(lists, tmp.join(KNN))?;
+        }
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
         crate::durable::replace_dir(staged, dir)
     }
@@ -1672,7 +1782,7 @@ impl LpRag {
             &parts.graph,
             device,
         )?;
-        Ok(parts.finish(predictor))
+        Ok(parts.finish(predictor, device))
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with a custom
@@ -1716,7 +1826,7 @@ impl LpRag {
                 ),
             ));
         }
-        Ok(parts.finish(Arc::from(predictor)))
+        Ok(parts.finish(Arc::from(predictor), ComputeDevice::Cpu))
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with the training-free
@@ -1752,7 +1862,7 @@ impl LpRag {
             graph: parts.graph.clone(),
             search: parts.search.clone(),
         });
-        Ok(parts.finish(predictor))
+        Ok(parts.finish(predictor, ComputeDevice::Cpu))
     }
 }
 
@@ -1764,6 +1874,7 @@ struct Parts {
     graph: Arc<LinkGraph>,
     search: Arc<ChunkSearch>,
     encoder: Arc<dyn Encoder>,
+    knn: Option<Arc<KnnLists>>,
 }
 
 impl Parts {
@@ -1822,6 +1933,21 @@ impl Parts {
                 ),
             ));
         }
+        // The k-NN lists are optional (indexes saved before incremental updates have
+        // none; the first update computes them), but a file that is there must be sound.
+        let knn_path = dir.join(KNN);
+        let knn = if knn_path.exists() {
+            let lists = lprag_graph::load_knn_lists(&knn_path)?;
+            if lists.len() != chunks.len() {
+                return Err(Error::format(
+                    knn_path,
+                    format!("{} k-NN lists for {} chunks", lists.len(), chunks.len()),
+                ));
+            }
+            Some(Arc::new(lists))
+        } else {
+            None
+        };
         Ok(Self {
             manifest,
             chunks,
@@ -1829,10 +1955,11 @@ impl Parts {
             search: Arc::new(ChunkSearch::new(&graph)),
             graph: Arc::new(graph),
             encoder,
+            knn,
         })
     }
 
-    fn finish(self, predictor: Arc<dyn LinkPredictor>) -> LpRag {
+    fn finish(self, predictor: Arc<dyn LinkPredictor>, device: ComputeDevice) -> LpRag {
         LpRag {
             chunks: self.chunks,
             queries: self.queries,
@@ -1844,6 +1971,8 @@ impl Parts {
             source: self.manifest.predictor_source,
             config: self.manifest.config,
             stats: self.manifest.stats,
+            knn: self.knn,
+            device,
         }
     }
 }

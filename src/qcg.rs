@@ -26,7 +26,9 @@ use lprag_core::{
 use lprag_graph::KnnBackend;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
+use crate::pipeline::{
+    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+};
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,7 +293,7 @@ impl QcgRagBuilder {
         let all_emb = if node_texts.is_empty() {
             Embeddings::empty(chunk_emb.dim())
         } else {
-            embed_all(&*encoder, &node_texts, "embed queries", &*self.progress).await?
+            embed_all_queries(&*encoder, &node_texts, "embed queries", &*self.progress).await?
         };
         let relevance: Vec<f32> = generated
             .iter()

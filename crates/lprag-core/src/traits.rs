@@ -63,6 +63,28 @@ pub trait Encoder: Send + Sync {
         None
     }
 
+    /// Embed queries — the user's, and the synthetic queries that stand in for them at
+    /// index time. Models trained with instructions (e5's `"query: "` / `"passage: "`,
+    /// bge's query instruction) embed queries and documents differently; the provided
+    /// method calls [`Encoder::embed`], as a symmetric model wants.
+    async fn embed_queries(&self, texts: &[String]) -> Result<Embeddings> {
+        self.embed(texts).await
+    }
+
+    /// The longest input, in this encoder's own tokens (special tokens and any document
+    /// prefix included), that it embeds whole; longer inputs are cut. `None` (the
+    /// default): no limit. The pipelines split longer chunks of their default chunker to
+    /// fit, and warn with counts when a chunker of yours made chunks that will be cut.
+    fn max_input_tokens(&self) -> Option<usize> {
+        None
+    }
+
+    /// Tokens `text` takes when embedded as a document (before any cut), for encoders
+    /// with [`Encoder::max_input_tokens`]; `None` (the default) when unknown.
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+
     /// Embed one text (provided: calls [`Encoder::embed`]).
     async fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
         let e = self.embed(&[text.to_string()]).await?;

@@ -85,6 +85,10 @@ struct ScaleArgs {
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
+    /// Build LP-RAG without the corpus's last N passages, then add them to the index
+    /// (`LpRag::add_documents`) and report the time as stage `add`.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    lprag_add: usize,
     /// Keep LP-RAG's finished stages (chunks, embeddings, graph, synthetic queries) and
     /// per-epoch training checkpoints in DIR/musique-N, so an interrupted build resumes
     /// there and a rerun reuses what is unchanged.
@@ -293,6 +297,7 @@ async fn scale(args: ScaleArgs) -> Result<()> {
         options.retrievers.lprag = lprag_config(path)?;
     }
     options.retrievers.verbose = args.verbose;
+    options.retrievers.lprag_add_last = args.lprag_add;
     let mut rows = Vec::new();
     for &n in &sizes {
         let dir = args.work.join(format!("musique-{n}"));

@@ -18,6 +18,7 @@ pub const RETRIEVERS: &[&str] = &[
     "bm25",
     "hybrid",
     "lprag",
+    "lprag-incremental",
     "qcg",
     "lesegr",
     "lesegr-lite",
@@ -44,6 +45,9 @@ pub struct RetrieverOptions {
     pub lprag_transfer_from: Option<std::path::PathBuf>,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
+    /// `lprag-eval scale`: build `lprag` without the corpus's last N documents, then add
+    /// them with [`lprag::LpRag::add_documents_with`] and time it (stage `add`). Default 0.
+    pub lprag_add_last: usize,
     /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
     pub qcg: lprag::QcgConfig,
     /// Configuration of `lesegr` (default: [`lprag::LesegrConfig::default`]; `lesegr-lite`
@@ -100,6 +104,82 @@ pub async fn build_retriever(
     build_retriever_with(name, docs, encoder, &RetrieverOptions::default()).await
 }
 
+/// A retriever reported under another name (one index type, two table rows).
+struct Renamed<R> {
+    name: &'static str,
+    inner: R,
+}
+
+#[async_trait::async_trait]
+impl<R: Retriever> Retriever for Renamed<R> {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn retrieve(
+        &self,
+        query: &str,
+        selection: lprag::Selection,
+    ) -> lprag::Result<Vec<lprag::ScoredChunk>> {
+        self.inner.retrieve(query, selection).await
+    }
+
+    fn chunks(&self) -> &[lprag::Chunk] {
+        self.inner.chunks()
+    }
+
+    async fn retrieve_filtered(
+        &self,
+        query: &str,
+        selection: lprag::Selection,
+        filter: &lprag::Filter,
+    ) -> lprag::Result<Vec<lprag::ScoredChunk>> {
+        self.inner.retrieve_filtered(query, selection, filter).await
+    }
+
+    async fn retrieve_batch(
+        &self,
+        queries: &[String],
+        selection: lprag::Selection,
+    ) -> lprag::Result<Vec<Vec<lprag::ScoredChunk>>> {
+        self.inner.retrieve_batch(queries, selection).await
+    }
+}
+
+/// The chunker `lprag` uses under `options` (see [`RetrieverOptions::lprag_sentences`]).
+pub fn lprag_chunker(options: &RetrieverOptions) -> Arc<dyn lprag::Chunker> {
+    if options.lprag_sentences {
+        Arc::new(lprag::SentenceChunker::default())
+    } else {
+        Arc::new(lprag::PassageChunker)
+    }
+}
+
+/// `lprag-incremental`: LP-RAG built on every other document (even positions), the rest
+/// added afterwards with [`lprag::LpRag::add_documents_with`] (scored by the model trained
+/// on the first half, not retrained), for comparison with `lprag` built on everything.
+pub async fn build_lprag_incremental(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::LpRag> {
+    let (first, later): (Vec<_>, Vec<_>) = docs
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(i, _)| i % 2 == 0);
+    let first: Vec<Document> = first.into_iter().map(|(_, d)| d).collect();
+    let later: Vec<Document> = later.into_iter().map(|(_, d)| d).collect();
+    let mut rag = build_lprag(&first, encoder, options).await?;
+    if !later.is_empty() {
+        let report = rag
+            .add_documents_with(&later, &*lprag_chunker(options))
+            .await?;
+        eprintln!("lprag-incremental: {:?}", report);
+    }
+    Ok(rag)
+}
+
 /// Build `lprag` as [`build_retriever_with`] does, keeping its type (for its
 /// [`lprag::LpRag::stats`]).
 pub async fn build_lprag(
@@ -107,11 +187,7 @@ pub async fn build_lprag(
     encoder: Arc<dyn Encoder>,
     options: &RetrieverOptions,
 ) -> Result<lprag::LpRag> {
-    let chunker: Arc<dyn lprag::Chunker> = if options.lprag_sentences {
-        Arc::new(lprag::SentenceChunker::default())
-    } else {
-        Arc::new(lprag::PassageChunker)
-    };
+    let chunker = lprag_chunker(options);
     let mut builder = lprag::LpRag::builder();
     let writer = query_writer(options, lprag::llm::LlmQueryGenerator::new);
     if let Some((generator, _)) = &writer {
@@ -184,6 +260,10 @@ pub async fn build_retriever_with(
         "bm25" => Box::new(Bm25Retriever::build(docs, Bm25Config::default())?),
         "hybrid" => Box::new(HybridRetriever::dense_bm25(docs, encoder).await?),
         "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
+        "lprag-incremental" => Box::new(Renamed {
+            name: "lprag-incremental",
+            inner: build_lprag_incremental(docs, encoder, options).await?,
+        }),
         "qcg" => {
             let mut builder = lprag::QcgRag::builder();
             let writer = query_writer(options, lprag::llm::LlmQueryGenerator::doc2query);

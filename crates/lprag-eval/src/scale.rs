@@ -106,11 +106,20 @@ pub async fn run_scale(
         progress.start(&stage, None);
         let t = Instant::now();
         if name == "lprag" {
-            let mut rag =
-                build_lprag(&dataset.corpus, encoder.clone(), &options.retrievers).await?;
+            let corpus = &dataset.corpus;
+            let add = options.retrievers.lprag_add_last.min(corpus.len() - 1);
+            let (base, later) = corpus.split_at(corpus.len() - add);
+            let mut rag = build_lprag(base, encoder.clone(), &options.retrievers).await?;
             let index_seconds = t.elapsed().as_secs_f64();
             progress.finish(&stage);
-            let stages = rag.stats().seconds.clone();
+            let mut stages = rag.stats().seconds.clone();
+            if add > 0 {
+                let t = Instant::now();
+                let chunker = crate::registry::lprag_chunker(&options.retrievers);
+                let report = rag.add_documents_with(later, &*chunker).await?;
+                stages.push(("add".into(), t.elapsed().as_secs_f64()));
+                eprintln!("lprag: added {add} documents: {report:?}");
+            }
             let neighbours = rag.config().candidate_neighbours;
             let variants: Vec<Option<Option<usize>>> = if pools.is_empty() {
                 vec![None]

@@ -184,6 +184,154 @@ pub fn mutual_knn_edges(
     Ok(mutual_edges(&lists))
 }
 
+/// Exact k-NN lists after rows are removed and appended, from the lists before: the
+/// incremental path of an index update.
+///
+/// `lists` are the old rows' lists (as [`knn`] returns them, exact or HNSW); `keep[i]` says
+/// whether old row `i` stays; `emb` holds the kept rows in their old order, then the new
+/// rows. New rows are scanned exactly against every row, and each scan also offers the new
+/// row to the kept rows' lists (cosine is symmetric); a kept row that lost a neighbour to a
+/// removal is rescanned. So the cost is one scan of `emb` per new row and per kept row
+/// that lost a neighbour, not a rebuild; the result equals `knn(emb, k, Exact)` when the
+/// old lists were exact (same tie rule; similarities may differ in the last bits, which
+/// the blocked GEMM of a full build rounds differently).
+///
+/// # Errors
+/// [`GraphError::InvalidArgument`] when `k == 0`, `keep` and `lists` differ in length, or
+/// `emb` has fewer rows than `keep` keeps; [`GraphError::NonFinite`] for a NaN row.
+pub fn update_knn(
+    lists: &[Vec<(u32, f32)>],
+    keep: &[bool],
+    emb: &Embeddings,
+    k: usize,
+) -> Result<Vec<Vec<(u32, f32)>>, GraphError> {
+    if k == 0 {
+        return Err(GraphError::arg("k", "must be at least 1"));
+    }
+    if keep.len() != lists.len() {
+        return Err(GraphError::arg(
+            "keep",
+            format!("{} flags for {} lists", keep.len(), lists.len()),
+        ));
+    }
+    let (n, d) = (emb.rows(), emb.dim());
+    if n > u32::MAX as usize {
+        return Err(GraphError::arg(
+            "emb",
+            format!("{n} rows do not fit u32 node ids"),
+        ));
+    }
+    let mut new_id = vec![u32::MAX; keep.len()];
+    let mut kept = 0usize;
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
+            new_id[i] = kept as u32;
+            kept += 1;
+        }
+    }
+    if kept > n {
+        return Err(GraphError::arg(
+            "emb",
+            format!("{n} rows, but {kept} old rows are kept"),
+        ));
+    }
+    let x = normalized_rows(emb, "embeddings")?;
+    let k = k.min(n.saturating_sub(1));
+    if k == 0 {
+        return Ok(vec![Vec::new(); n]);
+    }
+    let row = |i: usize| &x[i * d..(i + 1) * d];
+    // Kept rows: their lists with ids remapped; a row that lost an entry is rescanned.
+    let mut out: Vec<Vec<(u32, f32)>> = Vec::with_capacity(n);
+    let mut rescan: Vec<usize> = Vec::new();
+    for (i, list) in lists.iter().enumerate().filter(|&(i, _)| keep[i]) {
+        let mut l: Vec<(u32, f32)> = Vec::with_capacity(k);
+        let mut lost = false;
+        for &(j, s) in list {
+            match new_id.get(j as usize) {
+                Some(&id) if id != u32::MAX => l.push((id, s)),
+                _ => lost = true,
+            }
+        }
+        l.truncate(k);
+        if lost {
+            rescan.push(new_id[i] as usize);
+        }
+        out.push(l);
+    }
+    // New rows: one exact scan each; the scan's scores are offered to the kept rows too.
+    // Per new row: its own list, and its offers to the kept rows' lists.
+    type Scan = (Vec<(u32, f32)>, Vec<(u32, f32)>);
+    let scans: Vec<Scan> = (kept..n)
+        .into_par_iter()
+        .map(|j| {
+            let q = row(j);
+            let mut top = TopK::new(k);
+            let mut offers = Vec::new();
+            for i in (0..n).filter(|&i| i != j) {
+                let s = dot(q, row(i));
+                top.offer(i as u32, s);
+                if let Some(l) = out.get(i).filter(|_| i < kept) {
+                    let admits = l.len() < k || {
+                        let (li, ls) = l[l.len() - 1];
+                        better(s, j as u32, ls, li)
+                    };
+                    if admits {
+                        offers.push((i as u32, s));
+                    }
+                }
+            }
+            (top.items, offers)
+        })
+        .collect();
+    for (j, (_, offers)) in (kept..n).zip(&scans) {
+        for &(i, s) in offers {
+            let mut top = TopK::new(k);
+            for &(id, t) in &out[i as usize] {
+                top.offer(id, t);
+            }
+            top.offer(j as u32, s);
+            out[i as usize] = top.items;
+        }
+    }
+    out.extend(scans.into_iter().map(|(list, _)| list));
+    // Kept rows that lost a neighbour: rescan against every row, new ones included.
+    let fresh: Vec<(usize, Vec<(u32, f32)>)> = rescan
+        .into_par_iter()
+        .map(|i| {
+            let q = row(i);
+            let mut top = TopK::new(k);
+            for j in (0..n).filter(|&j| j != i) {
+                top.offer(j as u32, dot(q, row(j)));
+            }
+            (i, top.items)
+        })
+        .collect();
+    for (i, list) in fresh {
+        out[i] = list;
+    }
+    Ok(out)
+}
+
+/// Mutual k-NN edges from k-NN lists (as [`knn`] or [`update_knn`] return them), the rule
+/// of [`mutual_knn_edges`].
+///
+/// # Errors
+/// [`GraphError::InvalidArgument`] when a list names a row out of range.
+pub fn mutual_edges_of(lists: &[Vec<(u32, f32)>]) -> Result<Vec<LinkEdge>, GraphError> {
+    if let Some((i, j)) = lists.iter().enumerate().find_map(|(i, l)| {
+        l.iter()
+            .find(|&&(j, _)| j as usize >= lists.len() || j as usize == i)
+            .map(|&(j, _)| (i, j))
+    }) {
+        return Err(GraphError::arg(
+            "lists",
+            format!("row {i} lists row {j} (of {} rows)", lists.len()),
+        ));
+    }
+    Ok(mutual_edges(lists))
+}
+
 /// Mutual edges from k-NN lists whose ids are all `< lists.len()`.
 fn mutual_edges(lists: &[Vec<(u32, f32)>]) -> Vec<LinkEdge> {
     let sets: Vec<Vec<u32>> = lists
@@ -717,5 +865,70 @@ mod tests {
                 hnsw_threshold: DEFAULT_HNSW_THRESHOLD
             }
         );
+    }
+
+    /// Ids of each list (similarities compared separately, to 1e-5).
+    fn same_lists(got: &[Vec<(u32, f32)>], want: &[Vec<(u32, f32)>], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: row count");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            let ids = |l: &[(u32, f32)]| l.iter().map(|&(j, _)| j).collect::<Vec<_>>();
+            assert_eq!(ids(g), ids(w), "{what}: row {i}");
+            for (a, b) in g.iter().zip(w) {
+                assert!((a.1 - b.1).abs() <= 1e-5, "{what}: row {i}: {a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn updated_lists_equal_a_fresh_exact_build() {
+        let (n, d, k) = (160, 12, 5);
+        let all = random_emb(n + 40, d, 11);
+        let old = all.select(&(0..n).collect::<Vec<_>>());
+        let lists = knn(&old, k, &KnnBackend::Exact).unwrap();
+        // Remove every seventh row, append 40 new rows.
+        let keep: Vec<bool> = (0..n).map(|i| i % 7 != 3).collect();
+        let mut rows: Vec<usize> = (0..n).filter(|&i| keep[i]).collect();
+        rows.extend(n..n + 40);
+        let after = all.select(&rows);
+        let got = update_knn(&lists, &keep, &after, k).unwrap();
+        let want = knn(&after, k, &KnnBackend::Exact).unwrap();
+        same_lists(&got, &want, "remove and add");
+        let (ge, we) = (mutual_edges_of(&got).unwrap(), mutual_edges(&want));
+        let ends = |e: &[LinkEdge]| e.iter().map(|e| (e.a, e.b)).collect::<Vec<_>>();
+        assert!(ends(&ge) == ends(&we), "mutual edges differ");
+        assert!(ge
+            .iter()
+            .zip(&we)
+            .all(|(a, b)| (a.weight - b.weight).abs() <= 1e-5));
+        // Only additions, only removals, and nothing at all.
+        let got = update_knn(&lists, &vec![true; n], &all, k).unwrap();
+        same_lists(&got, &knn(&all, k, &KnnBackend::Exact).unwrap(), "add only");
+        let kept = all.select(&rows[..rows.len() - 40]);
+        let got = update_knn(&lists, &keep, &kept, k).unwrap();
+        same_lists(
+            &got,
+            &knn(&kept, k, &KnnBackend::Exact).unwrap(),
+            "remove only",
+        );
+        let got = update_knn(&lists, &vec![true; n], &old, k).unwrap();
+        same_lists(&got, &lists, "no change");
+    }
+
+    #[test]
+    fn updates_from_tiny_graphs_and_bad_arguments() {
+        // Two rows, then eight: lists that were shorter than k grow to k.
+        let all = random_emb(8, 4, 5);
+        let two = all.select(&[0, 1]);
+        let lists = knn(&two, 3, &KnnBackend::Exact).unwrap();
+        let got = update_knn(&lists, &[true, true], &all, 3).unwrap();
+        same_lists(&got, &knn(&all, 3, &KnnBackend::Exact).unwrap(), "grow");
+        // Everything removed but one row.
+        let got = update_knn(&lists, &[false, true], &all.select(&[1]), 3).unwrap();
+        assert_eq!(got, vec![Vec::<(u32, f32)>::new()]);
+        assert!(update_knn(&lists, &[true], &all, 3).is_err());
+        assert!(update_knn(&lists, &[true, true], &all, 0).is_err());
+        assert!(update_knn(&lists, &[true, true], &all.select(&[0]), 3).is_err());
+        assert!(mutual_edges_of(&[vec![(5, 0.5)]]).is_err());
+        assert!(mutual_edges_of(&[vec![(0, 0.5)]]).is_err());
     }
 }

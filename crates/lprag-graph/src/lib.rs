@@ -80,11 +80,15 @@ mod search;
 pub use bridge::{bridge_edges, BridgeConfig};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
-pub use knn::{knn, mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_HNSW_THRESHOLD, DEFAULT_K};
+pub use knn::{
+    knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
+    DEFAULT_HNSW_THRESHOLD, DEFAULT_K,
+};
 pub use link::{build_link_graph, link_graph_from_features};
 pub use persist::{
-    chunk_graph_from_bytes, fnv1a64, link_graph_from_bytes, load_chunk_graph, load_link_graph,
-    save_chunk_graph, save_link_graph, FORMAT_VERSION,
+    chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes, link_graph_from_bytes, load_chunk_graph,
+    load_knn_lists, load_link_graph, save_chunk_graph, save_knn_lists, save_link_graph,
+    FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
 pub use search::{dot, inverse_norms, nearest_by_cosine, nearest_by_cosine_where};

@@ -35,6 +35,7 @@ pub const FORMAT_VERSION: u64 = 1;
 const MAGIC: &[u8; 8] = b"LPRAGGR\0";
 const KIND_LINK: &str = "link_graph";
 const KIND_CHUNK: &str = "chunk_graph";
+const KIND_KNN: &str = "knn_lists";
 /// Headers are tiny; anything larger is corruption, not a header.
 const MAX_HEADER: u64 = 1 << 20;
 const EDGE_RECORD: usize = 13;
@@ -257,6 +258,102 @@ fn decode_chunk_graph(path: &Path, bytes: &[u8]) -> Result<ChunkGraph, GraphErro
             .collect(),
     };
     ChunkGraph::from_csr(csr).map_err(|e| bad(e.to_string()))
+}
+
+/// Save k-NN lists (as [`crate::knn`] returns them) to `path`, atomically, in the graph
+/// container (magic, version, checksum).
+///
+/// # Errors
+/// [`GraphError::Io`] when the file cannot be written.
+pub fn save_knn_lists(lists: &[Vec<(u32, f32)>], path: impl AsRef<Path>) -> Result<(), GraphError> {
+    let m: usize = lists.iter().map(Vec::len).sum();
+    let mut payload = Vec::with_capacity(4 * (lists.len() + 1 + 2 * m));
+    let mut offset = 0u64;
+    payload.extend_from_slice(&0u64.to_le_bytes());
+    for l in lists {
+        offset += l.len() as u64;
+        payload.extend_from_slice(&offset.to_le_bytes());
+    }
+    for &(j, s) in lists.iter().flatten() {
+        payload.extend_from_slice(&j.to_le_bytes());
+        payload.extend_from_slice(&s.to_le_bytes());
+    }
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        kind: KIND_KNN.into(),
+        checksum: fnv1a64(&payload),
+        payload_bytes: payload.len() as u64,
+        num_nodes: lists.len() as u64,
+        num_chunks: lists.len() as u64,
+        dim: 0,
+        num_edges: m as u64,
+    };
+    write_container(path.as_ref(), &header, &payload)
+}
+
+/// Load k-NN lists written by [`save_knn_lists`]; errors as [`load_link_graph`] (a list
+/// naming a row out of range, itself, or a non-finite similarity is a format error).
+pub fn load_knn_lists(path: impl AsRef<Path>) -> Result<Vec<Vec<(u32, f32)>>, GraphError> {
+    let path = path.as_ref();
+    let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
+    decode_knn_lists(path, &bytes)
+}
+
+/// [`load_knn_lists`] from the file's bytes; errors name `<bytes>` as the file.
+pub fn knn_lists_from_bytes(bytes: &[u8]) -> Result<Vec<Vec<(u32, f32)>>, GraphError> {
+    decode_knn_lists(Path::new("<bytes>"), bytes)
+}
+
+fn decode_knn_lists(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<(u32, f32)>>, GraphError> {
+    let (h, payload) = read_container(path, bytes, KIND_KNN)?;
+    let bad = |m: String| GraphError::format(path, m);
+    let n = usize::try_from(h.num_nodes).map_err(|_| bad("row count overflows".into()))?;
+    let m = usize::try_from(h.num_edges).map_err(|_| bad("entry count overflows".into()))?;
+    let want = n
+        .checked_add(1)
+        .and_then(|x| x.checked_mul(8))
+        .zip(m.checked_mul(8))
+        .and_then(|(a, b)| a.checked_add(b))
+        .ok_or_else(|| bad("payload size overflows".into()))?;
+    if want != payload.len() {
+        return Err(bad(format!(
+            "payload is {} bytes, header sizes imply {want}",
+            payload.len()
+        )));
+    }
+    let (obytes, ebytes) = payload.split_at((n + 1) * 8);
+    let offsets: Vec<u64> = obytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    let entries: Vec<(u32, f32)> = ebytes
+        .chunks_exact(8)
+        .map(|c| {
+            (
+                u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                f32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            )
+        })
+        .collect();
+    if offsets[0] != 0 || offsets[n] != m as u64 || offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err(bad(
+            "row offsets are not a non-decreasing run from 0 to the entry count".into(),
+        ));
+    }
+    let mut lists = Vec::with_capacity(n);
+    for i in 0..n {
+        let l = entries[offsets[i] as usize..offsets[i + 1] as usize].to_vec();
+        if let Some(&(j, s)) = l
+            .iter()
+            .find(|&&(j, s)| j as usize >= n || j as usize == i || !s.is_finite())
+        {
+            return Err(bad(format!(
+                "row {i} lists row {j} with similarity {s} ({n} rows)"
+            )));
+        }
+        lists.push(l);
+    }
+    Ok(lists)
 }
 
 fn write_container(path: &Path, header: &Header, payload: &[u8]) -> Result<(), GraphError> {
@@ -538,5 +635,35 @@ mod tests {
     fn fnv_reference_values() {
         assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
         assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+    }
+
+    #[test]
+    fn knn_lists_round_trip_and_corruption_is_an_error() {
+        let lists = vec![vec![(1, 0.9), (2, 0.5)], vec![(0, 0.9)], vec![]];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("knn.bin");
+        save_knn_lists(&lists, &path).unwrap();
+        assert_eq!(load_knn_lists(&path).unwrap(), lists);
+        let bytes = std::fs::read(&path).unwrap();
+        for i in [0, 20, bytes.len() - 3] {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert!(knn_lists_from_bytes(&b).is_err(), "flipped byte {i}");
+        }
+        assert!(knn_lists_from_bytes(&bytes[..bytes.len() - 1]).is_err());
+        // A graph file is not a k-NN file.
+        let g = dir.path().join("g.bin");
+        save_chunk_graph(&crate::ChunkGraph::from_edges(2, &[]).unwrap(), &g).unwrap();
+        let err = load_knn_lists(&g).unwrap_err().to_string();
+        assert!(err.contains("chunk_graph") || err.contains("kind"), "{err}");
+        // Self-loops and out-of-range rows are refused even with a valid checksum.
+        for bad in [
+            vec![vec![(0, 0.5)]],
+            vec![vec![(3, 0.5)]],
+            vec![vec![(1, f32::NAN)], vec![]],
+        ] {
+            save_knn_lists(&bad, &path).unwrap();
+            assert!(load_knn_lists(&path).is_err(), "{bad:?}");
+        }
     }
 }

@@ -126,7 +126,15 @@ impl Retriever for DenseRetriever {
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
-        let q = self.encoder.embed_one(query).await?;
+        let e = self.encoder.embed_queries(&[query.to_string()]).await?;
+        if e.rows() != 1 {
+            return Err(lprag::Error::DimensionMismatch {
+                location: format!("encoder '{}' query embedding rows", self.encoder.name()),
+                expected: 1,
+                actual: e.rows(),
+            });
+        }
+        let q = e.row(0).to_vec();
         let scores: Vec<f64> = self.scores(&q)?.into_iter().map(f64::from).collect();
         Ok(select(&scores, selection)?
             .into_iter()

@@ -35,11 +35,17 @@ pub struct SentenceEncoder {
     inner: Arc<Inner>,
     batch_size: usize,
     name: String,
+    /// Prepended to queries ([`Encoder::embed_queries`]) and to documents
+    /// ([`Encoder::embed`]); empty for symmetric models such as MiniLM.
+    query_prefix: String,
+    document_prefix: String,
 }
 
 struct Inner {
     model: BertModel,
     tokenizer: Tokenizer,
+    /// The same tokenizer without truncation, to count what an input would take.
+    counter: Tokenizer,
     config: BertConfig,
     device: Device,
     dir: PathBuf,
@@ -149,6 +155,11 @@ impl SentenceEncoder {
         let tokenizer = Tokenizer::from_bytes(&bytes)
             .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
         drop(bytes);
+        let mut counter = tokenizer.clone();
+        counter.with_padding(None);
+        counter
+            .with_truncation(None)
+            .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
         let tokenizer = configure_tokenizer(tokenizer, max_seq_length)
             .map_err(|m| Error::format(&sbert_path, m))?;
 
@@ -161,6 +172,7 @@ impl SentenceEncoder {
             inner: Arc::new(Inner {
                 model,
                 tokenizer,
+                counter,
                 config,
                 device: device.clone(),
                 dir: dir.to_path_buf(),
@@ -172,7 +184,56 @@ impl SentenceEncoder {
             }),
             batch_size: DEFAULT_BATCH_SIZE,
             name: model_name(dir),
+            query_prefix: String::new(),
+            document_prefix: String::new(),
         })
+    }
+
+    /// Prefix queries and documents, as instruction-trained models want (e5:
+    /// `with_prefixes("query: ", "passage: ")`; bge: its query instruction and `""`).
+    /// The prefixes become part of [`Encoder::fingerprint`], so an index built with them
+    /// does not reopen without them.
+    pub fn with_prefixes(mut self, query: impl Into<String>, document: impl Into<String>) -> Self {
+        self.query_prefix = query.into();
+        self.document_prefix = document.into();
+        self
+    }
+
+    /// The prefixes of [`SentenceEncoder::with_prefixes`] (query, document).
+    pub fn prefixes(&self) -> (&str, &str) {
+        (&self.query_prefix, &self.document_prefix)
+    }
+
+    /// `texts` with `prefix` in front (borrowed when there is none).
+    fn prefixed<'a>(prefix: &str, texts: &'a [String]) -> std::borrow::Cow<'a, [String]> {
+        if prefix.is_empty() {
+            std::borrow::Cow::Borrowed(texts)
+        } else {
+            std::borrow::Cow::Owned(texts.iter().map(|t| format!("{prefix}{t}")).collect())
+        }
+    }
+
+    /// Embed on tokio's blocking pool when inside a runtime.
+    async fn embed_texts(&self, texts: Vec<String>) -> Result<Embeddings> {
+        if texts.is_empty() {
+            return Ok(Embeddings::empty(self.dimension()));
+        }
+        let inner = Arc::clone(&self.inner);
+        let batch_size = self.batch_size;
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle
+                .spawn_blocking(move || inner.encode(&texts, batch_size))
+                .await
+                .map_err(|e| {
+                    if e.is_cancelled() {
+                        Error::Cancelled("bert encoder task".into())
+                    } else {
+                        Error::backend("bert encoder", e.to_string())
+                    }
+                })?,
+            // Not inside tokio (another executor): compute in place.
+            Err(_) => inner.encode(&texts, batch_size),
+        }
     }
 
     /// Find a model with [`resolve_model_dir`] and load it on the pure-Rust CPU backend
@@ -441,27 +502,39 @@ impl Encoder for SentenceEncoder {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
-        if texts.is_empty() {
-            return Ok(Embeddings::empty(self.dimension()));
-        }
-        let inner = Arc::clone(&self.inner);
-        let batch_size = self.batch_size;
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                let texts = texts.to_vec();
-                handle
-                    .spawn_blocking(move || inner.encode(&texts, batch_size))
-                    .await
-                    .map_err(|e| {
-                        if e.is_cancelled() {
-                            Error::Cancelled("bert encoder task".into())
-                        } else {
-                            Error::backend("bert encoder", e.to_string())
-                        }
-                    })?
-            }
-            // Not inside tokio (another executor): compute in place.
-            Err(_) => inner.encode(texts, batch_size),
-        }
+        self.embed_texts(Self::prefixed(&self.document_prefix, texts).into_owned())
+            .await
+    }
+
+    async fn embed_queries(&self, texts: &[String]) -> Result<Embeddings> {
+        self.embed_texts(Self::prefixed(&self.query_prefix, texts).into_owned())
+            .await
+    }
+
+    fn fingerprint(&self) -> Option<String> {
+        (!self.query_prefix.is_empty() || !self.document_prefix.is_empty()).then(|| {
+            format!(
+                "prefixes:{:?}/{:?}",
+                self.query_prefix, self.document_prefix
+            )
+        })
+    }
+
+    fn max_input_tokens(&self) -> Option<usize> {
+        Some(self.inner.max_seq_length)
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        let text = format!("{}{text}", self.document_prefix);
+        let text = if self.inner.do_lower_case {
+            text.to_lowercase()
+        } else {
+            text
+        };
+        self.inner
+            .counter
+            .encode_fast(text.as_str(), true)
+            .ok()
+            .map(|e| e.get_ids().len())
     }
 }

@@ -891,3 +891,38 @@ fn bert_musique_recall() {
         "Recall@5 {r5:.2}, expected 62.17 ± 0.5"
     );
 }
+
+#[test]
+fn bert_counts_tokens_past_the_cut_and_prefixes_queries() {
+    let Some(enc) = real_model() else { return };
+    assert_eq!(enc.max_input_tokens(), Some(256));
+    let long = "The river flows north through the old city. ".repeat(60);
+    let n = enc.count_tokens(&long).unwrap();
+    assert!(n > 256, "{n} tokens");
+    assert_eq!(
+        enc.token_ids(&long).unwrap().len(),
+        256,
+        "the model sees 256"
+    );
+    assert_eq!(
+        enc.count_tokens("Warsaw").unwrap(),
+        enc.token_ids("Warsaw").unwrap().len()
+    );
+    // Prefixes: queries and documents go in with their own.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let e5 = enc.clone().with_prefixes("query: ", "passage: ");
+    assert!(e5.fingerprint().is_some() && enc.fingerprint().is_none());
+    let q = rt.block_on(e5.embed_queries(&["Warsaw".into()])).unwrap();
+    let d = rt.block_on(e5.embed(&["Warsaw".into()])).unwrap();
+    let plain = enc.encode(&["query: Warsaw", "passage: Warsaw"]).unwrap();
+    assert!(cosine(q.row(0), plain.row(0)) > 0.99999);
+    assert!(cosine(d.row(0), plain.row(1)) > 0.99999);
+    assert!(
+        cosine(q.row(0), d.row(0)) < 0.9999,
+        "the prefixes change the vectors"
+    );
+    assert_eq!(
+        e5.count_tokens("Warsaw").unwrap(),
+        enc.count_tokens("passage: Warsaw").unwrap()
+    );
+}

@@ -1,0 +1,167 @@
+//! Chunks that fit the encoder's input.
+//!
+//! An encoder with an input limit ([`Encoder::max_input_tokens`], 256 tokens for MiniLM)
+//! cuts longer inputs, so the end of a long chunk would never be embedded. The pipelines
+//! split the chunks of the default [`PassageChunker`] that do not fit — at sentence
+//! boundaries first, then words ([`text_splitter`], sized by the encoder's own tokenizer,
+//! title included) — and warn, with counts, when another chunker made chunks that will be
+//! cut. [`TokenChunker`] is the same splitting as a [`Chunker`] of its own.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lprag_core::{Chunk, Chunker, Document, Encoder, PassageChunker, Result};
+use rayon::prelude::*;
+use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
+
+/// Documents cut into passages that fit an encoder's input: one chunk per document when
+/// it fits, else pieces of at most [`Encoder::max_input_tokens`] tokens (title included),
+/// split at sentence boundaries where possible, then at words. With an encoder that has
+/// no limit it is [`PassageChunker`].
+#[derive(Clone)]
+pub struct TokenChunker {
+    encoder: Arc<dyn Encoder>,
+}
+
+impl std::fmt::Debug for TokenChunker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenChunker")
+            .field("encoder", &self.encoder.name())
+            .field("max_input_tokens", &self.encoder.max_input_tokens())
+            .finish()
+    }
+}
+
+impl TokenChunker {
+    /// Chunks sized for `encoder`.
+    pub fn new(encoder: Arc<dyn Encoder>) -> Self {
+        Self { encoder }
+    }
+}
+
+#[async_trait]
+impl Chunker for TokenChunker {
+    fn name(&self) -> &str {
+        "token-passage"
+    }
+
+    async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
+        let chunks = PassageChunker.chunk(documents).await?;
+        let encoder = self.encoder.clone();
+        let docs = documents.to_vec();
+        crate::pipeline::blocking(move || Ok(split_to_fit(chunks, &docs, &*encoder).0)).await
+    }
+}
+
+/// Token counts by the encoder, as it embeds a chunk: the title, a newline, the text.
+struct EncoderSizer<'a> {
+    encoder: &'a dyn Encoder,
+    title: &'a str,
+}
+
+impl ChunkSizer for EncoderSizer<'_> {
+    fn size(&self, piece: &str) -> usize {
+        let text = if self.title.is_empty() {
+            piece.to_string()
+        } else {
+            format!("{}\n{piece}", self.title)
+        };
+        self.encoder.count_tokens(&text).unwrap_or(0)
+    }
+}
+
+/// How many of `chunks` exceed the encoder's input, and the longest one's tokens (`(0, 0)`
+/// for an encoder without a limit).
+pub(crate) fn over_long(chunks: &[Chunk], encoder: &dyn Encoder) -> (usize, usize) {
+    let Some(max) = encoder.max_input_tokens() else {
+        return (0, 0);
+    };
+    chunks
+        .par_iter()
+        .filter_map(|c| {
+            encoder
+                .count_tokens(&c.embedding_text())
+                .filter(|&t| t > max)
+        })
+        .fold(|| (0, 0), |(n, m), t| (n + 1, m.max(t)))
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1.max(b.1)))
+}
+
+/// Split the chunks that exceed the encoder's input into pieces that fit (ids renumbered,
+/// spans inside the source document where the chunk's text is a slice of it); returns the
+/// chunks and how many were split.
+pub(crate) fn split_to_fit(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: &dyn Encoder,
+) -> (Vec<Chunk>, usize) {
+    let Some(max) = encoder.max_input_tokens() else {
+        return (chunks, 0);
+    };
+    let too_long: Vec<bool> = chunks
+        .par_iter()
+        .map(|c| {
+            encoder
+                .count_tokens(&c.embedding_text())
+                .is_some_and(|t| t > max)
+        })
+        .collect();
+    let split = too_long.iter().filter(|&&t| t).count();
+    if split == 0 {
+        return (chunks, 0);
+    }
+    let texts: std::collections::HashMap<&str, &str> = documents
+        .iter()
+        .map(|d| (d.id.as_str(), d.text.as_str()))
+        .collect();
+    let mut out = Vec::with_capacity(chunks.len() + split);
+    for (c, long) in chunks.into_iter().zip(too_long) {
+        if !long {
+            out.push(Chunk { id: out.len(), ..c });
+            continue;
+        }
+        let sizer = EncoderSizer {
+            encoder,
+            title: &c.provenance.title,
+        };
+        let splitter = TextSplitter::new(ChunkConfig::new(max).with_sizer(sizer));
+        // Spans stay in document coordinates when the chunk is a slice of its document.
+        let in_doc = texts
+            .get(c.provenance.document_id.as_str())
+            .and_then(|t| t.get(c.provenance.span.clone()))
+            == Some(c.text.as_str());
+        let pieces: Vec<(usize, String)> = splitter
+            .chunk_indices(&c.text)
+            .map(|(offset, piece)| (offset, piece.to_string()))
+            .collect();
+        for (offset, piece) in pieces {
+            let mut provenance = c.provenance.clone();
+            if in_doc {
+                let start = c.provenance.span.start + offset;
+                provenance.span = start..start + piece.len();
+            }
+            out.push(Chunk {
+                id: out.len(),
+                text: piece,
+                provenance,
+                metadata: c.metadata.clone(),
+            });
+        }
+    }
+    (out, split)
+}
+
+/// The warning for chunks another chunker made too long for the encoder, if any.
+pub(crate) fn truncation_warning(chunks: &[Chunk], encoder: &dyn Encoder) -> Option<String> {
+    let (n, longest) = over_long(chunks, encoder);
+    (n > 0).then(|| {
+        format!(
+            "{n} of {} chunks are longer than the encoder '{}' takes ({} tokens; the \
+             longest has {longest}) and will be cut when embedded: their ends are never \
+             seen. Use lprag::TokenChunker or a chunker that bounds chunks by tokens.",
+            chunks.len(),
+            encoder.name(),
+            encoder.max_input_tokens().unwrap_or(0)
+        )
+    })
+}

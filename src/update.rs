@@ -1,0 +1,509 @@
+//! Incremental updates of an [`LpRag`] index: add, replace and remove documents without a
+//! rebuild, and retrain when the corpus has drifted.
+//!
+//! LP-RAG is inductive: the trained predictor scores chunks it never saw. An update
+//! chunks and embeds the new documents, repairs the mutual k-NN graph locally (one exact
+//! scan per new chunk and per chunk that lost a neighbour, [`lprag_graph::update_knn`]),
+//! recomputes the bridge edges, drops the synthetic queries of removed chunks and attaches
+//! the trained predictor to the new graph ([`LinkPredictor::attach`]); nothing is
+//! retrained. [`LpRag::retrain`] writes synthetic queries for the chunks that have none and
+//! trains the model again on the whole graph.
+//!
+//! The index changes only once every step has succeeded; an error leaves it as it was.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, HeuristicQueryGenerator,
+    LinkPredictor, NoProgress, PassageChunker, Progress, QueryGenerator, Result, SyntheticQuery,
+    TrainReport,
+};
+use lprag_graph::ChunkGraph;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{
+    blocking, embed_all, embed_queries_into, fit_to_encoder, ChunkSearch, PredictorSource,
+};
+use crate::{BuiltinPredictor, LpRag};
+
+/// What an index update changed, with the time of each stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpdateReport {
+    /// Documents added (or re-added by an update).
+    pub added_documents: usize,
+    /// Chunks those documents produced.
+    pub added_chunks: usize,
+    /// Documents removed (or replaced by an update).
+    pub removed_documents: usize,
+    /// Chunks removed with them.
+    pub removed_chunks: usize,
+    /// Synthetic queries dropped because every chunk they were linked to was removed.
+    pub removed_queries: usize,
+    /// Chunks in the index afterwards.
+    pub chunks: usize,
+    /// Seconds per stage: `chunk`, `embed`, `graph`, `attach`.
+    pub seconds: Vec<(String, f64)>,
+    /// The `graph` stage in parts: `copy` (the kept and new chunk rows), `knn` (k-NN
+    /// lists repaired, mutual edges), `bridges`, `assemble` (queries remapped, the link
+    /// graph checked and built).
+    pub graph_seconds: Vec<(String, f64)>,
+    /// What the user should know (new chunks split or too long for the encoder).
+    pub warnings: Vec<String>,
+}
+
+impl LpRag {
+    /// Add documents with the default chunker ([`PassageChunker`], the builder's default);
+    /// see [`LpRag::add_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`LpRag::add_documents_with`].
+    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        self.add_documents_with(documents, &PassageChunker).await
+    }
+
+    /// Add documents, chunked by `chunker` (use the one the index was built with): their
+    /// chunks are embedded, joined to the chunk graph and scored by the trained predictor
+    /// without retraining. [`LpRag::retrain`] later writes synthetic queries for them and
+    /// trains again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
+    /// [`LpRag::update_documents_with`]) or the predictor cannot be attached to a new
+    /// graph (a custom predictor without [`LinkPredictor::attach`], or one still shared
+    /// with a running query); the errors of the chunker and the encoder.
+    pub async fn add_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+    ) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        if let Some(d) = documents.iter().find(|d| present.contains(d.id.as_str())) {
+            return Err(Error::invalid(
+                "LpRag::add_documents",
+                format!(
+                    "document '{}' is already in the index; use update_documents to replace it",
+                    d.id
+                ),
+            ));
+        }
+        self.apply(&[], documents, chunker).await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index, with the default chunker; see [`LpRag::update_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`LpRag::update_documents_with`].
+    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        self.update_documents_with(documents, &PassageChunker).await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index: the old versions' chunks are removed and the new ones added in one update.
+    ///
+    /// # Errors
+    /// Those of [`LpRag::add_documents_with`] (a repeated id included).
+    pub async fn update_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+    ) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        let replaced: Vec<String> = documents
+            .iter()
+            .filter(|d| present.contains(d.id.as_str()))
+            .map(|d| d.id.clone())
+            .collect();
+        self.apply(&replaced, documents, chunker).await
+    }
+
+    /// Remove documents by id, with their chunks and the synthetic queries that were
+    /// linked only to them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
+    /// removed then), or when every chunk would go (an index cannot be empty); the
+    /// attach errors of [`LpRag::add_documents_with`].
+    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        let unknown: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !present.contains(id))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::invalid(
+                "LpRag::remove_documents",
+                format!("not in the index: {}", unknown.join(", ")),
+            ));
+        }
+        self.apply(ids, &[], &PassageChunker).await
+    }
+
+    /// The ids of the documents in the index (those that produced a chunk).
+    pub fn document_ids(&self) -> HashSet<&str> {
+        self.chunks
+            .iter()
+            .map(|c| c.provenance.document_id.as_str())
+            .collect()
+    }
+
+    /// Chunks that no synthetic query is linked to: those added since the model was
+    /// trained (and chunks the query writer skipped). [`LpRag::retrain`] writes queries
+    /// for them.
+    pub fn chunks_without_queries(&self) -> Vec<ChunkId> {
+        let mut linked = vec![false; self.chunks.len()];
+        for q in &self.queries {
+            for &c in &q.chunk_ids {
+                if let Some(l) = linked.get_mut(c) {
+                    *l = true;
+                }
+            }
+        }
+        (0..self.chunks.len()).filter(|&c| !linked[c]).collect()
+    }
+
+    /// Write synthetic queries for the chunks that have none (the offline
+    /// [`HeuristicQueryGenerator`], with the index's A.2 batches) and train the model again
+    /// on the whole graph; see [`LpRag::retrain_with`].
+    ///
+    /// # Errors
+    /// Those of [`LpRag::retrain_with`].
+    pub async fn retrain(&mut self) -> Result<TrainReport> {
+        self.retrain_with(&HeuristicQueryGenerator::default(), Arc::new(NoProgress))
+            .await
+    }
+
+    /// [`LpRag::retrain`] with the query writer of your choice (an LLM one, say) and
+    /// progress reporting. The built-in predictor is trained from scratch with the
+    /// index's configuration on its device and replaces the old one only once trained; a
+    /// custom predictor's [`LinkPredictor::fit`] is called again; an index around a
+    /// training-free scorer only gets the new queries.
+    ///
+    /// # Errors
+    /// The errors of the query writer, the encoder and training. The index is unchanged
+    /// after any of them, except that a custom predictor whose `fit` failed half-way is
+    /// left as its `fit` left it.
+    pub async fn retrain_with(
+        &mut self,
+        generator: &dyn QueryGenerator,
+        progress: Arc<dyn Progress>,
+    ) -> Result<TrainReport> {
+        let missing = self.chunks_without_queries();
+        let mut queries = self.queries.clone();
+        let mut features = self.graph.features.as_slice().to_vec();
+        if !missing.is_empty() {
+            let edges: Vec<_> = self
+                .graph
+                .edges
+                .iter()
+                .filter(|e| e.kind != EdgeKind::QueryChunk)
+                .copied()
+                .collect();
+            let (nc, seed) = (self.chunks.len(), self.config.seed);
+            let batches = blocking(move || {
+                let graph = ChunkGraph::from_edges(nc, &edges)?;
+                Ok(lprag_graph::sample_batches(&graph, seed))
+            })
+            .await?;
+            let wanted: Vec<Vec<ChunkId>> = missing.iter().map(|&c| batches[c].clone()).collect();
+            let new = generator.generate(&self.chunks, &wanted).await?;
+            let texts: Vec<String> = new.iter().map(|q| q.text.clone()).collect();
+            embed_queries_into(
+                &*self.encoder,
+                &texts,
+                "embed queries",
+                &*progress,
+                &mut features,
+            )
+            .await?;
+            queries.extend(new);
+        }
+        let dim = self.graph.features.dim();
+        let nc = self.chunks.len();
+        let chunk_edges: Vec<_> = self
+            .graph
+            .edges
+            .iter()
+            .filter(|e| e.kind != EdgeKind::QueryChunk)
+            .copied()
+            .collect();
+        let graph = Arc::new(lprag_graph::link_graph_from_features(
+            Embeddings::new(dim, features)?,
+            nc,
+            &chunk_edges,
+            &queries,
+        )?);
+        let (predictor, report): (Arc<dyn LinkPredictor>, TrainReport) = match self.source {
+            PredictorSource::Builtin => {
+                let mut p = BuiltinPredictor::make(&self.config, None, self.device)?;
+                let g = graph.clone();
+                let progress = progress.clone();
+                blocking(move || {
+                    let report = p.fit(&g, &*progress)?;
+                    Ok((Arc::from(p), report))
+                })
+                .await?
+            }
+            PredictorSource::Custom => {
+                let p = self.exclusive_predictor("LpRag::retrain")?;
+                let report = run_cpu(|| p.fit(&graph, &*progress))?;
+                (self.predictor.clone(), report)
+            }
+            PredictorSource::Scorer => {
+                let p = self.exclusive_predictor("LpRag::retrain")?;
+                run_cpu(|| p.attach(&graph))?;
+                (self.predictor.clone(), TrainReport::default())
+            }
+        };
+        self.predictor = predictor;
+        self.search = Arc::new(ChunkSearch::new(&graph));
+        self.stats.queries = queries.len();
+        self.stats.query_edges = graph.edges.len() - chunk_edges.len();
+        self.stats.train = report.clone();
+        self.queries = queries;
+        self.graph = graph;
+        Ok(report)
+    }
+
+    /// The predictor, mutably, or an error when a query still holds it.
+    fn exclusive_predictor(
+        &mut self,
+        location: &str,
+    ) -> Result<&mut (dyn LinkPredictor + 'static)> {
+        Arc::get_mut(&mut self.predictor).ok_or_else(|| {
+            Error::invalid(
+                location,
+                "the model is shared: a clone of LpRag::predictor() is alive, or a \
+                 cancelled retrieve's blocking task still runs; retry once it is dropped",
+            )
+        })
+    }
+
+    /// Remove the chunks of `remove` (document ids), add `add` chunked by `chunker`.
+    async fn apply(
+        &mut self,
+        remove: &[String],
+        add: &[Document],
+        chunker: &dyn Chunker,
+    ) -> Result<UpdateReport> {
+        let mut seen = HashSet::new();
+        if let Some(d) = add.iter().find(|d| !seen.insert(d.id.as_str())) {
+            return Err(Error::invalid(
+                "LpRag update (documents)",
+                format!("document id '{}' appears twice", d.id),
+            ));
+        }
+        // Checked before anything is paid for.
+        self.exclusive_predictor("LpRag update")?;
+        let mut report = UpdateReport::default();
+        let mut lap = {
+            let mut t = Instant::now();
+            move |report: &mut UpdateReport, stage: &str| {
+                report
+                    .seconds
+                    .push((stage.to_string(), t.elapsed().as_secs_f64()));
+                t = Instant::now();
+            }
+        };
+
+        // 1. New chunks, and which old ones stay.
+        let mut new_chunks = if add.is_empty() {
+            Vec::new()
+        } else {
+            let mut c = chunker.chunk(add).await?;
+            Chunk::inherit_metadata(&mut c, add);
+            let (c, note) = fit_to_encoder(c, add, &self.encoder, chunker.name()).await?;
+            report.warnings.extend(note);
+            c
+        };
+        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
+        let keep: Vec<bool> = self
+            .chunks
+            .iter()
+            .map(|c| !gone.contains(c.provenance.document_id.as_str()))
+            .collect();
+        let kept = keep.iter().filter(|&&k| k).count();
+        if kept + new_chunks.len() == 0 {
+            return Err(Error::invalid(
+                "LpRag update",
+                "every chunk would be removed; an index cannot be empty",
+            ));
+        }
+        report.added_documents = add.len();
+        report.added_chunks = new_chunks.len();
+        report.removed_documents = remove.len();
+        report.removed_chunks = self.chunks.len() - kept;
+        lap(&mut report, "chunk");
+
+        // 2. Their embeddings.
+        let texts: Vec<String> = new_chunks.iter().map(Chunk::embedding_text).collect();
+        let new_emb = if texts.is_empty() {
+            Embeddings::empty(self.encoder.dimension())
+        } else {
+            embed_all(&*self.encoder, &texts, "embed chunks", &NoProgress).await?
+        };
+        if new_emb.dim() != self.graph.features.dim() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' chunk embeddings", self.encoder.name()),
+                expected: self.graph.features.dim(),
+                actual: new_emb.dim(),
+            });
+        }
+        lap(&mut report, "embed");
+
+        // 3. The new graph: k-NN lists repaired, bridges recomputed, queries remapped.
+        let old = self.graph.clone();
+        let lists = self.knn.clone();
+        let (k, backend, bridges) = (
+            self.config.knn_k,
+            self.config.knn_backend,
+            self.config.bridges,
+        );
+        let old_chunks = self.chunks.clone();
+        let old_queries = self.queries.clone();
+        let keep_for_graph = keep.clone();
+        let result = blocking(move || {
+            let mut t = Instant::now();
+            let mut laps: Vec<(String, f64)> = Vec::new();
+            let mut lap = |stage: &str| {
+                laps.push((stage.to_string(), t.elapsed().as_secs_f64()));
+                t = Instant::now();
+            };
+            let nc_old = old.num_chunks;
+            let (dim, feats) = (old.features.dim(), old.features.as_slice());
+            let mut new_id = vec![usize::MAX; nc_old];
+            let mut chunks: Vec<Chunk> = Vec::with_capacity(kept + new_chunks.len());
+            // One buffer for the new graph's features: chunk rows now, query rows below.
+            let nq_old = old.num_queries();
+            let mut rows: Vec<f32> = Vec::with_capacity((kept + new_chunks.len() + nq_old) * dim);
+            for (i, c) in old_chunks
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| keep_for_graph[i])
+            {
+                new_id[i] = chunks.len();
+                chunks.push(Chunk {
+                    id: chunks.len(),
+                    ..c.clone()
+                });
+                rows.extend_from_slice(&feats[i * dim..(i + 1) * dim]);
+            }
+            for c in new_chunks.drain(..) {
+                chunks.push(Chunk {
+                    id: chunks.len(),
+                    ..c
+                });
+            }
+            rows.extend_from_slice(new_emb.as_slice());
+            let chunk_emb = Embeddings::new(dim, rows)?;
+            let lists = match lists {
+                Some(l) => l,
+                None => {
+                    let before = Embeddings::new(dim, feats[..nc_old * dim].to_vec())?;
+                    Arc::new(lprag_graph::knn(&before, k, &backend)?)
+                }
+            };
+            lap("copy");
+            let lists = lprag_graph::update_knn(&lists, &keep_for_graph, &chunk_emb, k)?;
+            let mut edges = lprag_graph::mutual_edges_of(&lists)?;
+            lap("knn");
+            edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
+            lap("bridges");
+            let mut queries: Vec<SyntheticQuery> = Vec::with_capacity(old_queries.len());
+            let mut features = chunk_emb.into_vec();
+            let mut dropped = 0;
+            for (qi, q) in old_queries.into_iter().enumerate() {
+                let ids: Vec<ChunkId> = q
+                    .chunk_ids
+                    .iter()
+                    .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
+                    .collect();
+                if ids.is_empty() && !q.chunk_ids.is_empty() {
+                    dropped += 1;
+                    continue;
+                }
+                let row = nc_old + qi;
+                features.extend_from_slice(&feats[row * dim..(row + 1) * dim]);
+                queries.push(SyntheticQuery {
+                    chunk_ids: ids,
+                    ..q
+                });
+            }
+            let nc = chunks.len();
+            let graph = lprag_graph::link_graph_from_features(
+                Embeddings::new(dim, features)?,
+                nc,
+                &edges,
+                &queries,
+            )?;
+            let isolated = ChunkGraph::from_edges(nc, &edges)?.isolated_count();
+            let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
+            lap("assemble");
+            Ok((
+                chunks,
+                queries,
+                graph,
+                lists,
+                (edges.len(), n_bridges, isolated, dropped),
+                laps,
+            ))
+        })
+        .await;
+        let (chunks, queries, graph, lists, (chunk_edges, n_bridges, isolated, dropped), laps) =
+            result?;
+        report.removed_queries = dropped;
+        lap(&mut report, "graph");
+        report.graph_seconds = laps;
+
+        // 4. Attach the trained model to the new graph. No await from here on: the update
+        //    cannot be cancelled half-way.
+        let graph = Arc::new(graph);
+        let attached = {
+            let p = Arc::get_mut(&mut self.predictor)
+                .expect("checked exclusive above; &mut self kept it so");
+            run_cpu(|| p.attach(&graph))
+        };
+        if let Err(e) = attached {
+            // Best effort back to the old graph, then report the failure.
+            let old = self.graph.clone();
+            if let Some(p) = Arc::get_mut(&mut self.predictor) {
+                let _ = run_cpu(|| p.attach(&old));
+            }
+            return Err(e);
+        }
+        lap(&mut report, "attach");
+
+        self.search = Arc::new(ChunkSearch::new(&graph));
+        self.stats.documents = chunks
+            .iter()
+            .map(|c| c.provenance.document_id.as_str())
+            .collect::<HashSet<_>>()
+            .len();
+        self.stats.chunks = chunks.len();
+        self.stats.chunk_edges = chunk_edges;
+        self.stats.bridge_edges = n_bridges;
+        self.stats.isolated_chunks = isolated;
+        self.stats.queries = queries.len();
+        self.stats.query_edges = graph.edges.len() - chunk_edges;
+        report.chunks = chunks.len();
+        self.chunks = chunks;
+        self.queries = queries;
+        self.graph = graph;
+        self.knn = Some(Arc::new(lists));
+        Ok(report)
+    }
+}
+
+/// Run CPU-bound work from async code: on a multi-threaded tokio runtime the worker hands
+/// its other tasks to the pool first (`block_in_place`); elsewhere it runs inline.
+fn run_cpu<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
