@@ -150,21 +150,65 @@ impl Encoder for CachedEncoder {
     }
 
     async fn embed(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
-        let missing: Vec<String> = {
+        self.embed_keyed(texts, false).await
+    }
+
+    async fn embed_queries(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
+        self.embed_keyed(texts, true).await
+    }
+
+    fn fingerprint(&self) -> Option<String> {
+        self.inner.fingerprint()
+    }
+
+    fn max_input_tokens(&self) -> Option<usize> {
+        self.inner.max_input_tokens()
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.inner.count_tokens(text)
+    }
+}
+
+/// Cache keys of query texts: the text behind a marker no document text starts with, so
+/// an encoder that embeds queries differently (`Encoder::embed_queries`) keeps both.
+const QUERY_KEY: &str = "\u{0}query\u{0}";
+
+impl CachedEncoder {
+    async fn embed_keyed(&self, texts: &[String], queries: bool) -> lprag_core::Result<Embeddings> {
+        let key = |t: &str| -> String {
+            if queries {
+                format!("{QUERY_KEY}{t}")
+            } else {
+                t.to_string()
+            }
+        };
+        let missing: Vec<&String> = {
             let map = self.map.lock().expect("cache lock");
             let mut seen = std::collections::HashSet::new();
             texts
                 .iter()
-                .filter(|t| !map.contains_key(*t) && seen.insert(t.as_str()))
-                .cloned()
+                .filter(|t| !map.contains_key(&key(t)) && seen.insert(t.as_str()))
                 .collect()
         };
         if !missing.is_empty() {
-            let fresh = self.inner.embed(&missing).await?;
-            let new: Vec<(String, Vec<f32>)> = missing
-                .into_iter()
+            let owned: Vec<String> = missing.iter().map(|t| t.to_string()).collect();
+            let fresh = if queries {
+                self.inner.embed_queries(&owned).await?
+            } else {
+                self.inner.embed(&owned).await?
+            };
+            if fresh.rows() != owned.len() {
+                return Err(lprag_core::Error::DimensionMismatch {
+                    location: format!("encoder '{}' output rows", self.inner.name()),
+                    expected: owned.len(),
+                    actual: fresh.rows(),
+                });
+            }
+            let new: Vec<(String, Vec<f32>)> = owned
+                .iter()
                 .enumerate()
-                .map(|(i, t)| (t, fresh.row(i).to_vec()))
+                .map(|(i, t)| (key(t), fresh.row(i).to_vec()))
                 .collect();
             self.append(&new)?;
             let mut map = self.map.lock().expect("cache lock");
@@ -174,7 +218,7 @@ impl Encoder for CachedEncoder {
         let dim = self.dimension();
         let mut data = Vec::with_capacity(texts.len() * dim);
         for t in texts {
-            data.extend_from_slice(&map[t]);
+            data.extend_from_slice(&map[&key(t)]);
         }
         Embeddings::new(dim, data)
     }
@@ -247,5 +291,47 @@ mod tests {
         std::fs::write(&path, head).unwrap();
         let e = CachedEncoder::open(inner, &path).unwrap_err();
         assert!(e.to_string().contains("7-dim"), "{e}");
+    }
+
+    /// Documents embed as `[1, n]`, queries as `[0, n]` (`n` counts inner calls).
+    struct Asymmetric(AtomicUsize);
+
+    #[async_trait]
+    impl Encoder for Asymmetric {
+        fn name(&self) -> &str {
+            "asymmetric"
+        }
+        fn dimension(&self) -> usize {
+            2
+        }
+        async fn embed(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) as f32;
+            Embeddings::new(2, texts.iter().flat_map(|_| [1.0, n]).collect())
+        }
+        async fn embed_queries(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) as f32;
+            Embeddings::new(2, texts.iter().flat_map(|_| [0.0, n]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn queries_and_documents_are_cached_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.bin");
+        let inner = Arc::new(Asymmetric(AtomicUsize::new(0)));
+        let cache = CachedEncoder::open(inner.clone(), &path).unwrap();
+        let t = vec!["same text".to_string()];
+        let d = cache.embed(&t).await.unwrap();
+        let q = cache.embed_queries(&t).await.unwrap();
+        assert_eq!(d.row(0)[0], 1.0);
+        assert_eq!(q.row(0)[0], 0.0);
+        let reopened = CachedEncoder::open(inner.clone(), &path).unwrap();
+        assert_eq!(reopened.embed(&t).await.unwrap().row(0), d.row(0));
+        assert_eq!(reopened.embed_queries(&t).await.unwrap().row(0), q.row(0));
+        assert_eq!(
+            inner.0.load(Ordering::SeqCst),
+            2,
+            "both served from the file"
+        );
     }
 }

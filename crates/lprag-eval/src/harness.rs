@@ -18,6 +18,10 @@
 //! - **Recall@k**: [`recall_at_k`] per question, averaged over questions that have at
 //!   least one gold passage; gold passages missing from the corpus count in the
 //!   denominator.
+//! - **MRR@10 and nDCG@10**: [`mrr_at_k`] and [`ndcg_at_k`] (trec_eval's definitions,
+//!   graded where the dataset grades its gold passages), averaged like Recall@k; on the
+//!   ranking fetched for the largest k asked (10 by default), so with smaller `ks` they
+//!   are cut there.
 //! - **Query latency**: wall time of `retrieve` per question (summed when the depth had to
 //!   be doubled), reported as the 50th and 95th percentiles ([`percentile`]) in ms.
 //!   Questions run one at a time.
@@ -35,7 +39,9 @@ use lprag_core::{Encoder, Progress, Retriever, ScoredChunk, Selection};
 use serde::{Deserialize, Serialize};
 
 use crate::datasets::{passage_text, Dataset};
-use crate::metrics::{mean, percentile, recall_at_k, whitespace_tokens, RECALL_KS};
+use crate::metrics::{
+    mean, mrr_at_k, ndcg_at_k, percentile, recall_at_k, whitespace_tokens, RANK_CUTOFF, RECALL_KS,
+};
 use crate::registry::{build_retriever_with, RetrieverOptions};
 use crate::report::{RetrievalReport, RetrievalResult};
 use crate::{Error, Result};
@@ -74,6 +80,9 @@ pub struct QuestionOutcome {
     pub id: String,
     /// Ranked passage indices (into [`Dataset::corpus`]), the top `max(ks)` or more.
     pub ranking: Vec<usize>,
+    /// Each ranked passage's score: the best score of its chunks.
+    #[serde(default)]
+    pub scores: Vec<f32>,
     /// Wall time of retrieval in ms.
     pub latency_ms: f64,
 }
@@ -87,7 +96,17 @@ pub fn rank_passages(
     doc_index: &HashMap<&str, usize>,
     limit: usize,
 ) -> Result<Vec<usize>> {
+    Ok(rank_passages_scored(hits, doc_index, limit)?.0)
+}
+
+/// [`rank_passages`] with each passage's score (its first, best, chunk's).
+pub fn rank_passages_scored(
+    hits: &[ScoredChunk],
+    doc_index: &HashMap<&str, usize>,
+    limit: usize,
+) -> Result<(Vec<usize>, Vec<f32>)> {
     let mut out: Vec<usize> = Vec::new();
+    let mut scores: Vec<f32> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for hit in hits {
         if out.len() >= limit {
@@ -105,9 +124,10 @@ pub fn rank_passages(
         };
         if seen.insert(p) {
             out.push(p);
+            scores.push(hit.score);
         }
     }
-    Ok(out)
+    Ok((out, scores))
 }
 
 /// Run every question of `dataset` through `retriever` and measure recall, latency and
@@ -144,22 +164,23 @@ pub async fn evaluate_retrieval(
     progress.start(&stage, Some(dataset.questions.len() as u64));
     let mut recalls: BTreeMap<usize, Vec<f64>> =
         options.ks.iter().map(|&k| (k, Vec::new())).collect();
+    let (mut mrrs, mut ndcgs) = (Vec::new(), Vec::new());
     let mut latencies = Vec::with_capacity(dataset.questions.len());
     let mut tokens = Vec::with_capacity(dataset.questions.len());
     let mut per_question = Vec::new();
     for (qi, q) in dataset.questions.iter().enumerate() {
         let mut depth = first_depth;
         let mut elapsed = 0.0f64;
-        let ranking = loop {
+        let (ranking, scores) = loop {
             let t = Instant::now();
             let hits = retriever
                 .retrieve(&q.question, Selection::TopK(depth))
                 .await?;
             elapsed += t.elapsed().as_secs_f64();
-            let ranking = rank_passages(&hits, &doc_index, max_k)?;
+            let (ranking, scores) = rank_passages_scored(&hits, &doc_index, max_k)?;
             let exhausted = hits.len() < depth || (n_chunks > 0 && depth >= n_chunks);
             if ranking.len() >= max_k || exhausted {
-                break ranking;
+                break (ranking, scores);
             }
             depth = if n_chunks > 0 {
                 (depth * 2).min(n_chunks)
@@ -172,6 +193,14 @@ pub async fn evaluate_retrieval(
                 v.push(r);
             }
         }
+        mrrs.extend(mrr_at_k(&ranking, &q.gold, q.gold_count(), RANK_CUTOFF));
+        ndcgs.extend(ndcg_at_k(
+            &ranking,
+            &q.gold,
+            &q.grades,
+            q.gold_count(),
+            RANK_CUTOFF,
+        ));
         latencies.push(elapsed * 1e3);
         tokens.push(
             ranking
@@ -184,6 +213,7 @@ pub async fn evaluate_retrieval(
             per_question.push(QuestionOutcome {
                 id: q.id.clone(),
                 ranking,
+                scores,
                 latency_ms: elapsed * 1e3,
             });
         }
@@ -206,6 +236,8 @@ pub async fn evaluate_retrieval(
             .into_iter()
             .map(|(k, v)| (k, mean(&v).unwrap_or(0.0)))
             .collect(),
+        mrr_at_10: mean(&mrrs).unwrap_or(0.0),
+        ndcg_at_10: mean(&ndcgs).unwrap_or(0.0),
         index_seconds,
         query_ms_p50: percentile(&latencies, 50.0).unwrap_or(0.0),
         query_ms_p95: percentile(&latencies, 95.0).unwrap_or(0.0),
@@ -276,6 +308,7 @@ mod tests {
             question: "q".into(),
             answers: vec![],
             gold,
+            grades: Vec::new(),
             unmatched_gold: unmatched.into_iter().map(String::from).collect(),
             metadata: Default::default(),
         };

@@ -37,6 +37,7 @@
 //!     question: "Which river flows through Marie Curie's birthplace?".into(),
 //!     answers: vec!["Vistula".into()],
 //!     gold: vec![0, 1],
+//!     grades: vec![],
 //!     unmatched_gold: vec![],
 //!     metadata: Default::default(),
 //! };
@@ -67,5 +68,6 @@ pub mod report;
 pub mod scale;
 #[cfg(test)]
 mod test_support;
+pub mod trec;
 
 pub use error::{Error, Result};

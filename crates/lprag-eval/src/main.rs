@@ -131,9 +131,17 @@ struct RetrievalArgs {
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "OUT")]
     json: Option<PathBuf>,
-    /// Dataset format (default: detected from file names and the first record).
+    /// Dataset format (default: detected from file names and the first record):
+    /// hipporag, multihop-rag, jsonl, beir.
     #[arg(long, value_name = "FORMAT")]
     format: Option<String>,
+    /// BEIR qrels split to evaluate (qrels/SPLIT.tsv; default test, else the only one).
+    #[arg(long, value_name = "SPLIT")]
+    split: Option<String>,
+    /// Write TREC files to DIR: qrels.txt (the dataset's judgements) and one
+    /// RETRIEVER.run per retriever, for trec_eval, ranx, ir_measures or pytrec_eval.
+    #[arg(long, value_name = "DIR")]
+    trec: Option<PathBuf>,
     /// Run only the first N questions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -382,6 +390,22 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
         report.write_json(path)?;
         eprintln!("wrote {}", path.display());
     }
+    if let Some(dir) = &args.trec {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        lprag_eval::trec::write_qrels(dir.join("qrels.txt"), &p.dataset)?;
+        for r in &report.results {
+            let path = dir.join(format!("{}.run", r.retriever));
+            lprag_eval::trec::write_run(&path, &p.dataset, r, &r.retriever)?;
+        }
+        eprintln!(
+            "wrote qrels.txt and {} run files to {}",
+            report.results.len(),
+            dir.display()
+        );
+    }
     Ok(())
 }
 
@@ -470,7 +494,10 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     let format: Option<DatasetFormat> = args.format.as_deref().map(str::parse).transpose()?;
 
     let t = Instant::now();
-    let mut dataset = load_dir(&args.dataset, format)?;
+    let mut dataset = match &args.split {
+        Some(split) => lprag_eval::datasets::load_beir(&args.dataset, Some(split))?,
+        None => load_dir(&args.dataset, format)?,
+    };
     if let Some(n) = args.limit {
         dataset.truncate_questions(n);
     }
@@ -542,7 +569,10 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     );
 
     let bars = Bars::new(!args.no_progress);
-    let mut options = EvalOptions::default();
+    let mut options = EvalOptions {
+        keep_rankings: args.trec.is_some(),
+        ..EvalOptions::default()
+    };
     if let Some(path) = &args.lprag_config {
         options.retrievers.lprag = lprag_config(path)?;
     }

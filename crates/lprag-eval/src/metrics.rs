@@ -1,5 +1,5 @@
-//! Evaluation metrics: passage Recall@k (HippoRAG protocol), answer EM / token F1 (SQuAD),
-//! retrieved tokens, latency percentiles.
+//! Evaluation metrics: passage Recall@k (HippoRAG protocol), MRR@k and nDCG@k (trec_eval's
+//! definitions), answer EM / token F1 (SQuAD), retrieved tokens, latency percentiles.
 //!
 //! All functions are pure and cheap; the harness ([`crate::harness`]) applies them.
 
@@ -43,6 +43,89 @@ pub fn recall_at_k(ranking: &[usize], gold: &[usize], gold_count: usize, k: usiz
         .filter(|&(i, g)| !gold[..i].contains(g) && seen.contains(g))
         .count();
     Some(hits as f64 / gold_count as f64)
+}
+
+/// The cut-off of the reported MRR and nDCG (BEIR reports nDCG@10, MS MARCO MRR@10).
+pub const RANK_CUTOFF: usize = 10;
+
+/// Reciprocal rank of the first gold passage within the top `k` (0 when none is there):
+/// trec_eval's `recip_rank` cut at `k`. `None` when the question has no gold passage.
+///
+/// ```
+/// use lprag_eval::metrics::mrr_at_k;
+/// assert_eq!(mrr_at_k(&[4, 3, 7], &[3, 7], 2, 10), Some(0.5));
+/// assert_eq!(mrr_at_k(&[4, 3, 7], &[3, 7], 2, 1), Some(0.0));
+/// assert_eq!(mrr_at_k(&[4], &[], 0, 10), None);
+/// ```
+pub fn mrr_at_k(ranking: &[usize], gold: &[usize], gold_count: usize, k: usize) -> Option<f64> {
+    if gold_count == 0 {
+        return None;
+    }
+    Some(
+        first_occurrences(ranking, k)
+            .iter()
+            .position(|p| gold.contains(p))
+            .map_or(0.0, |i| 1.0 / (i + 1) as f64),
+    )
+}
+
+/// nDCG@k with graded relevance, as trec_eval's `ndcg_cut` computes it: gain = the grade,
+/// discount `log2(rank + 1)`, divided by the DCG of the ideal ranking of all
+/// `gold_count` gold passages. `grades[i]` is the grade of `gold[i]` (missing grades,
+/// and gold passages absent from the corpus, count as grade 1). `None` when the question
+/// has no gold passage.
+///
+/// ```
+/// use lprag_eval::metrics::ndcg_at_k;
+/// // one gold passage, ranked 2nd: (1 / log2 3) / 1
+/// let v = ndcg_at_k(&[4, 3], &[3], &[], 1, 10).unwrap();
+/// assert!((v - 1.0 / 3f64.log2()).abs() < 1e-12);
+/// assert_eq!(ndcg_at_k(&[3, 4], &[3], &[], 1, 10), Some(1.0));
+/// ```
+pub fn ndcg_at_k(
+    ranking: &[usize],
+    gold: &[usize],
+    grades: &[u32],
+    gold_count: usize,
+    k: usize,
+) -> Option<f64> {
+    if gold_count == 0 {
+        return None;
+    }
+    let grade = |g: usize| grades.get(g).copied().unwrap_or(1) as f64;
+    let discount = |i: usize| 1.0 / ((i + 2) as f64).log2();
+    let dcg: f64 = first_occurrences(ranking, k)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            gold.iter()
+                .position(|g| g == p)
+                .map(|g| grade(g) * discount(i))
+        })
+        .sum();
+    let mut ideal: Vec<f64> = (0..gold_count).map(grade).collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, g)| g * discount(i))
+        .sum();
+    Some(if idcg > 0.0 { dcg / idcg } else { 0.0 })
+}
+
+/// The first `k` distinct entries of `ranking`, in order.
+fn first_occurrences(ranking: &[usize], k: usize) -> Vec<usize> {
+    let mut seen: Vec<usize> = Vec::with_capacity(k);
+    for &p in ranking {
+        if seen.len() == k {
+            break;
+        }
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    seen
 }
 
 /// SQuAD answer normalisation: lower-case, remove ASCII punctuation (Python's
@@ -284,5 +367,30 @@ mod tests {
         assert_eq!(mean(&[]), None);
         assert_eq!(whitespace_tokens("Title\nsome  text\there "), 4);
         assert_eq!(whitespace_tokens(""), 0);
+    }
+}
+
+#[cfg(test)]
+mod rank_metric_tests {
+    use super::*;
+
+    #[test]
+    fn mrr_and_ndcg_follow_trec_eval() {
+        // Gold {3: grade 2, 7: grade 1}; ranking 5, 7, 3.
+        let ranking = [5, 7, 3];
+        assert_eq!(mrr_at_k(&ranking, &[3, 7], 2, 10), Some(0.5));
+        let dcg = 1.0 / 3f64.log2() + 2.0 / 4f64.log2();
+        let idcg = 2.0 + 1.0 / 3f64.log2();
+        let got = ndcg_at_k(&ranking, &[3, 7], &[2, 1], 2, 10).unwrap();
+        assert!((got - dcg / idcg).abs() < 1e-12, "{got}");
+        // Cut at 2: only 7 counts.
+        let got = ndcg_at_k(&ranking, &[3, 7], &[2, 1], 2, 2).unwrap();
+        assert!((got - (1.0 / 3f64.log2()) / idcg).abs() < 1e-12);
+        // An unmatched gold passage lowers the ideal's share, as in Recall@k.
+        let got = ndcg_at_k(&[3], &[3], &[], 2, 10).unwrap();
+        assert!((got - 1.0 / (1.0 + 1.0 / 3f64.log2())).abs() < 1e-12);
+        // Repeats after the first occurrence are ignored; no gold, no value.
+        assert_eq!(mrr_at_k(&[5, 5, 3], &[3], 1, 2), Some(0.5));
+        assert_eq!(ndcg_at_k(&[1], &[], &[], 0, 10), None);
     }
 }

@@ -329,6 +329,7 @@ mod tests {
             question: text.into(),
             answers: vec![answer.into()],
             gold: vec![gold],
+            grades: Vec::new(),
             unmatched_gold: vec![],
             metadata: Default::default(),
         };

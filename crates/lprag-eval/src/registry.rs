@@ -457,7 +457,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, qcg, lesegr, lesegr-lite, g2, gfm)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, lprag-incremental, qcg, lesegr, lesegr-lite, g2, gfm)"
         );
     }
 

@@ -19,6 +19,12 @@ pub struct RetrievalResult {
     pub retriever: String,
     /// Mean passage Recall@k, keyed by k, as a fraction in `[0, 1]`.
     pub recall: BTreeMap<usize, f64>,
+    /// Mean reciprocal rank of the first gold passage within the top 10, in `[0, 1]`.
+    #[serde(default)]
+    pub mrr_at_10: f64,
+    /// Mean nDCG@10 (graded where the dataset grades), in `[0, 1]`.
+    #[serde(default)]
+    pub ndcg_at_10: f64,
     /// Wall time to build the index, in seconds.
     pub index_seconds: f64,
     /// Median query latency, in ms.
@@ -66,7 +72,7 @@ impl RetrievalReport {
     /// use lprag_eval::report::{RetrievalReport, RetrievalResult};
     /// let r = RetrievalResult {
     ///     retriever: "bm25".into(),
-    ///     recall: BTreeMap::from([(1, 0.25), (10, 0.5)]),
+    ///     recall: BTreeMap::from([(1, 0.25), (10, 0.5)]), mrr_at_10: 0.5, ndcg_at_10: 0.375,
     ///     index_seconds: 0.5, query_ms_p50: 1.25, query_ms_p95: 2.0, tokens_per_query: 400.0,
     ///     questions: 2, questions_with_gold: 2, per_question: vec![],
     /// };
@@ -75,8 +81,8 @@ impl RetrievalReport {
     ///     unmatched_gold: 0, results: vec![r],
     /// };
     /// let md = rep.to_markdown();
-    /// assert!(md.contains("| retriever | R@1 | R@10 |"));
-    /// assert!(md.contains("| bm25 | 25.00 | 50.00 | 0.500 | 1.250 | 2.000 | 400.0 |"));
+    /// assert!(md.contains("| retriever | R@1 | R@10 | MRR@10 | nDCG@10 |"));
+    /// assert!(md.contains("| bm25 | 25.00 | 50.00 | 50.00 | 37.50 | 0.500 | 1.250 | 2.000 | 400.0 |"));
     /// ```
     pub fn to_markdown(&self) -> String {
         let ks: BTreeSet<usize> = self
@@ -89,11 +95,13 @@ impl RetrievalReport {
         for k in &ks {
             out.push_str(&format!(" R@{k} |"));
         }
-        out.push_str(" index (s) | query p50 (ms) | query p95 (ms) | tokens/query |\n|---|");
+        out.push_str(
+            " MRR@10 | nDCG@10 | index (s) | query p50 (ms) | query p95 (ms) | tokens/query |\n|---|",
+        );
         for _ in &ks {
             out.push_str("---:|");
         }
-        out.push_str("---:|---:|---:|---:|\n");
+        out.push_str("---:|---:|---:|---:|---:|---:|\n");
         for r in &self.results {
             out.push_str(&format!("| {} |", r.retriever));
             for k in &ks {
@@ -103,8 +111,13 @@ impl RetrievalReport {
                 }
             }
             out.push_str(&format!(
-                " {:.3} | {:.3} | {:.3} | {:.1} |\n",
-                r.index_seconds, r.query_ms_p50, r.query_ms_p95, r.tokens_per_query
+                " {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.1} |\n",
+                100.0 * r.mrr_at_10,
+                100.0 * r.ndcg_at_10,
+                r.index_seconds,
+                r.query_ms_p50,
+                r.query_ms_p95,
+                r.tokens_per_query
             ));
         }
         out
@@ -134,6 +147,8 @@ mod tests {
         let r = RetrievalResult {
             retriever: "dense".into(),
             recall: BTreeMap::from([(1, 0.1), (2, 0.2), (5, 0.5), (10, 1.0)]),
+            mrr_at_10: 0.5,
+            ndcg_at_10: 0.5,
             index_seconds: 0.25,
             query_ms_p50: 1.0,
             query_ms_p95: 3.0,
@@ -157,6 +172,8 @@ mod tests {
         assert_eq!(r0["retriever"], "dense");
         assert_eq!(r0["recall"]["10"], 1.0);
         assert_eq!(r0["recall"]["2"], 0.2);
+        assert_eq!(r0["mrr_at_10"], 0.5);
+        assert_eq!(r0["ndcg_at_10"], 0.5);
         assert_eq!(r0["index_seconds"], 0.25);
         assert_eq!(r0["query_ms_p50"], 1.0);
         assert_eq!(r0["tokens_per_query"], 512.0);
@@ -166,7 +183,7 @@ mod tests {
         let md = rep.to_markdown();
         assert!(
             md.contains(
-                "| dense | 10.00 | 20.00 | 50.00 | 100.00 | 0.250 | 1.000 | 3.000 | 512.0 |"
+                "| dense | 10.00 | 20.00 | 50.00 | 100.00 | 50.00 | 50.00 | 0.250 | 1.000 | 3.000 | 512.0 |"
             ),
             "{md}"
         );

@@ -231,6 +231,8 @@ mod tests {
             result: RetrievalResult {
                 retriever: name.into(),
                 recall: BTreeMap::from([(2, 0.5), (5, 0.75)]),
+                mrr_at_10: 0.5,
+                ndcg_at_10: 0.5,
                 index_seconds: 1.5,
                 query_ms_p50: p50,
                 query_ms_p95: p50 * 2.0,

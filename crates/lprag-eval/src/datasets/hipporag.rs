@@ -182,6 +182,7 @@ fn parse_question(rec: Rec, v: &Value, corpus: &CorpusBuilder) -> Result<Questio
         question,
         answers,
         gold,
+        grades: Vec::new(),
         unmatched_gold,
         metadata: BTreeMap::new(),
     })

@@ -6,7 +6,7 @@ use std::path::Path;
 use lprag_core::Document;
 use serde_json::Value;
 
-use super::json::{self, idx, opt, sub, Rec};
+use super::json::{self, idx, opt, Rec};
 use super::{stem_name, Dataset, DatasetFormat, Question};
 use crate::{Error, Result};
 
@@ -69,6 +69,7 @@ pub fn load_jsonl(questions: impl AsRef<Path>, corpus: impl AsRef<Path>) -> Resu
             question,
             answers,
             gold,
+            grades: Vec::new(),
             unmatched_gold: Vec::new(),
             metadata: BTreeMap::new(),
         });
@@ -82,26 +83,41 @@ pub fn load_jsonl(questions: impl AsRef<Path>, corpus: impl AsRef<Path>) -> Resu
     })
 }
 
-fn read_corpus(path: &Path) -> Result<Vec<Document>> {
+pub(crate) fn read_corpus(path: &Path) -> Result<Vec<Document>> {
+    read_corpus_with(path, "id", false)
+}
+
+/// [`read_corpus`] with the id under `id_key` (BEIR writes `_id`); with `any_metadata`,
+/// metadata values that are not strings are kept as JSON text (BEIR has numbers and
+/// lists there) instead of refused.
+pub(crate) fn read_corpus_with(
+    path: &Path,
+    id_key: &str,
+    any_metadata: bool,
+) -> Result<Vec<Document>> {
     let mut docs = Vec::new();
     let mut seen = HashSet::new();
     for (line, v) in lines(path)? {
         let rec = Rec::new(path, line);
         let obj = rec.object(&v, "")?;
-        let id = match opt(obj, "id") {
-            Some(v) => rec.id(v, "id")?,
+        let id = match opt(obj, id_key) {
+            Some(v) => rec.id(v, id_key)?,
             None => line.to_string(),
         };
         if !seen.insert(id.clone()) {
-            return Err(rec.err("id", format!("duplicate document id `{id}`")));
+            return Err(rec.err(id_key, format!("duplicate document id `{id}`")));
         }
         let title = rec.opt_str(obj, "", "title")?.unwrap_or("");
         let text = rec.req_str(obj, "", "text")?;
         let mut doc = Document::new(id, title, text);
         if let Some(m) = opt(obj, "metadata") {
             for (k, v) in rec.object(m, "metadata")? {
-                let v = rec.str(v, &sub("metadata", k))?;
-                doc.metadata.insert(k.clone(), v.to_string());
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other if any_metadata => other.to_string(),
+                    other => rec.str(other, &json::sub("metadata", k))?.to_string(),
+                };
+                doc.metadata.insert(k.clone(), v);
             }
         }
         doc.metadata.insert("source_index".into(), line.to_string());
@@ -111,7 +127,7 @@ fn read_corpus(path: &Path) -> Result<Vec<Document>> {
 }
 
 /// The non-blank lines of a JSONL file, parsed, with their 0-based line index.
-fn lines(path: &Path) -> Result<Vec<(usize, Value)>> {
+pub(crate) fn lines(path: &Path) -> Result<Vec<(usize, Value)>> {
     let text = json::read_text(path)?;
     text.lines()
         .enumerate()

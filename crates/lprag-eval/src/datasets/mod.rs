@@ -1,5 +1,6 @@
 //! Dataset loaders: the HippoRAG file family (MuSiQue, HotpotQA, 2WikiMultihopQA),
-//! MultiHop-RAG, and a generic JSONL format for users' own data.
+//! MultiHop-RAG, BEIR (`corpus.jsonl`, `queries.jsonl`, `qrels/`), and a generic JSONL
+//! format for users' own data.
 //!
 //! Every loader returns a [`Dataset`]: a corpus of [`Document`]s and a list of
 //! [`Question`]s whose gold passages are indices into that corpus.
@@ -30,6 +31,7 @@
 //! questions.json: record 4, field `paragraphs[2].is_supporting`: expected true or false, found a string
 //! ```
 
+mod beir;
 mod hipporag;
 mod json;
 mod jsonl;
@@ -43,6 +45,7 @@ use std::str::FromStr;
 use lprag_core::Document;
 use serde::{Deserialize, Serialize};
 
+pub use beir::load_beir;
 pub use hipporag::{load_hipporag, load_hipporag_corpus};
 pub use json::join_sentences;
 pub use jsonl::load_jsonl;
@@ -63,6 +66,8 @@ pub enum DatasetFormat {
     MultiHopRag,
     /// The generic JSONL format: `corpus.jsonl` and `questions.jsonl`. See [`load_jsonl`].
     Jsonl,
+    /// BEIR: `corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`. See [`load_beir`].
+    Beir,
 }
 
 impl DatasetFormat {
@@ -72,6 +77,7 @@ impl DatasetFormat {
             DatasetFormat::HippoRag => "hipporag",
             DatasetFormat::MultiHopRag => "multihop-rag",
             DatasetFormat::Jsonl => "jsonl",
+            DatasetFormat::Beir => "beir",
         }
     }
 }
@@ -89,9 +95,10 @@ impl FromStr for DatasetFormat {
             "hipporag" => Ok(DatasetFormat::HippoRag),
             "multihop-rag" | "multihoprag" => Ok(DatasetFormat::MultiHopRag),
             "jsonl" => Ok(DatasetFormat::Jsonl),
+            "beir" => Ok(DatasetFormat::Beir),
             _ => Err(Error::invalid(
                 "dataset format",
-                format!("`{s}` (known: hipporag, multihop-rag, jsonl)"),
+                format!("`{s}` (known: hipporag, multihop-rag, jsonl, beir)"),
             )),
         }
     }
@@ -109,6 +116,10 @@ pub struct Question {
     pub answers: Vec<String>,
     /// Gold passages found in the corpus: indices into [`Dataset::corpus`], sorted, unique.
     pub gold: Vec<usize>,
+    /// Graded relevance of each [`Question::gold`] passage, in the same order (BEIR
+    /// qrels); empty means grade 1 for all, as in the other formats.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grades: Vec<u32>,
     /// Titles of gold passages that match no corpus entry (they count in the Recall@k
     /// denominator and can never be retrieved).
     pub unmatched_gold: Vec<String>,
@@ -362,6 +373,13 @@ pub fn find_files(dir: &Path) -> Result<DatasetFiles> {
         corpus: dir.join(c),
         format,
     };
+    if has("queries.jsonl") && has("corpus.jsonl") && dir.join("qrels").is_dir() {
+        return Ok(files(
+            "queries.jsonl",
+            "corpus.jsonl",
+            Some(DatasetFormat::Beir),
+        ));
+    }
     if has("questions.jsonl") && has("corpus.jsonl") {
         return Ok(files(
             "questions.jsonl",
@@ -426,6 +444,7 @@ pub fn load_dir(dir: impl AsRef<Path>, format: Option<DatasetFormat>) -> Result<
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "dataset".into());
     let mut ds = match format.or(files.format) {
+        Some(DatasetFormat::Beir) => load_beir(dir, None)?,
         Some(DatasetFormat::Jsonl) => load_jsonl(&files.questions, &files.corpus)?,
         Some(DatasetFormat::MultiHopRag) => load_multihop_rag(&files.questions, &files.corpus)?,
         Some(DatasetFormat::HippoRag) => load_hipporag(&files.questions, &files.corpus)?,

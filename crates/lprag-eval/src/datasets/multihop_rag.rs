@@ -108,6 +108,7 @@ fn parse_query(rec: Rec, v: &Value, corpus: &CorpusBuilder) -> Result<Question> 
         question,
         answers,
         gold,
+        grades: Vec::new(),
         unmatched_gold,
         metadata,
     })

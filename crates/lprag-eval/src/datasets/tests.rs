@@ -543,3 +543,65 @@ fn missing_file_is_io_error_naming_it() {
     };
     assert_eq!(docs.len(), 1);
 }
+
+/// A BEIR directory: three documents, three queries (one unjudged), graded qrels.
+fn beir_fixture(qrels: &str) -> tempfile::TempDir {
+    let dir = fixture(&[
+        (
+            "corpus.jsonl",
+            "{\"_id\": \"d1\", \"title\": \"Warsaw\", \"text\": \"Warsaw lies on the Vistula.\"}\n\
+             {\"_id\": \"d2\", \"title\": \"Kyoto\", \"text\": \"Kyoto was the capital.\", \"metadata\": {\"year\": 794}}\n\
+             {\"_id\": \"d3\", \"title\": \"\", \"text\": \"Mount Everest.\"}\n",
+        ),
+        (
+            "queries.jsonl",
+            "{\"_id\": \"q1\", \"text\": \"Which river?\"}\n\
+             {\"_id\": \"q2\", \"text\": \"Old capital?\"}\n\
+             {\"_id\": \"q3\", \"text\": \"Not judged\"}\n",
+        ),
+    ]);
+    std::fs::create_dir(dir.path().join("qrels")).unwrap();
+    write(dir.path(), "qrels/test.tsv", qrels);
+    dir
+}
+
+#[test]
+fn beir_loads_graded_judgements_of_the_judged_queries() {
+    let dir = beir_fixture(
+        "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td3\t1\nq1\td2\t0\nq2\td2\t1\nq2\tgone\t1\n",
+    );
+    let ds = load_dir(dir.path(), None).unwrap();
+    assert_eq!(ds.format, DatasetFormat::Beir);
+    assert_eq!(ds.corpus.len(), 3);
+    assert_eq!(ds.corpus[1].id, "d2");
+    assert_eq!(ds.corpus[1].metadata["year"], "794");
+    let ids: Vec<&str> = ds.questions.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids, ["q1", "q2"], "only judged queries");
+    assert_eq!(ds.questions[0].gold, [0, 2]);
+    assert_eq!(ds.questions[0].grades, [2, 1]);
+    assert_eq!(ds.questions[1].gold, [1]);
+    assert!(ds.questions[1].grades.is_empty(), "all grade 1");
+    assert_eq!(ds.questions[1].unmatched_gold, ["gone"]);
+    // A named split, and errors naming file and line.
+    write(dir.path(), "qrels/dev.tsv", "q9\td1\t1\n");
+    let err = load_beir(dir.path(), Some("dev")).unwrap_err();
+    assert_malformed(err, "dev.tsv", Some(0), "query-id");
+    write(dir.path(), "qrels/dev.tsv", "q1\td1\n");
+    assert_malformed(
+        load_beir(dir.path(), Some("dev")).unwrap_err(),
+        "dev.tsv",
+        Some(0),
+        "(line)",
+    );
+    write(dir.path(), "qrels/dev.tsv", "q1\td1\thigh\n");
+    assert_malformed(
+        load_beir(dir.path(), Some("dev")).unwrap_err(),
+        "dev.tsv",
+        Some(0),
+        "score",
+    );
+    let err = load_beir(dir.path(), Some("train"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("qrels/train.tsv"), "{err}");
+}
