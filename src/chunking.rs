@@ -1,11 +1,13 @@
 //! Chunks that fit the encoder's input.
 //!
 //! An encoder with an input limit ([`Encoder::max_input_tokens`], 256 tokens for MiniLM)
-//! cuts longer inputs, so the end of a long chunk would never be embedded. The pipelines
-//! split the chunks of the default [`PassageChunker`] that do not fit — at sentence
+//! cuts longer inputs, so the end of a long chunk would never be embedded. The builders'
+//! default chunker, [`BoundedPassageChunker`], makes one chunk per document and the
+//! pipeline splits those that do not fit the encoder it ends up with — at sentence
 //! boundaries first, then words ([`text_splitter`], sized by the encoder's own tokenizer,
-//! title included) — and warn, with counts, when another chunker made chunks that will be
-//! cut. [`TokenChunker`] is the same splitting as a [`Chunker`] of its own.
+//! title included). Any other chunker's chunks are left as they are, with a warning and
+//! counts when some will be cut. [`TokenChunker`] is the same splitting as a [`Chunker`]
+//! of its own, for a known encoder.
 
 use std::sync::Arc;
 
@@ -13,6 +15,27 @@ use async_trait::async_trait;
 use lprag_core::{Chunk, Chunker, Document, Encoder, PassageChunker, Result};
 use rayon::prelude::*;
 use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
+
+/// The builders' default chunker: one chunk per document, as [`PassageChunker`], which
+/// the pipeline then splits where a chunk exceeds the input of the encoder it uses (the
+/// encoder may be chosen after chunking). Pass `Arc::new(PassageChunker)` to keep whole
+/// documents (cut by the encoder, with a warning).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BoundedPassageChunker;
+
+/// [`Chunker::name`] of [`BoundedPassageChunker`].
+pub(crate) const BOUNDED_PASSAGES: &str = "passage-bounded";
+
+#[async_trait]
+impl Chunker for BoundedPassageChunker {
+    fn name(&self) -> &str {
+        BOUNDED_PASSAGES
+    }
+
+    async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
+        PassageChunker.chunk(documents).await
+    }
+}
 
 /// Documents cut into passages that fit an encoder's input: one chunk per document when
 /// it fits, else pieces of at most [`Encoder::max_input_tokens`] tokens (title included),

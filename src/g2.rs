@@ -68,8 +68,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, PassageChunker,
-    Progress, Result, Retriever, ScoredChunk, Selection,
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
+    Retriever, ScoredChunk, Selection,
 };
 use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
@@ -632,7 +632,7 @@ pub struct G2RagBuilder {
 }
 
 impl G2RagBuilder {
-    /// Use this chunker (default [`PassageChunker`], as QCG-RAG and LeSeGR).
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder, as QCG-RAG and LeSeGR).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
         self
@@ -885,7 +885,7 @@ impl G2Rag {
     /// A builder with the offline defaults (no LLM: the θ rule merges).
     pub fn builder() -> G2RagBuilder {
         G2RagBuilder {
-            chunker: Arc::new(PassageChunker),
+            chunker: Arc::new(crate::BoundedPassageChunker),
             encoder: None,
             llm: None,
             judge: None,

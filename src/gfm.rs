@@ -52,9 +52,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, CooccurrenceConfig, CooccurrenceExtractor, Document, Embeddings,
-    Encoder, Error, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig, NoProgress,
-    PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection,
-    TrainReport, TripleExtractor,
+    Encoder, Error, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig, NoProgress, Progress,
+    QueryGenerator, Result, Retriever, ScoredChunk, Selection, TrainReport, TripleExtractor,
 };
 use lprag_graph::KnnBackend;
 use lprag_model::gfm::{
@@ -851,7 +850,7 @@ impl GfmRag {
     /// A builder with the offline defaults.
     pub fn builder() -> GfmRagBuilder {
         GfmRagBuilder {
-            chunker: Arc::new(PassageChunker),
+            chunker: Arc::new(crate::BoundedPassageChunker),
             encoder: None,
             extractor: None,
             labelled: Vec::new(),

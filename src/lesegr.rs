@@ -39,8 +39,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag_core::{
     Bm25, Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
-    NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoredChunk,
-    Selection, SparseEncoder, SparseIndex, TrainReport,
+    NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SparseEncoder,
+    SparseIndex, TrainReport,
 };
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
@@ -184,7 +184,7 @@ pub struct LesegrRagBuilder {
 }
 
 impl LesegrRagBuilder {
-    /// Use this chunker (default [`PassageChunker`]; the intra-document edges need a chunker
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder; the intra-document edges need a chunker
     /// that splits documents, such as [`crate::SentenceChunker`]).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
@@ -552,7 +552,7 @@ impl LesegrRag {
     /// A builder with the offline defaults (passages, default encoder, BM25, trained).
     pub fn builder() -> LesegrRagBuilder {
         LesegrRagBuilder {
-            chunker: Arc::new(PassageChunker),
+            chunker: Arc::new(crate::BoundedPassageChunker),
             encoder: None,
             sparse: Arc::new(Bm25::default()),
             query_generator: None,

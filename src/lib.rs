@@ -47,7 +47,7 @@ pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
 
-pub use chunking::TokenChunker;
+pub use chunking::{BoundedPassageChunker, TokenChunker};
 pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
     G2Stats, MergeOrder, OutlierPolicy,

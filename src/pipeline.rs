@@ -10,9 +10,8 @@ use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, Filter,
     HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, LinkEdge, LinkGraph,
-    LinkPredictor, LinkScorer, NoProgress, PassageChunker, Progress, QueryGenerator, Result,
-    Retriever, ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport,
-    RETRIEVE_BATCH_CONCURRENCY,
+    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
+    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, RETRIEVE_BATCH_CONCURRENCY,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
@@ -439,7 +438,7 @@ pub struct LpRagBuilder {
 impl Default for LpRagBuilder {
     fn default() -> Self {
         Self {
-            chunker: Arc::new(PassageChunker),
+            chunker: Arc::new(crate::BoundedPassageChunker),
             query_generator: Arc::new(HeuristicQueryGenerator::default()),
             chunker_set: false,
             query_generator_set: false,
@@ -458,7 +457,9 @@ impl Default for LpRagBuilder {
 }
 
 impl LpRagBuilder {
-    /// Use this chunker (default: [`PassageChunker`], one chunk per document).
+    /// Use this chunker (default: [`BoundedPassageChunker`](crate::BoundedPassageChunker),
+    /// one chunk per document, split where it exceeds the encoder's input;
+    /// `Arc::new(PassageChunker)` keeps documents whole).
     ///
     /// The paper's atomic chunks come from an LLM that rewrites statements to stand alone;
     /// the offline [`lprag_core::SentenceChunker`] cuts sentences as written ("She was born in …"),
@@ -1404,8 +1405,10 @@ pub(crate) async fn chunk_and_encoder(
     Ok((chunks, texts, encoder))
 }
 
-/// Make `chunks` fit the encoder's input: the default [`PassageChunker`]'s (by name) are
-/// split where too long, any other chunker's are only counted, with a warning.
+/// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by
+/// name) are split where too long, any other chunker's are only counted, with a warning.
+///
+/// [`BoundedPassageChunker`]: crate::BoundedPassageChunker
 pub(crate) async fn fit_to_encoder(
     chunks: Vec<Chunk>,
     documents: &[Document],
@@ -1416,7 +1419,7 @@ pub(crate) async fn fit_to_encoder(
         return Ok((chunks, None));
     }
     let encoder = encoder.clone();
-    if chunker == PassageChunker.name() {
+    if chunker == crate::chunking::BOUNDED_PASSAGES {
         let docs = documents.to_vec();
         blocking(move || {
             let n = chunks.len();

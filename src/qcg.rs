@@ -20,8 +20,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
-    HeuristicQueryGeneratorConfig, NoProgress, PassageChunker, Progress, QueryGenerator, Result,
-    Retriever, ScoredChunk, Selection, SyntheticQuery,
+    HeuristicQueryGeneratorConfig, NoProgress, Progress, QueryGenerator, Result, Retriever,
+    ScoredChunk, Selection, SyntheticQuery,
 };
 use lprag_graph::KnnBackend;
 use serde::{Deserialize, Serialize};
@@ -225,7 +225,7 @@ pub struct QcgRagBuilder {
 }
 
 impl QcgRagBuilder {
-    /// Use this chunker (default [`PassageChunker`]).
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
         self
@@ -370,7 +370,7 @@ impl QcgRag {
     /// A builder with the offline defaults.
     pub fn builder() -> QcgRagBuilder {
         QcgRagBuilder {
-            chunker: Arc::new(PassageChunker),
+            chunker: Arc::new(crate::BoundedPassageChunker),
             query_generator: None,
             encoder: None,
             progress: Arc::new(NoProgress),

@@ -17,8 +17,7 @@ use std::time::Instant;
 
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, HeuristicQueryGenerator,
-    LinkPredictor, NoProgress, PassageChunker, Progress, QueryGenerator, Result, SyntheticQuery,
-    TrainReport,
+    LinkPredictor, NoProgress, Progress, QueryGenerator, Result, SyntheticQuery, TrainReport,
 };
 use lprag_graph::ChunkGraph;
 use serde::{Deserialize, Serialize};
@@ -54,13 +53,15 @@ pub struct UpdateReport {
 }
 
 impl LpRag {
-    /// Add documents with the default chunker ([`PassageChunker`], the builder's default);
-    /// see [`LpRag::add_documents_with`].
+    /// Add documents with the builders' default chunker
+    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)); see
+    /// [`LpRag::add_documents_with`].
     ///
     /// # Errors
     /// Those of [`LpRag::add_documents_with`].
     pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        self.add_documents_with(documents, &PassageChunker).await
+        self.add_documents_with(documents, &crate::BoundedPassageChunker)
+            .await
     }
 
     /// Add documents, chunked by `chunker` (use the one the index was built with): their
@@ -97,7 +98,8 @@ impl LpRag {
     /// # Errors
     /// Those of [`LpRag::update_documents_with`].
     pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        self.update_documents_with(documents, &PassageChunker).await
+        self.update_documents_with(documents, &crate::BoundedPassageChunker)
+            .await
     }
 
     /// Replace documents (matched by id) with new versions, and add those not yet in the
@@ -139,7 +141,7 @@ impl LpRag {
                 format!("not in the index: {}", unknown.join(", ")),
             ));
         }
-        self.apply(ids, &[], &PassageChunker).await
+        self.apply(ids, &[], &crate::BoundedPassageChunker).await
     }
 
     /// The ids of the documents in the index (those that produced a chunk).

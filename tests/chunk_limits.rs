@@ -173,6 +173,16 @@ async fn pipelines_split_default_chunks_and_warn_about_others() {
         warning.contains("12 tokens; the longest has 123"),
         "{warning}"
     );
+    // Whole passages on request: the encoder cuts them, and says so.
+    let rag = LpRag::builder()
+        .encoder(limited(30))
+        .chunker(Arc::new(lprag::PassageChunker))
+        .config(small())
+        .build(&docs)
+        .await
+        .unwrap();
+    assert_eq!(rag.chunks().len(), docs.len());
+    assert!(rag.stats().warnings.iter().any(|w| w.contains("will be cut")));
     // Splitting keeps retrieval working on the pieces.
     let rag = LpRag::builder()
         .encoder(limited(30))

@@ -71,6 +71,13 @@ pub trait Encoder: Send + Sync {
         self.embed(texts).await
     }
 
+    /// Whether [`Encoder::embed_queries`] differs from [`Encoder::embed`] (a cache must
+    /// then keep the two apart). `false` (the default) for symmetric encoders; implement
+    /// it together with `embed_queries`.
+    fn embeds_queries_apart(&self) -> bool {
+        false
+    }
+
     /// The longest input, in this encoder's own tokens (special tokens and any document
     /// prefix included), that it embeds whole; longer inputs are cut. `None` (the
     /// default): no limit. The pipelines split longer chunks of their default chunker to

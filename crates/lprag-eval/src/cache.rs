@@ -154,7 +154,13 @@ impl Encoder for CachedEncoder {
     }
 
     async fn embed_queries(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
-        self.embed_keyed(texts, true).await
+        // A symmetric encoder's query vectors are its document vectors: one entry each.
+        let apart = self.inner.embeds_queries_apart();
+        self.embed_keyed(texts, apart).await
+    }
+
+    fn embeds_queries_apart(&self) -> bool {
+        self.inner.embeds_queries_apart()
     }
 
     fn fingerprint(&self) -> Option<String> {
@@ -311,6 +317,9 @@ mod tests {
         async fn embed_queries(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
             let n = self.0.fetch_add(1, Ordering::SeqCst) as f32;
             Embeddings::new(2, texts.iter().flat_map(|_| [0.0, n]).collect())
+        }
+        fn embeds_queries_apart(&self) -> bool {
+            true
         }
     }
 

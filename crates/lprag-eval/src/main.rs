@@ -168,6 +168,10 @@ struct RetrievalArgs {
     /// LP-RAG indexes atomic sentences instead of whole passages.
     #[arg(long)]
     lprag_sentences: bool,
+    /// LP-RAG keeps each passage whole even where it exceeds the encoder's input (the
+    /// encoder cuts it) instead of splitting it to fit (the library's default).
+    #[arg(long)]
+    lprag_whole_passages: bool,
     /// Keep LP-RAG's finished stages and per-epoch training checkpoints in this directory,
     /// so an interrupted build resumes there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
@@ -592,6 +596,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
             Some(lprag_eval::registry::QueryLlm(std::sync::Arc::new(llm)));
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
+    options.retrievers.lprag_whole_passages = args.lprag_whole_passages;
     options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
     options.retrievers.lprag_save = args.lprag_save.clone();
     options.retrievers.lprag_transfer_from = args.lprag_transfer_from.clone();

@@ -35,6 +35,10 @@ pub struct RetrieverOptions {
     /// ([`lprag::SentenceChunker`]), `false` (default, as `LpRag`'s own default) keeps each
     /// passage whole ([`lprag::PassageChunker`]).
     pub lprag_sentences: bool,
+    /// Keep each passage of `lprag` whole even where it exceeds the encoder's input
+    /// ([`lprag::PassageChunker`]; the encoder cuts it, with a warning) instead of the
+    /// library's default, [`lprag::BoundedPassageChunker`], which splits it.
+    pub lprag_whole_passages: bool,
     /// Work directory of `lprag` ([`lprag::LpRagBuilder::work_dir`]): finished stages and
     /// training checkpoints are kept there and reused. Default none.
     pub lprag_work_dir: Option<std::path::PathBuf>,
@@ -150,8 +154,10 @@ impl<R: Retriever> Retriever for Renamed<R> {
 pub fn lprag_chunker(options: &RetrieverOptions) -> Arc<dyn lprag::Chunker> {
     if options.lprag_sentences {
         Arc::new(lprag::SentenceChunker::default())
-    } else {
+    } else if options.lprag_whole_passages {
         Arc::new(lprag::PassageChunker)
+    } else {
+        Arc::new(lprag::BoundedPassageChunker)
     }
 }
 

@@ -511,6 +511,10 @@ impl Encoder for SentenceEncoder {
             .await
     }
 
+    fn embeds_queries_apart(&self) -> bool {
+        self.query_prefix != self.document_prefix
+    }
+
     fn fingerprint(&self) -> Option<String> {
         (!self.query_prefix.is_empty() || !self.document_prefix.is_empty()).then(|| {
             format!(

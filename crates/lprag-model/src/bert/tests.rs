@@ -912,6 +912,7 @@ fn bert_counts_tokens_past_the_cut_and_prefixes_queries() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let e5 = enc.clone().with_prefixes("query: ", "passage: ");
     assert!(e5.fingerprint().is_some() && enc.fingerprint().is_none());
+    assert!(e5.embeds_queries_apart() && !enc.embeds_queries_apart());
     let q = rt.block_on(e5.embed_queries(&["Warsaw".into()])).unwrap();
     let d = rt.block_on(e5.embed(&["Warsaw".into()])).unwrap();
     let plain = enc.encode(&["query: Warsaw", "passage: Warsaw"]).unwrap();
