@@ -82,11 +82,11 @@ impl Default for HeuristicQueryGeneratorConfig {
 /// ```
 /// use lprag_core::{Chunk, HeuristicQueryGenerator, Provenance, QueryGenerator};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let chunk = Chunk {
-///     id: 0,
-///     text: "Kim Il-chol was born in Pyongyang in 1933.".into(),
-///     provenance: Provenance { document_id: "d".into(), title: "Kim Il-chol".into(), span: 0..42 },
-/// };
+/// let chunk = Chunk::new(
+///     0,
+///     "Kim Il-chol was born in Pyongyang in 1933.",
+///     Provenance { document_id: "d".into(), title: "Kim Il-chol".into(), span: 0..42 },
+/// );
 /// let qs = HeuristicQueryGenerator::default().generate(&[chunk], &[vec![0]]).await.unwrap();
 /// assert_eq!(qs.len(), 2);
 /// assert!(qs.iter().all(|q| q.text.ends_with('?') && q.chunk_ids == [0]));
