@@ -23,6 +23,14 @@ use lprag::{GfmConfig, GfmRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
+    // Spans and events of the library (RUST_LOG=info shows the build stages).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let docs = mini_corpus::documents();
 
     // 1. Index. The paper's network is d = 512, L = 6; `GfmConfig::cpu()` (d = 32, L = 3)

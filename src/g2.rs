@@ -1017,45 +1017,51 @@ impl Retriever for G2Rag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        selection.validate()?;
-        let e = self.embed_query(query).await?;
-        let me = self.clone();
-        let (chunk_cos, why) = blocking(move || Ok(me.explain_embedded(&e))).await?;
-        let hit = |h: &G2Hit| ScoredChunk {
-            chunk: self.state.chunks[h.chunk].clone(),
-            score: h.score,
-        };
-        match selection {
-            Selection::TopK(k) => {
-                let mut out: Vec<G2Hit> = why.merged.into_iter().take(k).collect();
-                if out.len() < k && self.state.config.pad_with_dense {
-                    let have: HashSet<ChunkId> = out.iter().map(|h| h.chunk).collect();
-                    let mut dense: Vec<(ChunkId, f32)> = chunk_cos
-                        .iter()
-                        .copied()
-                        .enumerate()
-                        .filter(|(c, _)| !have.contains(c))
-                        .collect();
-                    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    let mut cap = out.last().map(|h| h.score).unwrap_or(f32::INFINITY);
-                    for (c, s) in dense.into_iter().take(k - out.len()) {
-                        cap = cap.min(s);
-                        out.push(G2Hit {
-                            chunk: c,
-                            cosine: s,
-                            score: cap,
-                            source: G2Source::Dense,
-                        });
+        use tracing::Instrument;
+        let span = tracing::info_span!("g2.retrieve");
+        async {
+            selection.validate()?;
+            let e = self.embed_query(query).await?;
+            let me = self.clone();
+            let (chunk_cos, why) = blocking(move || Ok(me.explain_embedded(&e))).await?;
+            let hit = |h: &G2Hit| ScoredChunk {
+                chunk: self.state.chunks[h.chunk].clone(),
+                score: h.score,
+            };
+            match selection {
+                Selection::TopK(k) => {
+                    let mut out: Vec<G2Hit> = why.merged.into_iter().take(k).collect();
+                    if out.len() < k && self.state.config.pad_with_dense {
+                        let have: HashSet<ChunkId> = out.iter().map(|h| h.chunk).collect();
+                        let mut dense: Vec<(ChunkId, f32)> = chunk_cos
+                            .iter()
+                            .copied()
+                            .enumerate()
+                            .filter(|(c, _)| !have.contains(c))
+                            .collect();
+                        dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                        let mut cap = out.last().map(|h| h.score).unwrap_or(f32::INFINITY);
+                        for (c, s) in dense.into_iter().take(k - out.len()) {
+                            cap = cap.min(s);
+                            out.push(G2Hit {
+                                chunk: c,
+                                cosine: s,
+                                score: cap,
+                                source: G2Source::Dense,
+                            });
+                        }
                     }
+                    Ok(out.iter().map(hit).collect())
                 }
-                Ok(out.iter().map(hit).collect())
+                other => Ok(other
+                    .apply(why.merged, |h| h.score)
+                    .iter()
+                    .map(hit)
+                    .collect()),
             }
-            other => Ok(other
-                .apply(why.merged, |h| h.score)
-                .iter()
-                .map(hit)
-                .collect()),
         }
+        .instrument(span)
+        .await
     }
 
     fn chunks(&self) -> &[Chunk] {

@@ -1020,30 +1020,36 @@ impl Retriever for GfmRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        selection.validate()?;
-        if query.trim().is_empty() {
-            return Err(Error::invalid("query", "empty or whitespace"));
-        }
-        let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
-        let scores = self.scores_for(query.trim(), &q).await?;
-        let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
-            chunk: self.state.chunks[c].clone(),
-            score: s,
-        };
-        match selection {
-            Selection::TopK(k) => {
-                let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
-                if out.len() < k && self.state.config.pad_with_dense {
-                    crate::qcg::pad_with_dense(&mut out, &self.state.chunk_emb, &q, k);
-                }
-                Ok(out.into_iter().map(hit).collect())
+        use tracing::Instrument;
+        let span = tracing::info_span!("gfm.retrieve");
+        async {
+            selection.validate()?;
+            if query.trim().is_empty() {
+                return Err(Error::invalid("query", "empty or whitespace"));
             }
-            other => Ok(other
-                .apply(scores.chunks, |&(_, s)| s)
-                .into_iter()
-                .map(hit)
-                .collect()),
+            let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
+            let scores = self.scores_for(query.trim(), &q).await?;
+            let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
+                chunk: self.state.chunks[c].clone(),
+                score: s,
+            };
+            match selection {
+                Selection::TopK(k) => {
+                    let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
+                    if out.len() < k && self.state.config.pad_with_dense {
+                        crate::qcg::pad_with_dense(&mut out, &self.state.chunk_emb, &q, k);
+                    }
+                    Ok(out.into_iter().map(hit).collect())
+                }
+                other => Ok(other
+                    .apply(scores.chunks, |&(_, s)| s)
+                    .into_iter()
+                    .map(hit)
+                    .collect()),
+            }
         }
+        .instrument(span)
+        .await
     }
 
     fn chunks(&self) -> &[Chunk] {

@@ -757,24 +757,30 @@ impl Retriever for LesegrRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        selection.validate()?;
-        let k = match selection {
-            Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => k,
-            Selection::Threshold(_) => 0,
-        };
-        let q = self.embed_query(query).await?;
-        // BM25 and propagation are CPU work: a blocking thread, not the async one.
-        let me = self.clone();
-        let text = query.to_string();
-        let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
-        Ok(selection
-            .apply(scores.chunks, |&(_, s)| s)
-            .into_iter()
-            .map(|(c, s)| ScoredChunk {
-                chunk: self.state.chunks[c].clone(),
-                score: s,
-            })
-            .collect())
+        use tracing::Instrument;
+        let span = tracing::info_span!("lesegr.retrieve");
+        async {
+            selection.validate()?;
+            let k = match selection {
+                Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => k,
+                Selection::Threshold(_) => 0,
+            };
+            let q = self.embed_query(query).await?;
+            // BM25 and propagation are CPU work: a blocking thread, not the async one.
+            let me = self.clone();
+            let text = query.to_string();
+            let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
+            Ok(selection
+                .apply(scores.chunks, |&(_, s)| s)
+                .into_iter()
+                .map(|(c, s)| ScoredChunk {
+                    chunk: self.state.chunks[c].clone(),
+                    score: s,
+                })
+                .collect())
+        }
+        .instrument(span)
+        .await
     }
 
     fn chunks(&self) -> &[Chunk] {

@@ -627,6 +627,13 @@ impl LpRagBuilder {
     /// Index `documents`: chunk, embed, build the chunk graph, write synthetic queries and
     /// train the link predictor.
     pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
+        use tracing::Instrument;
+        let span = tracing::info_span!("lprag.build", documents = documents.len());
+        self.build_traced(documents).instrument(span).await
+    }
+
+    /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
+    async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
         let LpRagBuilder {
             mut chunker,
             mut query_generator,
@@ -678,10 +685,22 @@ impl LpRagBuilder {
             ..IndexStats::default()
         };
         let mut clock = Instant::now();
+        // One span per stage, open from its start to its end (an OpenTelemetry layer
+        // reports its duration); the stages run in this order.
+        let stage_span = |name: &str| tracing::info_span!("stage", name);
+        let mut stage = stage_span("chunk");
         let mut lap = |stats: &mut IndexStats, name: &str| {
-            stats
-                .seconds
-                .push((name.to_string(), clock.elapsed().as_secs_f64()));
+            let seconds = clock.elapsed().as_secs_f64();
+            stats.seconds.push((name.to_string(), seconds));
+            tracing::info!(parent: &stage, seconds, "stage finished");
+            let next = match name {
+                "chunk" => "embed",
+                "embed" => "graph",
+                "graph" => "queries",
+                "queries" => "train",
+                _ => "done",
+            };
+            stage = stage_span(next);
             clock = Instant::now();
         };
 
@@ -1637,6 +1656,24 @@ impl LpRag {
         selection: Selection,
         filter: Option<Filter>,
     ) -> Result<Vec<ScoredChunk>> {
+        use tracing::Instrument;
+        let span = tracing::info_span!(
+            "lprag.retrieve",
+            pool = ?self.config.candidate_pool,
+            filtered = filter.is_some(),
+            candidates = tracing::field::Empty,
+        );
+        self.rank_traced(query, selection, filter)
+            .instrument(span)
+            .await
+    }
+
+    async fn rank_traced(
+        &self,
+        query: Vec<f32>,
+        selection: Selection,
+        filter: Option<Filter>,
+    ) -> Result<Vec<ScoredChunk>> {
         selection.validate()?;
         let allowed: Option<Vec<bool>> =
             filter.map(|f| self.chunks.iter().map(|c| f.matches(c)).collect());
@@ -1650,6 +1687,7 @@ impl LpRag {
             InferenceMode::JoinTopK(k) => k,
             _ => 0,
         };
+        let span = tracing::Span::current();
         let ranked = blocking(move || {
             let (nearest, candidates) = candidates(
                 &graph,
@@ -1660,6 +1698,7 @@ impl LpRag {
                 join,
                 allowed.as_deref(),
             );
+            span.record("candidates", candidates.len());
             let logits = predictor.score_near(&query, &nearest, &candidates)?;
             let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

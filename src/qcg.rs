@@ -503,33 +503,39 @@ impl Retriever for QcgRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        selection.validate()?;
-        let e = self.embed_query(query).await?;
-        let me = self.clone();
-        let (e, scores) = blocking(move || {
-            let scores = me.scores_for(&e);
-            Ok((e, scores))
-        })
-        .await?;
-        let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
-            chunk: self.state.chunks[c].clone(),
-            score: s,
-        };
-        match selection {
-            Selection::TopK(k) => {
-                let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
-                if out.len() < k && self.state.config.pad_with_dense {
-                    pad_with_dense(&mut out, &self.state.chunk_emb, &e, k);
+        use tracing::Instrument;
+        let span = tracing::info_span!("qcg.retrieve");
+        async {
+            selection.validate()?;
+            let e = self.embed_query(query).await?;
+            let me = self.clone();
+            let (e, scores) = blocking(move || {
+                let scores = me.scores_for(&e);
+                Ok((e, scores))
+            })
+            .await?;
+            let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
+                chunk: self.state.chunks[c].clone(),
+                score: s,
+            };
+            match selection {
+                Selection::TopK(k) => {
+                    let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
+                    if out.len() < k && self.state.config.pad_with_dense {
+                        pad_with_dense(&mut out, &self.state.chunk_emb, &e, k);
+                    }
+                    Ok(out.into_iter().map(hit).collect())
                 }
-                Ok(out.into_iter().map(hit).collect())
+                // Thresholds apply to the graph's own scores (mean cosine); no padding.
+                other => Ok(other
+                    .apply(scores.chunks, |&(_, s)| s)
+                    .into_iter()
+                    .map(hit)
+                    .collect()),
             }
-            // Thresholds apply to the graph's own scores (mean cosine); no padding.
-            other => Ok(other
-                .apply(scores.chunks, |&(_, s)| s)
-                .into_iter()
-                .map(hit)
-                .collect()),
         }
+        .instrument(span)
+        .await
     }
 
     fn chunks(&self) -> &[Chunk] {

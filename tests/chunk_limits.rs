@@ -182,7 +182,11 @@ async fn pipelines_split_default_chunks_and_warn_about_others() {
         .await
         .unwrap();
     assert_eq!(rag.chunks().len(), docs.len());
-    assert!(rag.stats().warnings.iter().any(|w| w.contains("will be cut")));
+    assert!(rag
+        .stats()
+        .warnings
+        .iter()
+        .any(|w| w.contains("will be cut")));
     // Splitting keeps retrieval working on the pieces.
     let rag = LpRag::builder()
         .encoder(limited(30))

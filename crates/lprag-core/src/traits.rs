@@ -118,10 +118,15 @@ pub trait Progress: Send + Sync {
     /// The stage is finished.
     fn finish(&self, _stage: &str) {}
     /// Something the user should know about (a fallback was taken, input was skipped).
-    /// The default writes one line to standard error, so a warning is never lost silently;
-    /// override it to route warnings elsewhere.
+    /// The default emits a `tracing` warning (target `lprag`) when the application has
+    /// installed a global `tracing` subscriber, else writes one line to standard error, so
+    /// a warning is never lost silently; override it to route warnings elsewhere.
     fn warn(&self, message: &str) {
-        eprintln!("warning: {message}");
+        if tracing::dispatcher::has_been_set() {
+            tracing::warn!(target: "lprag", "{message}");
+        } else {
+            eprintln!("warning: {message}");
+        }
     }
 }
 

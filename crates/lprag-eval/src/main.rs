@@ -253,6 +253,14 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Spans and events of the library (RUST_LOG=info shows the build stages and retrieves' spans).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Retrieval(args) => retrieval(args).await,

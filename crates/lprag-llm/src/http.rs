@@ -129,6 +129,13 @@ impl HttpClient {
                         Some(d) => d.min(self.config.max_retry_after),
                         None => self.backoff(attempt),
                     };
+                    tracing::warn!(
+                        target: "lprag::llm",
+                        attempt = attempt + 1,
+                        wait_ms = wait.as_millis() as u64,
+                        error = %message,
+                        "transient LLM error, retrying"
+                    );
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }

@@ -86,6 +86,14 @@ pub(crate) fn fallback_items<T>(
             Parsed::Unreadable(r) => r.as_str(),
             Parsed::Read(_) => "",
         };
+        tracing::info!(
+            target: "lprag::llm",
+            stage,
+            fallbacks = failed.len(),
+            items = results.len(),
+            first_reason = reason,
+            "unparseable LLM answers fell back to the offline component"
+        );
         settings.progress.warn(&format!(
             "{stage}: the answers for {} of {} {what} could not be parsed after {} retr{}; \
              {offline} was used for them (first: {reason}). Use a stronger model, or \
