@@ -266,9 +266,11 @@ async fn default_encoder_is_recorded_and_open_rebuilds_it() {
             assert_eq!(rag.stats().warnings.len(), 1);
             assert!(rag.stats().warnings[0].contains("fetch-model.sh"));
         }
-        lprag::DefaultEncoder::SentenceTransformer { .. } => {
+        lprag::DefaultEncoder::SentenceTransformer { model, .. } => {
             assert!(rag.stats().warnings.is_empty());
             assert_eq!(rag.encoder().dimension(), 384);
+            // Portable: the model id, not this machine's cache path.
+            assert_eq!(model, "sentence-transformers/all-MiniLM-L6-v2");
         }
     }
     let dir = tempfile::tempdir().unwrap();
