@@ -557,6 +557,7 @@ impl GfmRagBuilder {
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(GfmRag {
             state: Arc::new(GfmState {
+                weights_file: None,
                 version: GFM_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
@@ -821,6 +822,10 @@ const GFM_WEIGHTS: &str = "gfm.bpk";
 
 #[derive(Serialize, Deserialize)]
 struct GfmState {
+    /// The weights file of this index (written first under a fresh name, so replacing
+    /// `gfm.json` commits the pair); indexes saved before name none and use `gfm.bpk`.
+    #[serde(default, skip_serializing)]
+    weights_file: Option<String>,
     version: u32,
     encoder: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -950,8 +955,51 @@ impl GfmRag {
         ] {
             crate::pipeline::check_finite(dir, GFM_FILE, field, e.as_slice())?;
         }
-        save_json_atomic(dir, GFM_FILE, st)?;
-        self.model.save_weights(&dir.join(GFM_WEIGHTS))
+        // The weights go first, under a name no other save uses; `gfm.json` names them
+        // and its atomic replacement commits the pair: a crash leaves the old pair or the
+        // new one, never new JSON with old weights.
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let nonce = lprag_graph::fnv1a64(
+            format!(
+                "{:?}{}{:p}",
+                std::time::SystemTime::now(),
+                std::process::id(),
+                self
+            )
+            .as_bytes(),
+        );
+        let weights = format!("gfm-{nonce:016x}.bpk");
+        self.model.save_weights(&dir.join(&weights))?;
+        #[derive(Serialize)]
+        struct Saved<'a> {
+            weights_file: &'a str,
+            #[serde(flatten)]
+            state: &'a GfmState,
+        }
+        save_json_atomic(
+            dir,
+            GFM_FILE,
+            &Saved {
+                weights_file: &weights,
+                state: st,
+            },
+        )?;
+        // Weights no index names any more (best effort: a reader of the old pair may
+        // still hold them open, which is fine on Unix).
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stem = name.strip_suffix(".fnv1a64").unwrap_or(&name);
+                let generated = stem
+                    .strip_prefix("gfm-")
+                    .and_then(|r| r.strip_suffix(".bpk"))
+                    .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+                if (generated || stem == GFM_WEIGHTS) && stem != weights {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Read an index written by [`GfmRag::save`] onto the CPU; `encoder` must be the one
@@ -1002,7 +1050,18 @@ impl GfmRag {
             state.config.seed,
             device,
         )?;
-        model.load_weights(&dir.join(GFM_WEIGHTS))?;
+        let weights = state.weights_file.as_deref().unwrap_or(GFM_WEIGHTS);
+        let plain = !weights.is_empty()
+            && weights.ends_with(".bpk")
+            && !weights.contains(['/', '\\'])
+            && !weights.starts_with('.');
+        if !plain {
+            return Err(Error::format(
+                &path,
+                format!("weights_file `{weights}` is not a weights file name in the index"),
+            ));
+        }
+        model.load_weights(&dir.join(weights))?;
         let index = EntityIndex::from_names(state.entities.clone(), state.entity_emb.clone());
         Ok(Self {
             state: Arc::new(state),

@@ -136,13 +136,53 @@ async fn save_load_round_trip_and_typed_errors() {
         .unwrap(),
     );
     assert!(GfmRag::load(dir.path(), other).is_err());
+    // The JSON names its weights; a second save replaces the pair and leaves one.
+    let weights = |d: &std::path::Path| -> Vec<String> {
+        let mut w: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".bpk"))
+            .collect();
+        w.sort();
+        w
+    };
+    let first = weights(dir.path());
+    assert_eq!(first.len(), 1, "{first:?}");
+    let json = std::fs::read_to_string(dir.path().join("gfm.json")).unwrap();
+    assert!(json.contains(&first[0]), "gfm.json names its weights");
+    // A user's own weights file beside the index is never touched.
+    std::fs::write(dir.path().join("gfm-pretrained.bpk"), b"mine").unwrap();
+    rag.save(dir.path()).unwrap();
+    let second = weights(dir.path());
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(second.contains(&"gfm-pretrained.bpk".to_string()));
+    assert!(!second.contains(&first[0]), "the old weights are gone");
+    let again = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default())).unwrap();
+    assert_eq!(
+        again
+            .retrieve("Where is Mount Everest?", Selection::TopK(3))
+            .await
+            .unwrap(),
+        rag.retrieve("Where is Mount Everest?", Selection::TopK(3))
+            .await
+            .unwrap()
+    );
     // Missing weights: an I/O error naming the file.
-    std::fs::remove_file(dir.path().join("gfm.bpk")).unwrap();
+    let current = second.iter().find(|n| *n != "gfm-pretrained.bpk").unwrap();
+    std::fs::remove_file(dir.path().join(current)).unwrap();
     let err = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default()))
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("gfm.bpk"), "{err}");
+    assert!(err.contains(current.as_str()), "{err}");
+    // A weights name that leaves the index directory is a format error.
+    let tampered = json.replacen(&first[0], "../elsewhere.bpk", 1);
+    std::fs::write(dir.path().join("gfm.json"), tampered).unwrap();
+    let err = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default()))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not a weights file name"), "{err}");
 
     // Bad input.
     assert!(matches!(
