@@ -1,6 +1,7 @@
 #![no_main]
-//! The graph file reader (link graphs and chunk graphs) on arbitrary bytes: a typed error
-//! or a graph that validates, never a panic or an allocation the input does not justify.
+//! The graph file reader (link graphs, chunk graphs, k-NN lists) on arbitrary bytes: a
+//! typed error or a value that validates, never a panic or an allocation the input does
+//! not justify.
 
 use libfuzzer_sys::fuzz_target;
 
@@ -9,4 +10,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(g.validate().is_ok());
     }
     let _ = lprag_graph::chunk_graph_from_bytes(data);
+    if let Ok(lists) = lprag_graph::knn_lists_from_bytes(data) {
+        let n = lists.len();
+        for (i, l) in lists.iter().enumerate() {
+            assert!(l.iter().all(|&(j, s)| (j as usize) < n && j as usize != i && s.is_finite()));
+        }
+        // What the loader accepts, the update path and the edge builder accept.
+        assert!(lprag_graph::mutual_edges_of(&lists).is_ok());
+    }
 });

@@ -303,14 +303,25 @@ impl ChatModel for CachedChat {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let (backend, model) = (self.inner.backend(), self.inner.name());
         let key = ResponseCache::key(backend, model, request);
-        match self.cache.get(&key) {
+        // File reads and writes run on tokio's blocking pool, not on the caller's worker.
+        let (cache, k) = (self.cache.clone(), key.clone());
+        let looked_up = tokio::task::spawn_blocking(move || cache.get(&k))
+            .await
+            .unwrap_or_else(|e| Err(format!("LLM cache lookup task failed: {e}")));
+        match looked_up {
             Ok(Some(hit)) => return Ok(hit),
             Ok(None) => {}
             Err(why) => self.warn(why),
         }
         let response = self.inner.complete(request).await?;
         self.cache.misses.fetch_add(1, Ordering::Relaxed);
-        if let Err(why) = self.cache.put(&key, backend, model, &response) {
+        let (cache, stored) = (self.cache.clone(), response.clone());
+        let (backend, model) = (backend.to_string(), model.to_string());
+        let written =
+            tokio::task::spawn_blocking(move || cache.put(&key, &backend, &model, &stored))
+                .await
+                .unwrap_or_else(|e| Err(format!("LLM cache write task failed: {e}")));
+        if let Err(why) = written {
             self.warn(why);
         }
         Ok(response)
