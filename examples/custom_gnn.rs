@@ -10,6 +10,8 @@
 //! cargo run --example custom_gnn
 //! ```
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -66,14 +68,7 @@ impl LinkModel for Sage {
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    // Spans and events of the library (RUST_LOG=info shows the build stages).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let docs = mini_corpus::documents();
     let train = TrainConfig {
         epochs: 40,

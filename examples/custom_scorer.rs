@@ -13,6 +13,8 @@
 //! cargo run --example custom_scorer
 //! ```
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -63,14 +65,7 @@ impl LinkScorer for NeighbourSmoothed {
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    // Spans and events of the library (RUST_LOG=info shows the build stages).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let docs = mini_corpus::documents();
     // `labelled_only(Vec::new())` skips writing synthetic queries: this scorer never reads
     // them (with an LLM configured, that saves its calls).

@@ -14,6 +14,8 @@
 
 use std::sync::Arc;
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -21,14 +23,7 @@ use lprag::{G2Config, G2Rag, G2Source, Retriever, Selection, SentenceChunker, St
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    // Spans and events of the library (RUST_LOG=info shows the build stages).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let docs = mini_corpus::documents();
 
     // 1. Index. Ten short articles make few chunks, so this example splits them into

@@ -16,6 +16,8 @@
 
 use std::sync::Arc;
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -23,14 +25,7 @@ use lprag::{LesegrConfig, LesegrRag, Retriever, Selection, SentenceChunker, Stde
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    // Spans and events of the library (RUST_LOG=info shows the build stages).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let docs = mini_corpus::documents();
     let question = "Which river flows through the city where Marie Curie was born?";
     // One encoder for everything below (all-MiniLM-L6-v2 when it is installed, else the

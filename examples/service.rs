@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::RwLock;
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -124,13 +126,7 @@ fn body(response: &str) -> &str {
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let docs: Vec<Document> = mini_corpus::documents()
         .into_iter()
         .map(|d| d.with_metadata("lang", "en"))

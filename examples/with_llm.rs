@@ -23,6 +23,8 @@
 
 use std::sync::Arc;
 
+#[path = "data/logging.rs"]
+mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
@@ -31,14 +33,7 @@ use lprag::{Document, LpRag, Retriever, Selection, StderrProgress};
 
 #[tokio::main]
 async fn main() -> Result<(), lprag::Report> {
-    // Spans and events of the library (RUST_LOG=info shows the build stages).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let Some(config) = OpenAiConfig::from_env() else {
         println!(
             "No LLM configured, so there is nothing to run.\n\n\

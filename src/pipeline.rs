@@ -1168,9 +1168,7 @@ pub(crate) async fn embed_all(
     stage: &str,
     progress: &dyn Progress,
 ) -> Result<Embeddings> {
-    let mut out = Vec::with_capacity(texts.len() * encoder.dimension());
-    embed_into(encoder, texts, stage, progress, &mut out).await?;
-    Embeddings::new(encoder.dimension(), out)
+    embed_matrix(encoder, texts, stage, progress, false).await
 }
 
 /// [`embed_all`] for query texts ([`Encoder::embed_queries`]).
@@ -1180,8 +1178,18 @@ pub(crate) async fn embed_all_queries(
     stage: &str,
     progress: &dyn Progress,
 ) -> Result<Embeddings> {
+    embed_matrix(encoder, texts, stage, progress, true).await
+}
+
+async fn embed_matrix(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    queries: bool,
+) -> Result<Embeddings> {
     let mut out = Vec::with_capacity(texts.len() * encoder.dimension());
-    embed_queries_into(encoder, texts, stage, progress, &mut out).await?;
+    embed_rows(encoder, texts, stage, progress, &mut out, queries).await?;
     Embeddings::new(encoder.dimension(), out)
 }
 
@@ -1208,18 +1216,8 @@ pub(crate) async fn embed_queries(
     Ok(flat.chunks_exact(d.max(1)).map(<[f32]>::to_vec).collect())
 }
 
-/// [`embed_all`] appending the rows to `out` (row-major, the encoder's width).
-pub(crate) async fn embed_into(
-    encoder: &dyn Encoder,
-    texts: &[String],
-    stage: &str,
-    progress: &dyn Progress,
-    out: &mut Vec<f32>,
-) -> Result<()> {
-    embed_rows(encoder, texts, stage, progress, out, false).await
-}
-
-/// [`embed_into`] for query texts ([`Encoder::embed_queries`]).
+/// Query texts ([`Encoder::embed_queries`]) embedded and appended to `out` (row-major, the
+/// encoder's width).
 pub(crate) async fn embed_queries_into(
     encoder: &dyn Encoder,
     texts: &[String],

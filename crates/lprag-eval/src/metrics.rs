@@ -28,15 +28,7 @@ pub fn recall_at_k(ranking: &[usize], gold: &[usize], gold_count: usize, k: usiz
     if gold_count == 0 {
         return None;
     }
-    let mut seen: Vec<usize> = Vec::with_capacity(k);
-    for &p in ranking {
-        if seen.len() == k {
-            break;
-        }
-        if !seen.contains(&p) {
-            seen.push(p);
-        }
-    }
+    let seen = first_occurrences(ranking, k);
     let hits = gold
         .iter()
         .enumerate()
