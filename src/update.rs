@@ -463,11 +463,10 @@ impl LpRag {
         // 4. Attach the trained model to the new graph. No await from here on: the update
         //    cannot be cancelled half-way.
         let graph = Arc::new(graph);
-        let attached = {
-            let p = Arc::get_mut(&mut self.predictor)
-                .expect("checked exclusive above; &mut self kept it so");
-            run_cpu(|| p.attach(&graph))
-        };
+        // Exclusive since the check above: `&mut self` let no one clone it meanwhile.
+        let attached = self
+            .exclusive_predictor("LpRag update")
+            .and_then(|p| run_cpu(|| p.attach(&graph)));
         if let Err(e) = attached {
             // Best effort back to the old graph, then report the failure.
             let old = self.graph.clone();
