@@ -196,15 +196,16 @@ impl LpRag {
         let missing = self.chunks_without_queries();
         let mut queries = self.queries.clone();
         let mut features = self.graph.features.as_slice().to_vec();
+        let (dim, nc) = (self.graph.features.dim(), self.chunks.len());
+        let chunk_edges: Vec<_> = self
+            .graph
+            .edges
+            .iter()
+            .filter(|e| e.kind != EdgeKind::QueryChunk)
+            .copied()
+            .collect();
         if !missing.is_empty() {
-            let edges: Vec<_> = self
-                .graph
-                .edges
-                .iter()
-                .filter(|e| e.kind != EdgeKind::QueryChunk)
-                .copied()
-                .collect();
-            let (nc, seed) = (self.chunks.len(), self.config.seed);
+            let (edges, seed) = (chunk_edges.clone(), self.config.seed);
             let batches = blocking(move || {
                 let graph = ChunkGraph::from_edges(nc, &edges)?;
                 Ok(lprag_graph::sample_batches(&graph, seed))
@@ -223,15 +224,6 @@ impl LpRag {
             .await?;
             queries.extend(new);
         }
-        let dim = self.graph.features.dim();
-        let nc = self.chunks.len();
-        let chunk_edges: Vec<_> = self
-            .graph
-            .edges
-            .iter()
-            .filter(|e| e.kind != EdgeKind::QueryChunk)
-            .copied()
-            .collect();
         let graph = Arc::new(lprag_graph::link_graph_from_features(
             Embeddings::new(dim, features)?,
             nc,

@@ -91,16 +91,14 @@ pub fn save_link_graph(graph: &LinkGraph, path: impl AsRef<Path>) -> Result<(), 
             EdgeKind::Bridge => 2,
         });
     }
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        kind: KIND_LINK.into(),
-        checksum: fnv1a64(&payload),
-        payload_bytes: payload.len() as u64,
-        num_nodes: graph.num_nodes() as u64,
-        num_chunks: graph.num_chunks as u64,
-        dim: graph.features.dim() as u64,
-        num_edges: graph.edges.len() as u64,
-    };
+    let header = header(
+        KIND_LINK,
+        &payload,
+        graph.num_nodes(),
+        graph.num_chunks,
+        graph.features.dim(),
+        graph.edges.len(),
+    );
     write_container(path, &header, &payload)
 }
 
@@ -205,16 +203,14 @@ pub fn save_chunk_graph(graph: &ChunkGraph, path: impl AsRef<Path>) -> Result<()
     for v in &csr.weights {
         payload.extend_from_slice(&v.to_le_bytes());
     }
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        kind: KIND_CHUNK.into(),
-        checksum: fnv1a64(&payload),
-        payload_bytes: payload.len() as u64,
-        num_nodes: csr.num_nodes() as u64,
-        num_chunks: csr.num_nodes() as u64,
-        dim: 0,
-        num_edges: csr.num_entries() as u64,
-    };
+    let header = header(
+        KIND_CHUNK,
+        &payload,
+        csr.num_nodes(),
+        csr.num_nodes(),
+        0,
+        csr.num_entries(),
+    );
     write_container(path.as_ref(), &header, &payload)
 }
 
@@ -278,16 +274,7 @@ pub fn save_knn_lists(lists: &[Vec<(u32, f32)>], path: impl AsRef<Path>) -> Resu
         payload.extend_from_slice(&j.to_le_bytes());
         payload.extend_from_slice(&s.to_le_bytes());
     }
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        kind: KIND_KNN.into(),
-        checksum: fnv1a64(&payload),
-        payload_bytes: payload.len() as u64,
-        num_nodes: lists.len() as u64,
-        num_chunks: lists.len() as u64,
-        dim: 0,
-        num_edges: m as u64,
-    };
+    let header = header(KIND_KNN, &payload, lists.len(), lists.len(), 0, m);
     write_container(path.as_ref(), &header, &payload)
 }
 
@@ -354,6 +341,27 @@ fn decode_knn_lists(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<(u32, f32)>>, G
         lists.push(l);
     }
     Ok(lists)
+}
+
+/// The header of a container of `kind` around `payload`.
+fn header(
+    kind: &str,
+    payload: &[u8],
+    nodes: usize,
+    chunks: usize,
+    dim: usize,
+    entries: usize,
+) -> Header {
+    Header {
+        format_version: FORMAT_VERSION,
+        kind: kind.into(),
+        checksum: fnv1a64(payload),
+        payload_bytes: payload.len() as u64,
+        num_nodes: nodes as u64,
+        num_chunks: chunks as u64,
+        dim: dim as u64,
+        num_edges: entries as u64,
+    }
 }
 
 fn write_container(path: &Path, header: &Header, payload: &[u8]) -> Result<(), GraphError> {
