@@ -374,14 +374,14 @@ impl LpRag {
             let nq_old = old.num_queries();
             let mut rows: Vec<f32> = Vec::with_capacity((kept + new_chunks.len() + nq_old) * dim);
             for (i, c) in old_chunks
-                .iter()
+                .into_iter()
                 .enumerate()
                 .filter(|&(i, _)| keep_for_graph[i])
             {
                 new_id[i] = chunks.len();
                 chunks.push(Chunk {
                     id: chunks.len(),
-                    ..c.clone()
+                    ..c
                 });
                 rows.extend_from_slice(&feats[i * dim..(i + 1) * dim]);
             }
