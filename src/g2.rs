@@ -874,6 +874,16 @@ struct G2State {
     stats: G2Stats,
 }
 
+impl crate::pipeline::FloatFields for G2State {
+    fn float_fields(&self) -> Vec<(String, &[f32])> {
+        let mut out = vec![("chunk_emb".to_string(), self.chunk_emb.as_slice())];
+        for (i, c) in self.communities.iter().enumerate() {
+            out.push((format!("communities[{i}].centroid"), c.centroid.as_slice()));
+        }
+        out
+    }
+}
+
 /// The G²RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct G2Rag {
@@ -960,15 +970,7 @@ impl G2Rag {
     /// Write the index to `dir/g2.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_finite(dir, G2_FILE, "chunk_emb", st.chunk_emb.as_slice())?;
-        for (i, c) in st.communities.iter().enumerate() {
-            crate::pipeline::check_finite(
-                dir,
-                G2_FILE,
-                &format!("communities[{i}].centroid"),
-                &c.centroid,
-            )?;
-        }
+        crate::pipeline::check_all_finite(dir, G2_FILE, st)?;
         save_json_atomic(dir, G2_FILE, st)
     }
 

@@ -842,6 +842,16 @@ struct GfmState {
     stats: GfmStats,
 }
 
+impl crate::pipeline::FloatFields for GfmState {
+    fn float_fields(&self) -> Vec<(String, &[f32])> {
+        vec![
+            ("chunk_emb".into(), self.chunk_emb.as_slice()),
+            ("entity_emb".into(), self.entity_emb.as_slice()),
+            ("relation_emb".into(), self.relation_emb.as_slice()),
+        ]
+    }
+}
+
 /// The GFM-RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct GfmRag {
@@ -948,13 +958,7 @@ impl GfmRag {
     /// atomically.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        for (field, e) in [
-            ("chunk_emb", &st.chunk_emb),
-            ("entity_emb", &st.entity_emb),
-            ("relation_emb", &st.relation_emb),
-        ] {
-            crate::pipeline::check_finite(dir, GFM_FILE, field, e.as_slice())?;
-        }
+        crate::pipeline::check_all_finite(dir, GFM_FILE, st)?;
         // The weights go first, under a name no other save uses; `gfm.json` names them
         // and its atomic replacement commits the pair: a crash leaves the old pair or the
         // new one, never new JSON with old weights.
@@ -1043,13 +1047,6 @@ impl GfmRag {
         {
             return Err(Error::format(&path, "inconsistent sizes"));
         }
-        let mut model = GfmModel::new(
-            state.edges.clone(),
-            state.relation_emb.clone(),
-            state.config.model.clone(),
-            state.config.seed,
-            device,
-        )?;
         let weights = state.weights_file.as_deref().unwrap_or(GFM_WEIGHTS);
         let plain = !weights.is_empty()
             && weights.ends_with(".bpk")
@@ -1061,6 +1058,17 @@ impl GfmRag {
                 format!("weights_file `{weights}` is not a weights file name in the index"),
             ));
         }
+        state
+            .config
+            .model
+            .check_weights_file(state.relation_emb.dim(), &dir.join(weights))?;
+        let mut model = GfmModel::new(
+            state.edges.clone(),
+            state.relation_emb.clone(),
+            state.config.model.clone(),
+            state.config.seed,
+            device,
+        )?;
         model.load_weights(&dir.join(weights))?;
         let index = EntityIndex::from_names(state.entities.clone(), state.entity_emb.clone());
         Ok(Self {

@@ -121,8 +121,16 @@ impl LesegrConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.layers() == 0 {
-            return Err(Error::invalid("LesegrConfig", "at least one layer"));
+        if self.layers() == 0 || self.lite_layers > lprag_model::MAX_LAYERS {
+            return Err(Error::invalid(
+                "LesegrConfig",
+                format!(
+                    "layers must be in 1..={}, got {} (lite_layers {})",
+                    lprag_model::MAX_LAYERS,
+                    self.layers(),
+                    self.lite_layers
+                ),
+            ));
         }
         if !(self.sparse_weight.is_finite() && self.sparse_weight >= 0.0) {
             return Err(Error::invalid(
@@ -540,6 +548,19 @@ struct LesegrState {
     stats: LesegrStats,
 }
 
+impl crate::pipeline::FloatFields for LesegrState {
+    fn float_fields(&self) -> Vec<(String, &[f32])> {
+        let mut out = vec![
+            ("emb".to_string(), self.emb.as_slice()),
+            ("alpha".to_string(), self.alpha.as_slice()),
+        ];
+        if let Some(t) = &self.transform {
+            out.push(("transform".to_string(), t.as_slice()));
+        }
+        out
+    }
+}
+
 /// The LeSeGR retriever. `Send + Sync`; retrieval is read-only and runs on the host.
 #[derive(Clone)]
 pub struct LesegrRag {
@@ -667,11 +688,7 @@ impl LesegrRag {
     /// sparse index is not stored: it is refitted on the chunks at load.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_finite(dir, LESEGR_FILE, "emb", st.emb.as_slice())?;
-        crate::pipeline::check_finite(dir, LESEGR_FILE, "alpha", &st.alpha)?;
-        if let Some(t) = &st.transform {
-            crate::pipeline::check_finite(dir, LESEGR_FILE, "transform", t)?;
-        }
+        crate::pipeline::check_all_finite(dir, LESEGR_FILE, st)?;
         save_json_atomic(dir, LESEGR_FILE, st)
     }
 
@@ -725,6 +742,12 @@ impl LesegrRag {
         {
             return Err(Error::format(&path, "inconsistent sizes"));
         }
+        // The configuration drives retrieval (the layer count is the number of
+        // propagation steps per query): the builder's checks apply to a loaded one too.
+        state
+            .config
+            .validate()
+            .map_err(|e| Error::format(&path, e.to_string()))?;
         let texts: Vec<String> = state.chunks.iter().map(Chunk::embedding_text).collect();
         let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
         check_sparse_len(&*index, state.chunks.len(), "sparse index")?;

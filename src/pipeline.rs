@@ -1316,6 +1316,22 @@ pub(crate) fn check_finite(dir: &Path, file: &str, field: &str, values: &[f32]) 
     }
 }
 
+/// The float arrays of a saved JSON index: checked finite before saving (JSON would
+/// store NaN as `null`) and after loading (a number beyond `f32`'s range, such as `1e39`
+/// in a hand-edited file, parses as infinity and would turn scores into NaN).
+pub(crate) trait FloatFields {
+    /// Each float array with its field name.
+    fn float_fields(&self) -> Vec<(String, &[f32])>;
+}
+
+/// [`check_finite`] on every [`FloatFields`] array of `state` (before saving it).
+pub(crate) fn check_all_finite(dir: &Path, file: &str, state: &impl FloatFields) -> Result<()> {
+    for (field, values) in state.float_fields() {
+        check_finite(dir, file, &field, values)?;
+    }
+    Ok(())
+}
+
 /// Write `value` as JSON to `dir/file` atomically and durably (a unique temporary file,
 /// synced, then renamed; the directory synced).
 pub(crate) fn save_json_atomic<T: serde::Serialize>(
@@ -1331,7 +1347,7 @@ pub(crate) fn save_json_atomic<T: serde::Serialize>(
 /// Read a JSON index file written by [`save_json_atomic`] and check its format version
 /// (`version_of`) against `expected` and the encoder it was built with (name and
 /// dimension) against `encoder`.
-pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
+pub(crate) fn load_json_index<T: serde::de::DeserializeOwned + FloatFields>(
     path: &Path,
     expected: u32,
     version_of: impl Fn(&T) -> u32,
@@ -1344,6 +1360,17 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned>(
     check_version(path, &bytes, "version", expected)?;
     let state: T =
         serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
+    for (field, values) in state.float_fields() {
+        if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+            return Err(Error::format(
+                path,
+                format!(
+                    "field `{field}`: value {i} is {} (a number outside f32's range?)",
+                    values[i]
+                ),
+            ));
+        }
+    }
     let version = version_of(&state);
     if version != expected {
         return Err(Error::format(
@@ -1377,7 +1404,7 @@ pub(crate) fn check_fingerprint(
         (Some(saved), Some(now)) if saved != now => Err(Error::invalid(
             location,
             format!(
-                "the index was built with another `{}` encoder (fingerprint {saved}, given                  {now}): same name and width, different weights or fitted tables; pass the                  encoder it was built with (an index built with the default encoder reopens                  with LpRag::open, which rebuilds it)",
+                "the index was built with another `{}` encoder (fingerprint {saved}, given {now}): same name and width, different weights or fitted tables; pass the encoder it was built with (an index built with the default encoder reopens with LpRag::open, which rebuilds it)",
                 encoder.name()
             ),
         )),

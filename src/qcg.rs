@@ -169,6 +169,11 @@ pub fn qcg_scores<'a>(
     let mut seen: HashSet<usize> = seeds.iter().copied().collect();
     let mut frontier = seeds.clone();
     for _ in 0..config.hops {
+        // Nothing new was reached: further hops add nothing (and a huge `hops` from a
+        // hand-edited index must not spin).
+        if frontier.is_empty() {
+            break;
+        }
         let mut next = Vec::new();
         for &i in &frontier {
             for &j in &adj[i] {
@@ -359,6 +364,15 @@ struct QcgState {
     stats: QcgStats,
 }
 
+impl crate::pipeline::FloatFields for QcgState {
+    fn float_fields(&self) -> Vec<(String, &[f32])> {
+        vec![
+            ("chunk_emb".into(), self.chunk_emb.as_slice()),
+            ("query_emb".into(), self.query_emb.as_slice()),
+        ]
+    }
+}
+
 /// The QCG-RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct QcgRag {
@@ -430,8 +444,7 @@ impl QcgRag {
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_finite(dir, QCG_FILE, "chunk_emb", st.chunk_emb.as_slice())?;
-        crate::pipeline::check_finite(dir, QCG_FILE, "query_emb", st.query_emb.as_slice())?;
+        crate::pipeline::check_all_finite(dir, QCG_FILE, st)?;
         save_json_atomic(dir, QCG_FILE, st)
     }
 
@@ -630,6 +643,19 @@ mod tests {
         assert_eq!(s2.expanded, vec![0, 1, 2, 3, 4]);
         let c1 = s2.chunks.iter().find(|(c, _)| *c == 1).unwrap().1;
         assert!((c1 - 0.05).abs() < 1e-6);
+
+        // Hops beyond the graph's reach change nothing and cost nothing: `usize::MAX`
+        // (a hand-edited index; found by the index_files fuzz harness) returns at once.
+        let huge = qcg_scores(
+            &cos,
+            &neighbors,
+            |i| links[i].as_slice(),
+            &QcgConfig {
+                hops: usize::MAX,
+                ..config.clone()
+            },
+        );
+        assert_eq!(huge, s2);
 
         // No hops: only the seeds' chunks.
         let s0 = qcg_scores(

@@ -72,6 +72,105 @@ async fn fixtures_of_format_v1_open_and_answer_as_written() {
     assert_eq!(seen, 5);
 }
 
+/// A float beyond `f32`'s range (`1e39` parses as infinity) in any embedding or weight
+/// array of a saved peer index is a format error naming the field, not NaN scores later
+/// (LeSeGR's `transform` was found by the `index_files` fuzz harness).
+#[test]
+fn a_number_beyond_f32_in_a_saved_index_is_a_format_error() {
+    let cases = [
+        ("qcg", "qcg.json", "/query_emb/data/3", "query_emb"),
+        ("g2", "g2.json", "/chunk_emb/data/5", "chunk_emb"),
+        ("lesegr", "lesegr.json", "/transform/1083", "transform"),
+        ("lesegr", "lesegr.json", "/alpha/0", "alpha"),
+        ("gfm", "gfm.json", "/relation_emb/data/1", "relation_emb"),
+    ];
+    for (name, file, pointer, field) in cases {
+        let tmp = copy_of(name);
+        let path = tmp.path().join(file);
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(1e39);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let err = match name {
+            "qcg" => QcgRag::load(tmp.path(), encoder()).map(|_| ()),
+            "g2" => G2Rag::load(tmp.path(), encoder()).map(|_| ()),
+            "lesegr" => LesegrRag::load(tmp.path(), encoder()).map(|_| ()),
+            _ => GfmRag::load(tmp.path(), encoder()).map(|_| ()),
+        }
+        .expect_err(pointer);
+        let msg = err.to_string();
+        assert!(matches!(err, lprag::Error::Format { .. }), "{name}: {msg}");
+        assert!(
+            msg.contains(&format!("`{field}`")) && msg.contains(file),
+            "{name}: {msg}"
+        );
+    }
+}
+
+/// A copy of fixture `name`'s index in a temporary folder.
+fn copy_of(name: &str) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &to.join(entry.file_name()));
+            } else {
+                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    copy(&root().join(name).join("index"), tmp.path());
+    tmp
+}
+
+/// A saved model configuration edited to a width its weights file cannot hold (8 or 16 →
+/// 50,000, inside the accepted range) is refused before the model is built: found by the
+/// `index_files` fuzz harness, where building it first allocated 24 GB.
+#[test]
+fn a_model_wider_than_its_weights_file_is_refused_before_it_is_built() {
+    for (name, file, pointer) in [
+        ("gfm", "gfm.json", "/config/model/hidden"),
+        ("lprag", "predictor/predictor.json", "/model/hidden"),
+    ] {
+        let tmp = copy_of(name);
+        let path = tmp.path().join(file);
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(50_000);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let err = match name {
+            "gfm" => GfmRag::load(tmp.path(), encoder()).map(|_| ()),
+            _ => LpRag::load(tmp.path(), encoder()).map(|_| ()),
+        }
+        .expect_err(name);
+        let msg = err.to_string();
+        assert!(matches!(err, lprag::Error::Format { .. }), "{name}: {msg}");
+        assert!(msg.contains("bytes can hold"), "{name}: {msg}");
+    }
+}
+
+/// LeSeGR runs one propagation step per layer at every query: a saved configuration with
+/// an absurd layer count (found by the `index_files` fuzz harness, 8.5·10¹⁸) is refused on
+/// load instead of making every query spin.
+#[test]
+fn an_absurd_lesegr_layer_count_is_refused_on_load() {
+    for pointer in ["/config/train/layers", "/config/lite_layers"] {
+        let tmp = copy_of("lesegr");
+        let path = tmp.path().join("lesegr.json");
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(8_539_009_287_185_523_053u64);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let err = LesegrRag::load(tmp.path(), encoder())
+            .map(|_| ())
+            .expect_err(pointer);
+        assert!(matches!(err, lprag::Error::Format { .. }), "{err}");
+        assert!(err.to_string().contains("layers"), "{err}");
+    }
+}
+
 #[tokio::test]
 #[ignore = "rewrites the committed fixtures"]
 async fn regenerate_fixtures() {

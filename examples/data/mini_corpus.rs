@@ -1,6 +1,6 @@
 //! The small bundled corpus the examples index (ten encyclopedia-style articles).
 
-use lprag::Document;
+use lprag_core::Document;
 
 /// The articles of `mini_corpus.json` as documents.
 pub fn documents() -> Vec<Document> {

@@ -137,6 +137,36 @@ pub(crate) fn check_sizes(what: &str, hidden: usize, layers: usize) -> Result<()
 }
 
 impl ModelConfig {
+    /// A lower bound on the number of weights of this architecture for `d_in`-wide node
+    /// features (weight matrices only), computed without building it: the first encoder
+    /// layer `d_in × hidden`, the others `hidden × hidden` (twice with SAGE), and the pair heads (NCN: five
+    /// `hidden²` matrices; GAE with a Hadamard decoder and MLP: one). Loading refuses a
+    /// weights file too small for it.
+    pub fn min_parameters(&self, d_in: usize) -> u128 {
+        let (h, d, layers) = (
+            self.hidden as u128,
+            d_in as u128,
+            self.layers.max(1) as u128,
+        );
+        // SAGE layers carry two matrices (self and neighbours); the MLP kind has no GNN.
+        let per_layer = match (self.kind, self.aggregation) {
+            (PredictorKind::Mlp, _) | (_, Aggregation::Gcn) => 1,
+            (_, Aggregation::Sage) => 2,
+        };
+        // Saturating: the numbers come from a file and may be anything.
+        let hh = h.saturating_mul(h);
+        let encoder = d
+            .saturating_mul(h)
+            .saturating_add((layers - 1).saturating_mul(hh))
+            .saturating_mul(per_layer);
+        let heads = match self.kind {
+            PredictorKind::Ncn => hh.saturating_mul(5),
+            PredictorKind::Gae(Decoder::Dot) => 0,
+            PredictorKind::Gae(Decoder::Hadamard) | PredictorKind::Mlp => hh,
+        };
+        encoder.saturating_add(heads)
+    }
+
     /// Check the sizes (`hidden` in `1..=MAX_HIDDEN`, `layers ≤ MAX_LAYERS`); training and
     /// loading both call it.
     pub fn validate(&self) -> Result<()> {

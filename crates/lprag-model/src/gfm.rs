@@ -168,6 +168,31 @@ impl Default for GfmModelConfig {
 }
 
 impl GfmModelConfig {
+    /// A lower bound on the number of weights of the network for `d_in`-wide relation
+    /// embeddings (weight matrices only), computed without building it: the query
+    /// projection `d_in × d`; per layer a relation MLP `d_in × d + d × d` and the update
+    /// `2d × d`; the scoring MLP `2d × d + d`.
+    pub fn min_parameters(&self, d_in: usize) -> u128 {
+        // Saturating: the numbers come from a file and may be anything.
+        let (d, d_in, layers) = (self.hidden as u128, d_in as u128, self.layers as u128);
+        let dd = d.saturating_mul(d);
+        let per_layer = d_in.saturating_mul(d).saturating_add(dd.saturating_mul(3));
+        d_in.saturating_mul(d)
+            .saturating_add(layers.saturating_mul(per_layer))
+            .saturating_add(dd.saturating_mul(2))
+            .saturating_add(d)
+    }
+
+    /// Refuse, before anything is allocated, a configuration that asks for more weights
+    /// than the weights file at `path` can hold (an edited `hidden` would otherwise
+    /// allocate gigabytes first).
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file; [`Error::Io`] when it cannot be read.
+    pub fn check_weights_file(&self, d_in: usize, path: &std::path::Path) -> Result<()> {
+        crate::weights::check_capacity(path, self.min_parameters(d_in))
+    }
+
     /// Check the numbers.
     pub fn validate(&self) -> Result<()> {
         if self.hidden == 0 || self.layers == 0 {
@@ -869,6 +894,20 @@ pub fn rank_documents(relevance: &[f32], mentions: &[Vec<u32>], top_t: usize) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn min_parameters_bounds_the_network_from_below() {
+        use burn::module::Module;
+        for (hidden, layers, d_in) in [(8, 2, 64), (16, 1, 8), (4, 3, 12)] {
+            let cfg = GfmModelConfig { hidden, layers };
+            let actual = GfmNet::new(d_in, &cfg, &Device::default()).num_params() as u128;
+            let bound = cfg.min_parameters(d_in);
+            assert!(
+                bound <= actual && bound * 10 >= actual * 8,
+                "{bound} vs {actual}"
+            );
+        }
+    }
+
     #[test]
     fn corrupt_saved_kg_edges_are_errors_not_panics() {
         let good = KgEdges::new(3, 2, &[(0, 1, 2), (2, 0, 1)]).unwrap();

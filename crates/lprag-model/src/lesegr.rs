@@ -288,6 +288,19 @@ impl LesegrTrainConfig {
                 "layers, alpha_hidden and batch_size must be at least 1",
             ));
         }
+        if self.layers > crate::config::MAX_LAYERS || self.alpha_hidden > crate::config::MAX_HIDDEN
+        {
+            return Err(Error::invalid(
+                "LesegrTrainConfig",
+                format!(
+                    "layers must be at most {} and alpha_hidden at most {}, got {} and {}",
+                    crate::config::MAX_LAYERS,
+                    crate::config::MAX_HIDDEN,
+                    self.layers,
+                    self.alpha_hidden
+                ),
+            ));
+        }
         if !(self.temperature > 0.0 && self.temperature.is_finite()) {
             return Err(Error::invalid(
                 "LesegrTrainConfig.temperature",

@@ -44,7 +44,7 @@ pub use burn;
 pub use burn::tensor::Device;
 pub use config::{
     Aggregation, Decoder, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, Targets,
-    TrainConfig,
+    TrainConfig, MAX_HIDDEN, MAX_LAYERS,
 };
 pub use device::ComputeDevice;
 pub use link_model::{

@@ -343,3 +343,48 @@ impl LinkNet {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound the loader checks weights files against is a true lower bound, and a
+    /// tight one (biases and scalars are the rest).
+    #[test]
+    fn min_parameters_bounds_every_architecture_from_below() {
+        let device = Device::default();
+        for kind in [
+            PredictorKind::Ncn,
+            PredictorKind::Gae(Decoder::Dot),
+            PredictorKind::Gae(Decoder::Hadamard),
+            PredictorKind::Mlp,
+        ] {
+            for (hidden, layers, d_in) in [(8, 1, 16), (16, 2, 8), (12, 3, 20)] {
+                let cfg = ModelConfig {
+                    kind,
+                    hidden,
+                    layers,
+                    ..ModelConfig::default()
+                };
+                let actual = LinkNet::new(&cfg, d_in, &device).num_params() as u128;
+                let bound = cfg.min_parameters(d_in);
+                assert!(
+                    bound <= actual,
+                    "{kind:?} {hidden}/{layers}: {bound} > {actual}"
+                );
+                assert!(
+                    bound * 10 >= actual * 7,
+                    "{kind:?} {hidden}/{layers}: {bound} ≪ {actual}"
+                );
+            }
+            // Any numbers a file may hold give a bound, never an overflow.
+            let huge = ModelConfig {
+                kind,
+                hidden: usize::MAX,
+                layers: usize::MAX,
+                ..ModelConfig::default()
+            };
+            assert!(huge.min_parameters(usize::MAX) > 1 << 100);
+        }
+    }
+}

@@ -246,6 +246,10 @@ impl GnnLinkPredictor {
                 ),
             ));
         }
+        crate::weights::check_capacity(
+            &dir.join(WEIGHTS_FILE),
+            meta.model.min_parameters(meta.d_in),
+        )?;
         let mut net = LinkNet::new(&meta.model, meta.d_in, &self.device);
         crate::weights::load_weights(&mut net, &dir.join(WEIGHTS_FILE))?;
         self.model = meta.model;

@@ -38,6 +38,27 @@ pub(crate) fn save_weights<M: ModuleSnapshot>(module: &M, path: &Path) -> Result
     std::fs::rename(&sum_tmp, &sum).map_err(|e| Error::io(&sum, e))
 }
 
+/// Refuse, before anything is allocated, a saved configuration that asks for more weights
+/// than the weights file at `path` can hold: `min_params` (a lower bound computed from the
+/// configuration) at two bytes each, the least any float format stores. An edited
+/// `hidden` (say 8 → 50,000) would otherwise allocate gigabytes before the weights fail to
+/// load.
+pub(crate) fn check_capacity(path: &Path, min_params: u128) -> Result<()> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len() as u128;
+    if min_params.saturating_mul(2) > len {
+        return Err(Error::format(
+            path,
+            format!(
+                "the saved configuration asks for at least {min_params} weights, more than \
+                 this file of {len} bytes can hold (an edited or corrupt configuration)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Check `path` against its checksum file, when there is one (weights saved before
 /// checksums existed have none and load unchecked).
 fn verify_checksum(path: &Path) -> Result<()> {
