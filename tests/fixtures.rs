@@ -85,12 +85,7 @@ fn a_number_beyond_f32_in_a_saved_index_is_a_format_error() {
         ("gfm", "gfm.json", "/relation_emb/data/1", "relation_emb"),
     ];
     for (name, file, pointer, field) in cases {
-        let tmp = copy_of(name);
-        let path = tmp.path().join(file);
-        let mut doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(1e39);
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let tmp = edited_copy(name, file, pointer, serde_json::json!(1e39));
         let err = match name {
             "qcg" => QcgRag::load(tmp.path(), encoder()).map(|_| ()),
             "g2" => G2Rag::load(tmp.path(), encoder()).map(|_| ()),
@@ -125,6 +120,22 @@ fn copy_of(name: &str) -> tempfile::TempDir {
     tmp
 }
 
+/// A copy of fixture `name`'s index with the JSON value at `pointer` of `file` replaced.
+fn edited_copy(
+    name: &str,
+    file: &str,
+    pointer: &str,
+    value: serde_json::Value,
+) -> tempfile::TempDir {
+    let tmp = copy_of(name);
+    let path = tmp.path().join(file);
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    *doc.pointer_mut(pointer).expect(pointer) = value;
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    tmp
+}
+
 /// A saved model configuration edited to a width its weights file cannot hold (8 or 16 →
 /// 50,000, inside the accepted range) is refused before the model is built: found by the
 /// `index_files` fuzz harness, where building it first allocated 24 GB.
@@ -134,12 +145,7 @@ fn a_model_wider_than_its_weights_file_is_refused_before_it_is_built() {
         ("gfm", "gfm.json", "/config/model/hidden"),
         ("lprag", "predictor/predictor.json", "/model/hidden"),
     ] {
-        let tmp = copy_of(name);
-        let path = tmp.path().join(file);
-        let mut doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(50_000);
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let tmp = edited_copy(name, file, pointer, serde_json::json!(50_000));
         let err = match name {
             "gfm" => GfmRag::load(tmp.path(), encoder()).map(|_| ()),
             _ => LpRag::load(tmp.path(), encoder()).map(|_| ()),
@@ -157,12 +163,12 @@ fn a_model_wider_than_its_weights_file_is_refused_before_it_is_built() {
 #[test]
 fn an_absurd_lesegr_layer_count_is_refused_on_load() {
     for pointer in ["/config/train/layers", "/config/lite_layers"] {
-        let tmp = copy_of("lesegr");
-        let path = tmp.path().join("lesegr.json");
-        let mut doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        *doc.pointer_mut(pointer).expect(pointer) = serde_json::json!(8_539_009_287_185_523_053u64);
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let tmp = edited_copy(
+            "lesegr",
+            "lesegr.json",
+            pointer,
+            serde_json::json!(8_539_009_287_185_523_053u64),
+        );
         let err = LesegrRag::load(tmp.path(), encoder())
             .map(|_| ())
             .expect_err(pointer);

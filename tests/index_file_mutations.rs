@@ -11,19 +11,6 @@ mod index_files;
 
 use index_files::{Harness, Outcome};
 
-/// splitmix64: reproducible input bytes without a dependency.
-fn bytes(state: &mut u64) -> Vec<u8> {
-    let mut next = || {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    let len = 8 + (next() % 120) as usize;
-    (0..len).map(|_| next() as u8).collect()
-}
-
 #[test]
 fn mutated_index_files_give_errors_or_sound_answers() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1");
@@ -31,7 +18,7 @@ fn mutated_index_files_give_errors_or_sound_answers() {
     let mut state = 0x1db7_a5e5_u64;
     let (mut opened, mut rejected) = (0, 0);
     for _ in 0..3000 {
-        match harness.run(&bytes(&mut state)) {
+        match harness.run(&mutate::seeded_input(&mut state)) {
             Outcome::Opened => opened += 1,
             Outcome::Rejected => rejected += 1,
             Outcome::Skipped => {}

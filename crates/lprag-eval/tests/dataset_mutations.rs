@@ -11,26 +11,13 @@ mod datasets;
 
 use datasets::{Harness, Outcome};
 
-/// splitmix64: reproducible input bytes without a dependency.
-fn bytes(state: &mut u64) -> Vec<u8> {
-    let mut next = || {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    let len = 8 + (next() % 120) as usize;
-    (0..len).map(|_| next() as u8).collect()
-}
-
 #[test]
 fn mutated_datasets_give_errors_or_consistent_datasets() {
     let harness = Harness::new();
     let mut state = 0xda7a_5e75_u64;
     let (mut loaded, mut rejected) = (0, 0);
     for _ in 0..3000 {
-        match harness.run(&bytes(&mut state)) {
+        match harness.run(&mutate::seeded_input(&mut state)) {
             Outcome::Loaded => loaded += 1,
             Outcome::Rejected => rejected += 1,
             Outcome::Skipped => {}

@@ -179,12 +179,7 @@ fn apply(node: &mut Value, donor: Value, u: &mut Unstructured) -> Result<()> {
                 m.remove(&key);
             }
             Value::String(s) => {
-                let cut = u.choose_index(s.len() + 1)?;
-                let cut = (0..=cut)
-                    .rev()
-                    .find(|&c| s.is_char_boundary(c))
-                    .unwrap_or(0);
-                s.truncate(cut);
+                truncate(s, u)?;
             }
             _ => *node = Value::Array(Vec::new()),
         },
@@ -218,6 +213,32 @@ fn apply(node: &mut Value, donor: Value, u: &mut Unstructured) -> Result<()> {
     Ok(())
 }
 
+/// Cut `s` at a drawn character boundary.
+fn truncate(s: &mut String, u: &mut Unstructured) -> Result<()> {
+    let cut = u.choose_index(s.len() + 1)?;
+    let cut = (0..=cut)
+        .rev()
+        .find(|&c| s.is_char_boundary(c))
+        .unwrap_or(0);
+    s.truncate(cut);
+    Ok(())
+}
+
+/// Reproducible input bytes for the brief random runs in the test suites (splitmix64;
+/// 8 to 127 bytes), so they need no random-number dependency.
+#[allow(dead_code)] // the fuzz targets include this file without calling it
+pub fn seeded_input(state: &mut u64) -> Vec<u8> {
+    let mut next = || {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let len = 8 + (next() % 120) as usize;
+    (0..len).map(|_| next() as u8).collect()
+}
+
 /// A change that keeps the node's JSON type.
 fn apply_same_type(node: &mut Value, u: &mut Unstructured) -> Result<()> {
     match node {
@@ -230,12 +251,7 @@ fn apply_same_type(node: &mut Value, u: &mut Unstructured) -> Result<()> {
         }
         Value::String(s) => {
             if u.arbitrary::<bool>()? {
-                let cut = u.choose_index(s.len() + 1)?;
-                let cut = (0..=cut)
-                    .rev()
-                    .find(|&c| s.is_char_boundary(c))
-                    .unwrap_or(0);
-                s.truncate(cut);
+                truncate(s, u)?;
             } else {
                 *s = u.arbitrary::<String>()?;
             }
