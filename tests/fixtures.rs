@@ -157,6 +157,41 @@ fn a_model_wider_than_its_weights_file_is_refused_before_it_is_built() {
     }
 }
 
+/// The same for the built-in VGAE, PEG and SEAL predictors (their sizes live in the
+/// index's configuration, `/config/predictor`): an edited width is refused by the weights
+/// file's size before the model is built (at 50,000 VGAE alone would ask for 10⁹ floats).
+#[tokio::test]
+async fn a_burn_predictor_wider_than_its_weights_file_is_refused_before_it_is_built() {
+    for mut config in [
+        LpRagConfig::paper_vgae(),
+        LpRagConfig::paper_peg(),
+        LpRagConfig::paper_seal(),
+    ] {
+        config.train.epochs = 2;
+        let rag = LpRag::builder()
+            .encoder(encoder())
+            .config(config)
+            .build(&common::corpus())
+            .await
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        rag.save(tmp.path()).unwrap();
+        // Unedited, it reopens.
+        LpRag::load(tmp.path(), encoder()).unwrap();
+        let path = tmp.path().join("manifest.json");
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let kind = doc["config"]["predictor"]["kind"].clone();
+        *doc.pointer_mut("/config/predictor/hidden")
+            .expect("a width") = serde_json::json!(50_000);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let err = LpRag::load(tmp.path(), encoder()).map(|_| ()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, lprag::Error::Format { .. }), "{kind}: {msg}");
+        assert!(msg.contains("bytes can hold"), "{kind}: {msg}");
+    }
+}
+
 /// LeSeGR runs one propagation step per layer at every query: a saved configuration with
 /// an absurd layer count (found by the `index_files` fuzz harness, 8.5·10¹⁸) is refused on
 /// load instead of making every query spin.

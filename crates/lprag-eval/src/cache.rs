@@ -125,6 +125,72 @@ impl CachedEncoder {
     }
 }
 
+/// An [`Encoder`] that embeds nothing: it has a cache file's dimension and an encoder's
+/// name, and every call is an error. Wrapped in a [`CachedEncoder`] over that file
+/// (`lprag-eval --embedding-cache-only`), every text comes from the cache and the first
+/// text the cache lacks stops the run with an error that names it, so a machine without
+/// the encoder's weights reruns a benchmark whose texts were embedded elsewhere. It has no
+/// tokenizer: [`Encoder::max_input_tokens`] is `None`, so passages are not split to fit.
+#[derive(Debug, Clone)]
+pub struct CacheOnly {
+    name: String,
+    dim: usize,
+    path: PathBuf,
+}
+
+impl CacheOnly {
+    /// The stand-in for the encoder called `name` whose vectors `path` holds.
+    ///
+    /// # Errors
+    /// [`lprag_core::Error::Io`] when the file cannot be read;
+    /// [`lprag_core::Error::Format`] when it is not a cache file.
+    pub fn for_file(name: &str, path: impl AsRef<Path>) -> lprag_core::Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let mut head = [0u8; 12];
+        File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .map_err(|e| lprag_core::Error::io(&path, e))?;
+        if &head[..8] != MAGIC {
+            return Err(lprag_core::Error::format(&path, "not an embedding cache"));
+        }
+        let dim = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) as usize;
+        if dim == 0 {
+            return Err(lprag_core::Error::format(&path, "dimension 0"));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            dim,
+            path,
+        })
+    }
+}
+
+#[async_trait]
+impl Encoder for CacheOnly {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.dim
+    }
+
+    async fn embed(&self, texts: &[String]) -> lprag_core::Result<Embeddings> {
+        let first: String = texts
+            .first()
+            .map(|t| t.chars().take(80).collect())
+            .unwrap_or_default();
+        Err(lprag_core::Error::invalid(
+            "--embedding-cache-only",
+            format!(
+                "{} text(s) are not in {}, the first: {first:?}",
+                texts.len(),
+                self.path.display()
+            ),
+        ))
+    }
+}
+
 fn read_record(r: &mut impl Read, dim: usize) -> Option<(String, Vec<f32>)> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len).ok()?;
@@ -282,6 +348,37 @@ mod tests {
         enc.embed(&["dddd".to_string()]).await.unwrap();
         let enc = CachedEncoder::open(inner.clone(), &path).unwrap();
         assert_eq!(enc.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn cache_only_answers_from_the_file_and_names_the_first_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.bin");
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let known: Vec<String> = vec!["a".into(), "bb".into()];
+        let want = CachedEncoder::open(inner, &path)
+            .unwrap()
+            .embed(&known)
+            .await
+            .unwrap();
+
+        let only = CacheOnly::for_file("counting", &path).unwrap();
+        assert_eq!((only.name(), only.dimension()), ("counting", 2));
+        assert_eq!(only.max_input_tokens(), None);
+        let enc = CachedEncoder::open(Arc::new(only), &path).unwrap();
+        assert_eq!(enc.embed(&known).await.unwrap(), want);
+        let err = enc
+            .embed(&["a".into(), "never embedded".into()])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("\"never embedded\""), "{err}");
+        assert!(err.to_string().contains("c.bin"), "{err}");
+
+        let missing = CacheOnly::for_file("x", dir.path().join("none.bin")).unwrap_err();
+        assert!(missing.to_string().contains("none.bin"), "{missing}");
+        std::fs::write(dir.path().join("bad.bin"), b"LPEMBC01\0\0\0\0").unwrap();
+        let zero = CacheOnly::for_file("x", dir.path().join("bad.bin")).unwrap_err();
+        assert!(zero.to_string().contains("dimension 0"), "{zero}");
     }
 
     #[test]

@@ -199,6 +199,15 @@ struct RetrievalArgs {
     /// embed nothing twice.
     #[arg(long, value_name = "DIR")]
     embedding_cache: Option<PathBuf>,
+    /// With `--embedding-cache`: answer every text from the cache and fail on the first
+    /// text it lacks, without loading the encoder (a machine without the encoder's weights
+    /// reruns a benchmark whose texts were embedded elsewhere).
+    #[arg(long, requires = "embedding_cache")]
+    embedding_cache_only: bool,
+    /// Where LP-RAG trains and scores: `cpu` (default), `cuda:N` (a build with the `cuda`
+    /// feature) or `wgpu:N` (the `wgpu` feature).
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: String,
     /// Print LP-RAG's, LeSeGR's, G²RAG's and GFM-RAG's indexing and training progress.
     #[arg(long)]
     verbose: bool,
@@ -562,10 +571,19 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
 
     let t = Instant::now();
-    let mut encoder = build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?;
-    if let Some(dir) = &args.embedding_cache {
-        let file = dir.join(format!("{}-{}.bin", dataset.name, encoder_kind.as_str()));
-        let cached = lprag_eval::cache::CachedEncoder::open(encoder, &file)?;
+    let device: lprag::ComputeDevice = args.device.parse()?;
+    let cache_file = args
+        .embedding_cache
+        .as_ref()
+        .map(|dir| dir.join(format!("{}-{}.bin", dataset.name, encoder_kind.as_str())));
+    let mut encoder = match &cache_file {
+        Some(file) if args.embedding_cache_only => std::sync::Arc::new(
+            lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?,
+        ),
+        _ => build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?,
+    };
+    if let Some(file) = &cache_file {
+        let cached = lprag_eval::cache::CachedEncoder::open(encoder, file)?;
         eprintln!(
             "embedding cache {}: {} vectors",
             file.display(),
@@ -604,6 +622,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
             Some(lprag_eval::registry::QueryLlm(std::sync::Arc::new(llm)));
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
+    options.retrievers.device = device;
     options.retrievers.lprag_whole_passages = args.lprag_whole_passages;
     options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
     options.retrievers.lprag_save = args.lprag_save.clone();

@@ -47,6 +47,8 @@ pub struct RetrieverOptions {
     /// Build `lprag` with the predictor of the index saved in this directory, attached
     /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
     pub lprag_transfer_from: Option<std::path::PathBuf>,
+    /// Where `lprag` trains and scores ([`lprag::LpRagBuilder::device`]; default the CPU).
+    pub device: lprag::ComputeDevice,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
     /// `lprag-eval scale`: build `lprag` without the corpus's last N documents, then add
@@ -211,6 +213,7 @@ pub async fn build_lprag(
         .labelled(options.labelled.clone())
         .progress(progress(options.verbose))
         .config(options.lprag.clone())
+        .device(options.device)
         .build(docs)
         .await?;
     if options.verbose {

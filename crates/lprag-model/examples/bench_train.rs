@@ -5,7 +5,11 @@
 //! ```text
 //! cargo run -p lprag-model --release --example bench_train [-- EPOCHS [NODES EDGES]]
 //! cargo run -p lprag-model --release --example bench_train -- 2 150000 450000
+//! cargo run -p lprag-model --release --features cuda --example bench_train -- --device cuda 20
 //! ```
+//!
+//! With `--device D` (`cuda:N`, `wgpu:N`) each model trains on the CPU and then on D in the
+//! same run, and the table adds D's time and the CPU-to-D ratio.
 //!
 //! The references (PyTorch Geometric, 1-layer GCN + Hadamard predictor, one negative per
 //! positive, on the project's 2-core machine): 0.128 s/epoch full batch on the MuSiQue-size
@@ -15,7 +19,9 @@
 use std::time::Instant;
 
 use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph, LinkPredictor, NoProgress};
-use lprag_model::{GnnLinkPredictor, InferenceMode, ModelConfig, StepGraph, TrainConfig};
+use lprag_model::{
+    ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, StepGraph, TrainConfig,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -73,25 +79,60 @@ fn graph(shape: &Shape) -> LinkGraph {
     }
 }
 
-fn time(name: &str, model: ModelConfig, train: TrainConfig, g: &LinkGraph, pyg: f64) -> f64 {
-    let epochs = train.epochs;
-    let mut p = GnnLinkPredictor::new(model, train);
+fn time_on(model: &ModelConfig, train: &TrainConfig, g: &LinkGraph, device: ComputeDevice) -> f64 {
+    let device = device
+        .to_burn()
+        .expect("this build has the device's cargo feature");
+    let mut p = GnnLinkPredictor::with_device(model.clone(), train.clone(), device);
     // One warm-up epoch is included in the run; report the per-epoch mean.
     let t = Instant::now();
     let report = p.fit(g, &NoProgress).expect("training runs");
-    let secs = t.elapsed().as_secs_f64() / report.epochs_run.max(1) as f64;
-    println!("| {name} | {epochs} | {secs:.4} | {:.2}x |", pyg / secs);
+    t.elapsed().as_secs_f64() / report.epochs_run.max(1) as f64
+}
+
+fn time(
+    name: &str,
+    model: ModelConfig,
+    train: TrainConfig,
+    g: &LinkGraph,
+    pyg: f64,
+    device: Option<ComputeDevice>,
+) -> f64 {
+    let epochs = train.epochs;
+    let secs = time_on(&model, &train, g, ComputeDevice::Cpu);
+    match device {
+        Some(d) => {
+            let on = time_on(&model, &train, g, d);
+            println!(
+                "| {name} | {epochs} | {secs:.4} | {:.2}x | {on:.4} | {:.2}x |",
+                pyg / secs,
+                secs / on
+            );
+        }
+        None => println!("| {name} | {epochs} | {secs:.4} | {:.2}x |", pyg / secs),
+    }
     secs
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| {
-            a.parse()
-                .expect("arguments are numbers: EPOCHS [NODES EDGES]")
-        })
-        .collect();
+    let mut device = None;
+    let mut args = Vec::new();
+    let mut raw = std::env::args().skip(1);
+    while let Some(a) = raw.next() {
+        if a == "--device" {
+            let d: ComputeDevice = raw
+                .next()
+                .expect("--device needs a value: cuda:N or wgpu:N")
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}"));
+            device = (d != ComputeDevice::Cpu).then_some(d);
+        } else {
+            args.push(
+                a.parse::<usize>()
+                    .expect("arguments are numbers: [--device D] EPOCHS [NODES EDGES]"),
+            );
+        }
+    }
     let epochs = args.first().copied().unwrap_or(20);
     let (shape, pyg) = match (args.get(1), args.get(2)) {
         (Some(&nodes), Some(&edges)) => (
@@ -107,7 +148,14 @@ fn main() {
         g.edges.len(),
         rayon::current_num_threads()
     );
-    println!("\n| model | epochs | s/epoch | speed vs PyG ({pyg} s) |\n|---|---|---|---|");
+    match device {
+        Some(d) => println!(
+            "\n| model | epochs | CPU s/epoch | CPU speed vs PyG ({pyg} s) | {d} s/epoch | {d} speed vs CPU |\n|---|---|---|---|---|---|"
+        ),
+        None => println!(
+            "\n| model | epochs | s/epoch | speed vs PyG ({pyg} s) |\n|---|---|---|---|"
+        ),
+    }
     let full_batch = TrainConfig {
         epochs,
         batch_size: 0,
@@ -124,6 +172,7 @@ fn main() {
             full_batch.clone(),
             &g,
             pyg,
+            device,
         );
     }
     let batched = TrainConfig {
@@ -138,6 +187,7 @@ fn main() {
         batched.clone(),
         &g,
         pyg,
+        device,
     );
     if shape.0 < 10_000 {
         time(
@@ -149,6 +199,7 @@ fn main() {
             },
             &g,
             pyg,
+            device,
         );
     }
     time(
@@ -161,5 +212,6 @@ fn main() {
         },
         &g,
         pyg,
+        device,
     );
 }

@@ -46,9 +46,65 @@ impl ComputeDevice {
     }
 }
 
+impl std::fmt::Display for ComputeDevice {
+    /// `cpu`, `cuda:N` or `wgpu:N`, the form that `str::parse` reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ComputeDevice::Cpu => f.write_str("cpu"),
+            ComputeDevice::Cuda(i) => write!(f, "cuda:{i}"),
+            ComputeDevice::Wgpu(i) => write!(f, "wgpu:{i}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ComputeDevice {
+    type Err = Error;
+
+    /// `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N` (no index means 0), for command lines
+    /// and environment variables. Whether this build can use the device is checked later,
+    /// by [`ComputeDevice::to_burn`].
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::invalid(
+                "ComputeDevice",
+                format!("`{s}` is not a device (known: cpu, cuda, cuda:N, wgpu, wgpu:N)"),
+            )
+        };
+        let (kind, index) = match s.trim().split_once(':') {
+            Some((kind, index)) => (kind, index.parse::<usize>().map_err(|_| bad())?),
+            None => (s.trim(), 0),
+        };
+        match kind.to_ascii_lowercase().as_str() {
+            "cpu" if !s.contains(':') => Ok(ComputeDevice::Cpu),
+            "cuda" => Ok(ComputeDevice::Cuda(index)),
+            "wgpu" => Ok(ComputeDevice::Wgpu(index)),
+            _ => Err(bad()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_read_and_print_the_same_names() {
+        for (text, device) in [
+            ("cpu", ComputeDevice::Cpu),
+            ("CUDA", ComputeDevice::Cuda(0)),
+            ("cuda:3", ComputeDevice::Cuda(3)),
+            ("wgpu", ComputeDevice::Wgpu(0)),
+            (" wgpu:1 ", ComputeDevice::Wgpu(1)),
+        ] {
+            let parsed: ComputeDevice = text.parse().unwrap();
+            assert_eq!(parsed, device, "{text}");
+            assert_eq!(device.to_string().parse::<ComputeDevice>().unwrap(), device);
+        }
+        for bad in ["", "gpu", "cpu:0", "cuda:", "cuda:-1", "cuda:x"] {
+            let err = bad.parse::<ComputeDevice>().unwrap_err();
+            assert!(err.to_string().contains("not a device"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn the_cpu_is_always_there_and_a_missing_backend_is_a_typed_error() {

@@ -751,6 +751,20 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         self.state.as_ref().and_then(|s| s.model.as_ref())
     }
 
+    /// Refuse, before `init` allocates anything, a restore whose model needs at least
+    /// `min_parameters` weights while the weights file in `dir` cannot hold them (two bytes
+    /// each, the least any float format stores). `restore` builds the model with the
+    /// graph's width, which it checks against the manifest, so only sizes a custom `init`
+    /// takes from elsewhere (a configuration file, say) need this; the built-in VGAE, PEG
+    /// and SEAL restorers call it with their configuration's bound.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the weights file cannot be read, [`Error::Format`] when it is too
+    /// small for `min_parameters`.
+    pub fn check_capacity(dir: &Path, min_parameters: u128) -> Result<()> {
+        crate::weights::check_capacity(&dir.join(WEIGHTS_FILE), min_parameters)
+    }
+
     /// Restore a predictor from the directory [`LinkPredictor::save`] wrote, with the
     /// same `init` the saved model was made with, attached to `graph` (for
     /// `LpRag::load_with`, the index's graph).

@@ -62,6 +62,22 @@ impl PegConfig {
         crate::config::check_sizes("PegConfig (positional_dim)", self.positional_dim, 0)?;
         crate::config::check_sizes("PegConfig (edge_hidden)", self.edge_hidden, 0)
     }
+
+    /// A lower bound on the weights of a [`Peg`] for `d_in`-wide features (its matrices;
+    /// biases are the rest), saturating: restoring compares it with the weights file's
+    /// size before the model is built.
+    pub fn min_parameters(&self, d_in: usize) -> u128 {
+        let (d, h, e, layers) = (
+            d_in as u128,
+            self.hidden.max(1) as u128,
+            self.edge_hidden.max(1) as u128,
+            self.layers.max(1) as u128,
+        );
+        // First layer d × h, the others h × h; each layer's edge MLP 1 × e and e × 1.
+        d.saturating_mul(h)
+            .saturating_add((layers - 1).saturating_mul(h.saturating_mul(h)))
+            .saturating_add(layers.saturating_mul(e.saturating_mul(2)))
+    }
 }
 
 impl Default for PegConfig {
@@ -211,6 +227,7 @@ pub fn restore_peg(
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Peg>> {
     config.validate()?;
+    BurnLinkPredictor::<Peg>::check_capacity(dir, config.min_parameters(graph.features.dim()))?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,

@@ -68,6 +68,26 @@ impl SealConfig {
         }
         Ok(())
     }
+
+    /// A lower bound on the weights of a [`Seal`] for `d_in`-wide features (its matrices
+    /// and label embeddings; biases are the rest), saturating: restoring compares it with
+    /// the weights file's size before the model is built.
+    pub fn min_parameters(&self, d_in: usize) -> u128 {
+        let (d, h, layers, labels) = (
+            d_in as u128,
+            self.hidden.max(1) as u128,
+            self.layers.max(1) as u128,
+            (self.max_label as u128).saturating_add(1),
+        );
+        let hh = h.saturating_mul(h);
+        // Labels (max_label + 1) × h; first layer (h + d) × h, the others h × h; the
+        // readout h × h and h × 1.
+        labels
+            .saturating_mul(h)
+            .saturating_add(h.saturating_add(d).saturating_mul(h))
+            .saturating_add(layers.saturating_mul(hh))
+            .saturating_add(h)
+    }
 }
 
 impl Default for SealConfig {
@@ -341,6 +361,7 @@ pub fn restore_seal(
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Seal>> {
     config.validate()?;
+    BurnLinkPredictor::<Seal>::check_capacity(dir, config.min_parameters(graph.features.dim()))?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,

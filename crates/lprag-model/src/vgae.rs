@@ -36,6 +36,17 @@ impl VgaeConfig {
     pub fn validate(&self) -> lprag_core::Result<()> {
         crate::config::check_sizes("VgaeConfig", self.hidden, 2)
     }
+
+    /// A lower bound on the weights of a [`Vgae`] for `d_in`-wide features (its matrices;
+    /// biases are the rest), saturating: restoring compares it with the weights file's
+    /// size before the model is built.
+    pub fn min_parameters(&self, d_in: usize) -> u128 {
+        let (d, h) = (d_in as u128, self.hidden.max(1) as u128);
+        // base: d × 2h; μ and log σ: 2h × h each.
+        d.saturating_mul(h)
+            .saturating_mul(2)
+            .saturating_add(h.saturating_mul(h).saturating_mul(4))
+    }
 }
 
 impl Default for VgaeConfig {
@@ -137,6 +148,7 @@ pub fn restore_vgae(
     device: Device,
 ) -> lprag_core::Result<BurnLinkPredictor<Vgae>> {
     config.validate()?;
+    BurnLinkPredictor::<Vgae>::check_capacity(dir, config.min_parameters(graph.features.dim()))?;
     BurnLinkPredictor::restore_on(
         dir,
         graph,

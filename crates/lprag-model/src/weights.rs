@@ -112,6 +112,78 @@ pub(crate) fn load_weights<M: ModuleSnapshot>(module: &mut M, path: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bounds the built-in burn predictors' restorers check weights files against
+    /// ([`check_capacity`]) are true lower bounds, and tight ones (biases are the rest);
+    /// numbers from a file never overflow them.
+    #[test]
+    fn min_parameters_bound_vgae_peg_and_seal_from_below() {
+        use crate::{Peg, PegConfig, Seal, SealConfig, Vgae, VgaeConfig};
+        use burn::module::Module as _;
+        let device = Device::default();
+        let small_peg = PegConfig {
+            hidden: 8,
+            edge_hidden: 8,
+            ..PegConfig::default()
+        };
+        let deep_peg = PegConfig {
+            layers: 3,
+            ..PegConfig::default()
+        };
+        let small_seal = SealConfig {
+            hidden: 8,
+            ..SealConfig::default()
+        };
+        let cases: Vec<(String, u128, usize)> = [(16, 8), (384, 32)]
+            .into_iter()
+            .flat_map(|(d, h)| {
+                let vgae = VgaeConfig { hidden: h };
+                [
+                    (
+                        format!("{vgae:?}/{d}"),
+                        vgae.min_parameters(d),
+                        Vgae::new(d, &vgae, &device).num_params(),
+                    ),
+                    (
+                        format!("{small_peg:?}/{d}"),
+                        small_peg.min_parameters(d),
+                        Peg::new(d, &small_peg, &device).num_params(),
+                    ),
+                    (
+                        format!("{deep_peg:?}/{d}"),
+                        deep_peg.min_parameters(d),
+                        Peg::new(d, &deep_peg, &device).num_params(),
+                    ),
+                    (
+                        format!("{small_seal:?}/{d}"),
+                        small_seal.min_parameters(d),
+                        Seal::new(d, &small_seal, &device).num_params(),
+                    ),
+                ]
+            })
+            .collect();
+        for (what, bound, actual) in cases {
+            let actual = actual as u128;
+            assert!(bound <= actual, "{what}: {bound} > {actual}");
+            assert!(bound * 10 >= actual * 7, "{what}: {bound} << {actual}");
+        }
+        let m = usize::MAX;
+        assert!(VgaeConfig { hidden: m }.min_parameters(m) > 1 << 100);
+        let peg = PegConfig {
+            layers: m,
+            hidden: m,
+            edge_hidden: m,
+            ..PegConfig::default()
+        };
+        assert!(peg.min_parameters(m) > 1 << 100);
+        let seal = SealConfig {
+            layers: m,
+            hidden: m,
+            max_label: m,
+            ..SealConfig::default()
+        };
+        assert!(seal.min_parameters(m) > 1 << 100);
+    }
     use burn::nn::{Linear, LinearConfig};
     use burn::tensor::Device;
 
