@@ -5,11 +5,13 @@
 //! ```text
 //! cargo run -p lprag-model --release --example bench_train [-- EPOCHS [NODES EDGES]]
 //! cargo run -p lprag-model --release --example bench_train -- 2 150000 450000
-//! cargo run -p lprag-model --release --features cuda --example bench_train -- --device cuda 20
+//! cargo run -p lprag-model --release --features wgpu --example bench_train -- --device wgpu:0 20
 //! ```
 //!
 //! With `--device D` (`cuda:N`, `wgpu:N`) each model trains on the CPU and then on D in the
-//! same run, and the table adds D's time and the CPU-to-D ratio.
+//! same run, and the table adds D's time and the CPU-to-D ratio. A GPU compiles each kernel
+//! at its first use in the process, inside the timed epochs: that weighs on the first rows
+//! and on short runs.
 //!
 //! The references (PyTorch Geometric, 1-layer GCN + Hadamard predictor, one negative per
 //! positive, on the project's 2-core machine): 0.128 s/epoch full batch on the MuSiQue-size
