@@ -15,9 +15,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod common;
+
 use lprag::{
-    ComputeDevice, Document, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection,
-    SentenceChunker,
+    ComputeDevice, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection, SentenceChunker,
 };
 
 /// Scores may differ by float reduction order between backends; rankings must agree.
@@ -26,19 +27,6 @@ const TOLERANCE: f32 = 1e-3;
 fn device() -> Option<ComputeDevice> {
     let name = std::env::var("LPRAG_TEST_DEVICE").ok()?;
     Some(name.parse().expect("LPRAG_TEST_DEVICE names a device"))
-}
-
-/// The corpus of `tests/pipeline.rs` (three sentences a document), kept here as it was
-/// when the figures in `docs/benchmarks.md` ("GPU") were measured.
-fn corpus() -> Vec<Document> {
-    vec![
-        Document::new("curie", "Marie Curie", "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. She also won the Nobel Prize in Chemistry in 1911."),
-        Document::new("warsaw", "Warsaw", "Warsaw is the capital of Poland. The city lies on the Vistula River. Its Old Town was rebuilt after 1945."),
-        Document::new("nobel", "Alfred Nobel", "Alfred Nobel invented dynamite in 1867. He was born in Stockholm. His will established the Nobel Prizes."),
-        Document::new("tokyo", "Tokyo", "Tokyo is the capital of Japan. The Sumida River flows through the city. Tokyo hosted the Summer Olympics in 1964."),
-        Document::new("kyoto", "Kyoto", "Kyoto was the imperial capital of Japan for over a thousand years. It is famous for its Buddhist temples and gardens."),
-        Document::new("everest", "Mount Everest", "Mount Everest is the highest mountain above sea level. It lies in the Himalayas on the border of Nepal and China."),
-    ]
 }
 
 const QUERIES: [&str; 3] = [
@@ -87,7 +75,7 @@ async fn round_trip(
         .chunker(Arc::new(SentenceChunker::default()))
         .config(config)
         .device(train_on)
-        .build(&corpus())
+        .build(&common::three_sentence_corpus())
         .await
         .unwrap();
     let built = t.elapsed().as_secs_f64();

@@ -8,7 +8,22 @@ use lprag::{
     LpRagConfig, QcgRag, Result, Retriever, TrainConfig,
 };
 
+/// Six documents of three sentences each (`tests/pipeline.rs`, and `tests/device_parity.rs`,
+/// whose figures in `docs/benchmarks.md` were measured on exactly these).
+#[allow(dead_code)]
+pub fn three_sentence_corpus() -> Vec<Document> {
+    vec![
+        Document::new("curie", "Marie Curie", "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. She also won the Nobel Prize in Chemistry in 1911."),
+        Document::new("warsaw", "Warsaw", "Warsaw is the capital of Poland. The city lies on the Vistula River. Its Old Town was rebuilt after 1945."),
+        Document::new("nobel", "Alfred Nobel", "Alfred Nobel invented dynamite in 1867. He was born in Stockholm. His will established the Nobel Prizes."),
+        Document::new("tokyo", "Tokyo", "Tokyo is the capital of Japan. The Sumida River flows through the city. Tokyo hosted the Summer Olympics in 1964."),
+        Document::new("kyoto", "Kyoto", "Kyoto was the imperial capital of Japan for over a thousand years. It is famous for its Buddhist temples and gardens."),
+        Document::new("everest", "Mount Everest", "Mount Everest is the highest mountain above sea level. It lies in the Himalayas on the border of Nepal and China."),
+    ]
+}
+
 /// Six documents, one passage each.
+#[allow(dead_code)]
 pub fn corpus() -> Vec<Document> {
     vec![
         Document::new(
