@@ -23,6 +23,19 @@ const QUERIES: [&str; 3] = [
     "capital of Japan",
 ];
 
+/// The fixture folders: one per retriever kind, and LP-RAG once more with each built-in
+/// burn predictor (their sizes live in the index's configuration).
+const KINDS: [&str; 8] = [
+    "lprag",
+    "qcg",
+    "g2",
+    "lesegr",
+    "gfm",
+    "lprag-vgae",
+    "lprag-peg",
+    "lprag-seal",
+];
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")
 }
@@ -40,7 +53,9 @@ fn encoder() -> Arc<dyn Encoder> {
 
 fn open(name: &str, dir: &Path) -> Arc<dyn Retriever> {
     match name {
-        "lprag" => Arc::new(LpRag::load(dir, encoder()).unwrap()),
+        "lprag" | "lprag-vgae" | "lprag-peg" | "lprag-seal" => {
+            Arc::new(LpRag::load(dir, encoder()).unwrap())
+        }
         "qcg" => Arc::new(QcgRag::load(dir, encoder()).unwrap()),
         "g2" => Arc::new(G2Rag::load(dir, encoder()).unwrap()),
         "lesegr" => Arc::new(LesegrRag::load(dir, encoder()).unwrap()),
@@ -61,7 +76,7 @@ async fn top_ids(r: &dyn Retriever) -> BTreeMap<String, Vec<usize>> {
 #[tokio::test]
 async fn fixtures_of_format_v1_open_and_answer_as_written() {
     let mut seen = 0;
-    for name in ["lprag", "qcg", "g2", "lesegr", "gfm"] {
+    for name in KINDS {
         let dir = root().join(name);
         let expected: BTreeMap<String, Vec<usize>> =
             serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
@@ -69,7 +84,7 @@ async fn fixtures_of_format_v1_open_and_answer_as_written() {
         assert_eq!(top_ids(&*r).await, expected, "{name}");
         seen += 1;
     }
-    assert_eq!(seen, 5);
+    assert_eq!(seen, KINDS.len());
 }
 
 /// A float beyond `f32`'s range (`1e39` parses as infinity) in any embedding or weight
@@ -212,9 +227,15 @@ fn an_absurd_lesegr_layer_count_is_refused_on_load() {
     }
 }
 
+/// `LPRAG_FIXTURES=lprag-vgae,lprag-peg` rewrites only the kinds named; all by default.
 #[tokio::test]
 #[ignore = "rewrites the committed fixtures"]
 async fn regenerate_fixtures() {
+    let only = std::env::var("LPRAG_FIXTURES").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|l| l.split(',').any(|n| n == name))
+    };
     let docs = common::corpus();
     let lprag = LpRag::builder()
         .encoder(encoder())
@@ -259,9 +280,27 @@ async fn regenerate_fixtures() {
         .build(&docs)
         .await
         .unwrap();
-    let _ = std::fs::remove_dir_all(root());
+    let mut burn = Vec::new();
+    for (name, mut config) in [
+        ("lprag-vgae", LpRagConfig::paper_vgae()),
+        ("lprag-peg", LpRagConfig::paper_peg()),
+        ("lprag-seal", LpRagConfig::paper_seal()),
+    ] {
+        config.train.epochs = 3;
+        let rag = LpRag::builder()
+            .encoder(encoder())
+            .config(config)
+            .build(&docs)
+            .await
+            .unwrap();
+        burn.push((name, rag));
+    }
     let save = |name: &str, f: &dyn Fn(&Path)| {
+        if !wanted(name) {
+            return;
+        }
         let dir = root().join(name).join("index");
+        let _ = std::fs::remove_dir_all(root().join(name));
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
         f(&dir);
     };
@@ -270,7 +309,10 @@ async fn regenerate_fixtures() {
     save("g2", &|d| g2.save(d).unwrap());
     save("lesegr", &|d| lesegr.save(d).unwrap());
     save("gfm", &|d| gfm.save(d).unwrap());
-    for name in ["lprag", "qcg", "g2", "lesegr", "gfm"] {
+    for (name, rag) in &burn {
+        save(name, &|d| rag.save(d).unwrap());
+    }
+    for name in KINDS.into_iter().filter(|n| wanted(n)) {
         let dir = root().join(name);
         let r = open(name, &dir.join("index"));
         let ids = top_ids(&*r).await;

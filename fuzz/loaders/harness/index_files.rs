@@ -21,7 +21,16 @@ use serde_json::Value;
 use crate::mutate::mutate_some;
 
 /// The retriever kinds, by their fixture folder.
-const KINDS: [&str; 5] = ["lprag", "qcg", "g2", "lesegr", "gfm"];
+const KINDS: [&str; 8] = [
+    "lprag",
+    "qcg",
+    "g2",
+    "lesegr",
+    "gfm",
+    "lprag-vgae",
+    "lprag-peg",
+    "lprag-seal",
+];
 
 const QUERIES: [&str; 3] = [
     "Which river flows through Warsaw?",
@@ -142,7 +151,9 @@ fn encoder() -> Arc<dyn Encoder> {
 
 fn open(name: &str, dir: &Path) -> lprag::Result<Arc<dyn Retriever>> {
     Ok(match name {
-        "lprag" => Arc::new(LpRag::load(dir, encoder())?),
+        "lprag" | "lprag-vgae" | "lprag-peg" | "lprag-seal" => {
+            Arc::new(LpRag::load(dir, encoder())?)
+        }
         "qcg" => Arc::new(QcgRag::load(dir, encoder())?),
         "g2" => Arc::new(G2Rag::load(dir, encoder())?),
         "lesegr" => Arc::new(LesegrRag::load(dir, encoder())?),
