@@ -174,7 +174,7 @@ fn a_model_wider_than_its_weights_file_is_refused_before_it_is_built() {
 
 /// The same for the built-in VGAE, PEG and SEAL predictors (their sizes live in the
 /// index's configuration, `/config/predictor`): an edited width is refused by the weights
-/// file's size before the model is built (at 50,000 VGAE alone would ask for 10⁹ floats).
+/// file's size before the model is built (at 50,000 VGAE alone would ask for 10¹⁰ floats, 40 GB).
 #[tokio::test]
 async fn a_burn_predictor_wider_than_its_weights_file_is_refused_before_it_is_built() {
     for mut config in [
