@@ -20,18 +20,6 @@ use serde_json::Value;
 
 use crate::mutate::mutate_some;
 
-/// The retriever kinds, by their fixture folder.
-const KINDS: [&str; 8] = [
-    "lprag",
-    "qcg",
-    "g2",
-    "lesegr",
-    "gfm",
-    "lprag-vgae",
-    "lprag-peg",
-    "lprag-seal",
-];
-
 const QUERIES: [&str; 3] = [
     "Which river flows through Warsaw?",
     "Who invented dynamite?",
@@ -47,7 +35,7 @@ struct JsonFile {
 }
 
 struct Kind {
-    name: &'static str,
+    name: String,
     dir: PathBuf,
     files: Vec<JsonFile>,
 }
@@ -72,7 +60,8 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// Copy `root/<kind>/index` for every kind into a fresh scratch folder.
+    /// Copy `root/<kind>/index` for every fixture folder (every retriever kind, and
+    /// `LpRag` with each built-in predictor) into a fresh scratch folder.
     pub fn new(root: &Path) -> Self {
         let scratch = std::env::temp_dir().join(format!(
             "lprag-fuzz-index-files-{}-{:?}",
@@ -81,9 +70,17 @@ impl Harness {
         ));
         let _ = std::fs::remove_dir_all(&scratch);
         let mut kinds = Vec::new();
-        for name in KINDS {
-            let dir = scratch.join(name);
-            copy_dir(&root.join(name).join("index"), &dir);
+        let mut names: Vec<String> = std::fs::read_dir(root)
+            .expect("the fixture folder")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("index").is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert!(!names.is_empty(), "no fixture under {}", root.display());
+        for name in names {
+            let dir = scratch.join(&name);
+            copy_dir(&root.join(&name).join("index"), &dir);
             let mut files = Vec::new();
             collect_json(&dir, &mut files);
             files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -120,7 +117,7 @@ impl Harness {
             eprintln!("{}: {}", kind.name, file.path.display());
         }
         std::fs::write(&file.path, bytes).expect("write the mutated file");
-        let outcome = match open(kind.name, &kind.dir) {
+        let outcome = match open(&kind.name, &kind.dir) {
             Ok(r) => {
                 self.runtime.block_on(exercise(&*r, &mut u));
                 Outcome::Opened
@@ -151,9 +148,8 @@ fn encoder() -> Arc<dyn Encoder> {
 
 fn open(name: &str, dir: &Path) -> lprag::Result<Arc<dyn Retriever>> {
     Ok(match name {
-        "lprag" | "lprag-vgae" | "lprag-peg" | "lprag-seal" => {
-            Arc::new(LpRag::load(dir, encoder())?)
-        }
+        // `lprag`, and `lprag-<predictor>` for the built-in burn predictors.
+        lprag if lprag.starts_with("lprag") => Arc::new(LpRag::load(dir, encoder())?),
         "qcg" => Arc::new(QcgRag::load(dir, encoder())?),
         "g2" => Arc::new(G2Rag::load(dir, encoder())?),
         "lesegr" => Arc::new(LesegrRag::load(dir, encoder())?),
