@@ -632,7 +632,7 @@ pub struct G2RagBuilder {
 }
 
 impl G2RagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder, as QCG-RAG and LeSeGR).
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder, as QCG-RAG and LeSeGR).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
         self

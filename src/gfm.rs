@@ -50,11 +50,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, ChunkId, Chunker, CooccurrenceConfig, CooccurrenceExtractor, Document, Embeddings,
-    Encoder, Error, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig, NoProgress, Progress,
-    QueryGenerator, Result, Retriever, ScoredChunk, Selection, TrainReport, TripleExtractor,
-};
+use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, TrainReport, TripleExtractor};
+use lprag_text::{CooccurrenceConfig, CooccurrenceExtractor, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use lprag_graph::KnnBackend;
 use lprag_model::gfm::{
     rank_documents, GfmExample, GfmModel, GfmModelConfig, GfmTrainConfig, KgEdges,

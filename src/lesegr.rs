@@ -37,11 +37,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Bm25, Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
-    NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SparseEncoder,
-    SparseIndex, TrainReport,
-};
+use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SparseEncoder, SparseIndex, TrainReport};
+use lprag_text::{Bm25, HeuristicQueryGenerator};
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
     lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample,
@@ -192,7 +189,7 @@ pub struct LesegrRagBuilder {
 }
 
 impl LesegrRagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder; the intra-document edges need a chunker
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder; the intra-document edges need a chunker
     /// that splits documents, such as [`crate::SentenceChunker`]).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
@@ -319,7 +316,7 @@ impl LesegrRagBuilder {
                 let questions: Vec<(String, Vec<u32>)> = if self.labelled.is_empty() {
                     let generator = self.query_generator.unwrap_or_else(|| {
                         Arc::new(HeuristicQueryGenerator::new(
-                            lprag_core::HeuristicQueryGeneratorConfig {
+                            lprag_text::HeuristicQueryGeneratorConfig {
                                 queries_per_batch: config.queries_per_batch,
                                 ..Default::default()
                             },

@@ -30,7 +30,6 @@
 //! - [`llm`] (`lprag-llm`): LLM backends and prompts.
 #![warn(missing_docs)]
 
-mod chunking;
 mod durable;
 pub mod g2;
 pub mod gfm;
@@ -43,22 +42,21 @@ mod update;
 mod workdir;
 
 pub use lprag_core as core;
+pub use lprag_text as text;
 pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
 
-pub use chunking::{BoundedPassageChunker, TokenChunker};
 pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
     G2Stats, MergeOrder, OutlierPolicy,
 };
 pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
-pub use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, HashingEncoder,
-    HashingEncoderConfig, HeuristicQueryGenerator, LinkGraph, LinkPredictor, LinkScorer,
-    NoProgress, PassageChunker, Progress, QueryGenerator, Result, Retriever, ScoreContext,
-    ScoredChunk, Selection, SentenceChunker, SyntheticQuery, TrainReport,
+pub use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph, LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport};
+pub use lprag_text::{
+    BoundedPassageChunker, HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator,
+    PassageChunker, SentenceChunker, TokenChunker,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{

@@ -7,12 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, Filter,
-    HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, LinkEdge, LinkGraph,
-    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
-    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, RETRIEVE_BATCH_CONCURRENCY,
-};
+use lprag_core::{Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, Filter, LinkEdge, LinkGraph, LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, RETRIEVE_BATCH_CONCURRENCY};
+use lprag_text::{HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator};
 use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::bert::SentenceEncoder;
@@ -506,7 +502,7 @@ impl LpRagBuilder {
     /// `Arc::new(PassageChunker)` keeps documents whole).
     ///
     /// The paper's atomic chunks come from an LLM that rewrites statements to stand alone;
-    /// the offline [`lprag_core::SentenceChunker`] cuts sentences as written ("She was born in …"),
+    /// the offline [`lprag_text::SentenceChunker`] cuts sentences as written ("She was born in …"),
     /// which loses the subject, and measured 3–4 points below whole passages on
     /// MuSiQue-100 (`docs/benchmarks.md`). Pass `Arc::new(SentenceChunker::default())` to
     /// index sentences.
@@ -544,7 +540,7 @@ impl LpRagBuilder {
     ///
     /// A weak model does not abort the build: a document (or batch) whose answer cannot be
     /// parsed, even after the model is asked once more, is chunked by the offline
-    /// [`lprag_core::SentenceChunker`] (or gets [`HeuristicQueryGenerator`] questions) instead;
+    /// [`lprag_text::SentenceChunker`] (or gets [`HeuristicQueryGenerator`] questions) instead;
     /// [`IndexStats::llm_usage`]'s `fallbacks` counts them per stage and
     /// [`IndexStats::warnings`] says so. [`LpRagBuilder::llm_on_unparseable`] with
     /// [`OnUnparseable::Fail`] fails the build instead.
@@ -1507,11 +1503,11 @@ pub(crate) async fn fit_to_encoder(
         return Ok((chunks, None));
     }
     let encoder = encoder.clone();
-    if chunker == crate::chunking::BOUNDED_PASSAGES {
+    if chunker == lprag_text::BOUNDED_PASSAGES {
         let docs = documents.to_vec();
         blocking(move || {
             let n = chunks.len();
-            let (chunks, split) = crate::chunking::split_to_fit(chunks, &docs, &*encoder);
+            let (chunks, split) = lprag_text::split_to_fit(chunks, &docs, &*encoder);
             let note = (split > 0).then(|| {
                 format!(
                     "{split} of {n} passages were longer than the encoder '{}' takes ({} \
@@ -1526,39 +1522,14 @@ pub(crate) async fn fit_to_encoder(
         .await
     } else {
         blocking(move || {
-            let warning = crate::chunking::truncation_warning(&chunks, &*encoder);
+            let warning = lprag_text::truncation_warning(&chunks, &*encoder);
             Ok((chunks, warning))
         })
         .await
     }
 }
 
-/// Run CPU-bound work off the async runtime when there is one.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => match handle.spawn_blocking(f).await {
-            Ok(result) => result,
-            // A panic in the work (a custom encoder, predictor or scorer runs there) is an
-            // error that says so, not a cancellation.
-            Err(e) if e.is_panic() => {
-                let payload = e.into_panic();
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".into());
-                Err(Error::backend(
-                    "blocking task",
-                    format!("panicked: {message}"),
-                ))
-            }
-            Err(e) => Err(Error::Cancelled(format!("blocking task: {e}"))),
-        },
-        Err(_) => f(),
-    }
-}
+pub(crate) use lprag_core::blocking;
 
 /// The LP-RAG retriever: chunks ranked by a link predictor trained on a graph of chunks
 /// and synthetic queries.

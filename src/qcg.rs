@@ -18,11 +18,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, HeuristicQueryGenerator,
-    HeuristicQueryGeneratorConfig, NoProgress, Progress, QueryGenerator, Result, Retriever,
-    ScoredChunk, Selection, SyntheticQuery,
-};
+use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SyntheticQuery};
+use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use lprag_graph::KnnBackend;
 use serde::{Deserialize, Serialize};
 
@@ -230,7 +227,7 @@ pub struct QcgRagBuilder {
 }
 
 impl QcgRagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_core::PassageChunker) split to fit the encoder).
+    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder).
     pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
         self.chunker = chunker;
         self

@@ -15,10 +15,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, HeuristicQueryGenerator,
-    LinkPredictor, NoProgress, Progress, QueryGenerator, Result, SyntheticQuery, TrainReport,
-};
+use lprag_core::{Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, LinkPredictor, NoProgress, Progress, QueryGenerator, Result, SyntheticQuery, TrainReport};
+use lprag_text::{HeuristicQueryGenerator};
 use lprag_graph::ChunkGraph;
 use serde::{Deserialize, Serialize};
 

@@ -237,7 +237,7 @@ async fn save_load_round_trip_and_typed_errors() {
         );
     }
 
-    let other = lprag::core::HashingEncoder::new(lprag::core::HashingEncoderConfig {
+    let other = lprag::text::HashingEncoder::new(lprag::text::HashingEncoderConfig {
         dim: 64,
         ..Default::default()
     })

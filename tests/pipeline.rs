@@ -132,7 +132,7 @@ async fn save_and_load_round_trip() {
     }
 
     // A different encoder is refused with a message naming both.
-    let other = lprag::core::HashingEncoder::new(lprag::core::HashingEncoderConfig {
+    let other = lprag::text::HashingEncoder::new(lprag::text::HashingEncoderConfig {
         dim: 64,
         ..Default::default()
     })

@@ -126,7 +126,7 @@ async fn save_load_and_typed_errors() {
     let b = loaded.retrieve(q, Selection::TopK(3)).await.unwrap();
     assert_eq!(a, b);
 
-    let other = lprag::core::HashingEncoder::new(lprag::core::HashingEncoderConfig {
+    let other = lprag::text::HashingEncoder::new(lprag::text::HashingEncoderConfig {
         dim: 64,
         ..Default::default()
     })

@@ -3,7 +3,7 @@
 //! order; libFuzzer's `-timeout` catches a super-linear input.
 
 use libfuzzer_sys::fuzz_target;
-use lprag_core::{SentenceChunker, SentenceChunkerConfig};
+use lprag_text::{SentenceChunker, SentenceChunkerConfig};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use lprag_core::{Chunk, Document, Encoder, HashingEncoder, HashingEncoderConfig, Retriever};
+use lprag_core::{Chunk, Document, Encoder, Retriever};
+use lprag_text::{HashingEncoder, HashingEncoderConfig};
 
 use crate::baselines::{
     passage_chunks, Bm25Config, Bm25Retriever, DenseRetriever, HybridRetriever,

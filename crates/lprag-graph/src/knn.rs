@@ -26,7 +26,7 @@ use lprag_core::{EdgeKind, Embeddings, LinkEdge};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::search::dot;
+use lprag_core::dot;
 use crate::GraphError;
 
 /// Default number of neighbours for the mutual k-NN chunk graph (LP-RAG: k = 5).
@@ -566,14 +566,8 @@ fn hnsw_knn(
             })
             .collect::<Vec<_>>()
     };
-    std::panic::catch_unwind(AssertUnwindSafe(run)).map_err(|payload| {
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic without a message".into());
-        GraphError::Hnsw(msg)
-    })
+    std::panic::catch_unwind(AssertUnwindSafe(run))
+        .map_err(|payload| GraphError::Hnsw(lprag_core::panic_message(&*payload)))
 }
 
 #[cfg(test)]

@@ -91,4 +91,4 @@ pub use persist::{
     FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
-pub use search::{dot, inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
+pub use search::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};

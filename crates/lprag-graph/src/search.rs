@@ -1,6 +1,8 @@
 //! Exact nearest rows by cosine similarity for one query: a single scan over the rows with
 //! precomputed inverse norms, keeping the best `m` (the candidate stage of LP-RAG queries).
 
+use lprag_core::dot;
+
 /// `1/‖row‖` for the first `n` rows of `rows` (0 for a zero row, so it scores 0).
 pub fn inverse_norms(rows: &lprag_core::Embeddings, n: usize) -> Vec<f32> {
     rows.iter()
@@ -60,24 +62,6 @@ pub fn nearest_by_cosine_where(
     }
     scored.sort_unstable_by(order);
     scored
-}
-
-/// Dot product with eight independent accumulators (vectorises without reassociation).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]

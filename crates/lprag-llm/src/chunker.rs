@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result, SentenceChunker};
+use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result};
+use lprag_text::{SentenceChunker};
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::{chunk_statements, drop_prompt_echoes, drop_ungrounded};

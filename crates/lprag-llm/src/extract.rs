@@ -9,9 +9,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, CooccurrenceExtractor, Error, Extraction, Result, Triple, TripleExtractor,
-};
+use lprag_core::{Chunk, Error, Extraction, Result, Triple, TripleExtractor};
+use lprag_text::{CooccurrenceExtractor};
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::openie;
@@ -136,7 +135,8 @@ impl TripleExtractor for LlmTripleExtractor {
 mod tests {
     use super::*;
     use crate::ChatResponse;
-    use lprag_core::{Chunker, Document, PassageChunker};
+    use lprag_core::{Chunker, Document};
+    use lprag_text::{PassageChunker};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Answers OpenIE for chunk texts containing "Radio", garbage otherwise.

@@ -340,7 +340,7 @@ pub fn chunk_statements(raw: &str) -> Result<Vec<String>, String> {
     };
     // One statement per line was asked: a line of several sentences (a weak model often
     // rewrites the paragraph) is split into them.
-    let splitter = lprag_core::SentenceChunker::default();
+    let splitter = lprag_text::SentenceChunker::default();
     let items: Vec<String> = items
         .into_iter()
         .flat_map(|it| {

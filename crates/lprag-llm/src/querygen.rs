@@ -4,10 +4,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{
-    Chunk, ChunkId, Error, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig, QueryGenerator,
-    Result, SyntheticQuery,
-};
+use lprag_core::{Chunk, ChunkId, Error, QueryGenerator, Result, SyntheticQuery};
+use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::{drop_prompt_echoes, drop_ungrounded, grouped_questions, query_answer_pairs};

@@ -652,7 +652,7 @@ async fn unparseable_answers_fall_back_or_are_typed_errors_with_the_raw_text() {
         .chunk(&documents)
         .await
         .unwrap();
-    let offline = lprag_core::SentenceChunker::default()
+    let offline = lprag_text::SentenceChunker::default()
         .chunk(&documents)
         .await
         .unwrap();

@@ -13,7 +13,7 @@ use lprag_core::{
 };
 // The eight-accumulator dot product: it vectorises, where a plain iterator sum does not
 // (that made the validation joins of a 100,000-chunk training run take about 40 s).
-use lprag_graph::dot;
+use lprag_core::dot;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;

@@ -1,11 +1,10 @@
-//! Okapi BM25 as a retriever over [`lprag_core::Bm25Index`], scored exactly as
+//! Okapi BM25 as a retriever over [`lprag_text::Bm25Index`], scored exactly as
 //! `rank_bm25.BM25Okapi`.
 
 use async_trait::async_trait;
-pub use lprag_core::{bm25_tokens, Bm25Config};
-use lprag_core::{
-    Bm25Index, Chunk, Document, Result, Retriever, ScoredChunk, Selection, SparseIndex,
-};
+pub use lprag_text::{bm25_tokens, Bm25Config};
+use lprag_core::{Chunk, Document, Result, Retriever, ScoredChunk, Selection, SparseIndex};
+use lprag_text::{Bm25Index};
 
 use super::{check_chunks, passage_chunks, select};
 

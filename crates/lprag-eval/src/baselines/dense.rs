@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag::graph::dot;
+use lprag::core::dot;
 use lprag_core::{
     Chunk, Document, Embeddings, Encoder, Error, Result, Retriever, ScoredChunk, Selection,
 };

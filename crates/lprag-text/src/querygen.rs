@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chunker::{is_initialism, sentence_spans};
 use crate::hashing::{fnv1a64, splitmix64};
-use crate::{Chunk, ChunkId, Error, QueryGenerator, Result, SyntheticQuery};
+use lprag_core::{Chunk, ChunkId, Error, QueryGenerator, Result, SyntheticQuery};
 
 /// Configuration of [`HeuristicQueryGenerator`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -2239,7 +2239,7 @@ fn type_of(e: &[String], a: &Analysed, b: &Analysed) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Provenance;
+    use lprag_core::Provenance;
 
     fn chunk(id: usize, title: &str, text: &str) -> Chunk {
         Chunk {

@@ -1,11 +1,11 @@
-//! The offline building blocks of lprag-core, one after the other: split documents into
+//! The offline building blocks of lprag-text, one after the other: split documents into
 //! atomic chunks, embed them with the feature-hashing encoder, and write synthetic queries.
 //!
-//! Run: `cargo run -p lprag-core --example offline_parts`
+//! Run: `cargo run -p lprag-text --example offline_parts`
 
-use lprag_core::{
-    cosine, Chunk, Chunker, Document, Encoder, HashingEncoder, HashingEncoderConfig,
-    HeuristicQueryGenerator, QueryGenerator, SentenceChunker,
+use lprag_core::{cosine, Chunk, Chunker, Document, Encoder, QueryGenerator};
+use lprag_text::{
+    HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, SentenceChunker,
 };
 
 #[tokio::main(flavor = "current_thread")]

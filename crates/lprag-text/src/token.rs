@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, Chunker, Document, Encoder, PassageChunker, Result};
+use lprag_core::{Chunk, Chunker, Document, Encoder, Result};
+
+use crate::PassageChunker;
 use rayon::prelude::*;
 use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
 
@@ -24,7 +26,7 @@ use text_splitter::{ChunkConfig, ChunkSizer, TextSplitter};
 pub struct BoundedPassageChunker;
 
 /// [`Chunker::name`] of [`BoundedPassageChunker`].
-pub(crate) const BOUNDED_PASSAGES: &str = "passage-bounded";
+pub const BOUNDED_PASSAGES: &str = "passage-bounded";
 
 #[async_trait]
 impl Chunker for BoundedPassageChunker {
@@ -72,7 +74,7 @@ impl Chunker for TokenChunker {
         let chunks = PassageChunker.chunk(documents).await?;
         let encoder = self.encoder.clone();
         let docs = documents.to_vec();
-        crate::pipeline::blocking(move || Ok(split_to_fit(chunks, &docs, &*encoder).0)).await
+        lprag_core::blocking(move || Ok(split_to_fit(chunks, &docs, &*encoder).0)).await
     }
 }
 
@@ -95,7 +97,7 @@ impl ChunkSizer for EncoderSizer<'_> {
 
 /// How many of `chunks` exceed the encoder's input, and the longest one's tokens (`(0, 0)`
 /// for an encoder without a limit).
-pub(crate) fn over_long(chunks: &[Chunk], encoder: &dyn Encoder) -> (usize, usize) {
+pub fn over_long(chunks: &[Chunk], encoder: &dyn Encoder) -> (usize, usize) {
     let Some(max) = encoder.max_input_tokens() else {
         return (0, 0);
     };
@@ -113,7 +115,7 @@ pub(crate) fn over_long(chunks: &[Chunk], encoder: &dyn Encoder) -> (usize, usiz
 /// Split the chunks that exceed the encoder's input into pieces that fit (ids renumbered,
 /// spans inside the source document where the chunk's text is a slice of it); returns the
 /// chunks and how many were split.
-pub(crate) fn split_to_fit(
+pub fn split_to_fit(
     chunks: Vec<Chunk>,
     documents: &[Document],
     encoder: &dyn Encoder,
@@ -175,7 +177,7 @@ pub(crate) fn split_to_fit(
 }
 
 /// The warning for chunks another chunker made too long for the encoder, if any.
-pub(crate) fn truncation_warning(chunks: &[Chunk], encoder: &dyn Encoder) -> Option<String> {
+pub fn truncation_warning(chunks: &[Chunk], encoder: &dyn Encoder) -> Option<String> {
     let (n, longest) = over_long(chunks, encoder);
     (n > 0).then(|| {
         format!(

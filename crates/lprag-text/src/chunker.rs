@@ -7,7 +7,7 @@ use std::ops::Range;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{Chunk, Chunker, Document, Error, Provenance, Result};
+use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result};
 
 /// Configuration of [`SentenceChunker`]. All lengths count Unicode scalar values
 /// (`char`s), not bytes.

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use unicode_segmentation::UnicodeSegmentation;
 
-use crate::{Embeddings, Encoder, Error, Result};
+use lprag_core::{Embeddings, Encoder, Error, Result};
 
 /// Configuration of [`HashingEncoder`].
 ///
@@ -142,7 +142,7 @@ impl HashingEncoderConfig {
 /// L2-normalised again.
 ///
 /// A text with no word token (empty, whitespace, punctuation only, or only stop words)
-/// becomes the **all-zero vector**; [`crate::cosine`] returns 0 for it, so it matches
+/// becomes the **all-zero vector**; [`lprag_core::cosine`] returns 0 for it, so it matches
 /// nothing.
 ///
 ///
@@ -540,7 +540,7 @@ fn encode_one(cfg: &HashingEncoderConfig, idf: Option<&HashingIdf>, text: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cosine;
+    use lprag_core::cosine;
 
     fn enc(texts: &[&str]) -> Embeddings {
         let texts: Vec<String> = texts.iter().map(|s| s.to_string()).collect();
