@@ -1,6 +1,6 @@
 //! # G²RAG: communities of chunks, retrieved at two levels
 //!
-//! G²RAG (methods §5) groups chunks into *communities* — HDBSCAN clusters, cut into
+//! G²RAG groups chunks into *communities* — HDBSCAN clusters, cut into
 //! subgroups along weak k-NN edges, merged back where two subgroups belong together —
 //! and answers a question with both the closest chunks and the closest communities:
 //!

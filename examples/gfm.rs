@@ -1,6 +1,6 @@
 //! # GFM-RAG: a query-dependent GNN over a knowledge-graph index
 //!
-//! GFM-RAG (methods §3) reads entities and triples out of every chunk, joins them into a
+//! GFM-RAG reads entities and triples out of every chunk, joins them into a
 //! knowledge graph (with `equivalent` edges between near-identical names and an inverse for
 //! every edge), and answers a question by running a query-dependent GNN from the entities
 //! the question mentions. The best-scoring entities, weighted by 1/(number of chunks that

@@ -1,6 +1,6 @@
 //! # LeSeGR (CG-RAG): lexical and semantic signals inside message passing
 //!
-//! CG-RAG's LeSeGR (methods §4) scores a chunk by passing messages over a graph of
+//! CG-RAG's LeSeGR scores a chunk by passing messages over a graph of
 //! chunks: each message from a neighbour is gated by the neighbour's **lexical** relevance
 //! to the question (δ, from BM25) and by how related the two chunks are (α), so a chunk
 //! gains score when the chunks around it match the question's words. This example builds

@@ -1,6 +1,6 @@
 //! # QCG-RAG: retrieval through a graph of synthetic questions
 //!
-//! QCG-RAG (methods §2) needs no training. It writes (query, answer) pairs for every chunk,
+//! QCG-RAG needs no training. It writes (query, answer) pairs for every chunk,
 //! keeps the ones closest to their chunk (Doc2Query--), links each query to its k most
 //! similar queries, and answers a user question by walking that query graph:
 //!

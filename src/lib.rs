@@ -31,21 +31,18 @@
 #![warn(missing_docs)]
 
 mod durable;
-pub mod g2;
-pub mod gfm;
-pub mod lesegr;
-mod pipeline;
 mod progress;
-pub mod qcg;
 mod report;
-mod update;
+mod retrievers;
 mod workdir;
 
+pub use retrievers::{g2, gfm, lesegr, qcg};
+
 pub use lprag_core as core;
-pub use lprag_text as text;
 pub use lprag_graph as graph;
 pub use lprag_llm as llm;
 pub use lprag_model as model;
+pub use lprag_text as text;
 
 pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
@@ -53,10 +50,10 @@ pub use g2::{
 };
 pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
-pub use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph, LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport};
-pub use lprag_text::{
-    BoundedPassageChunker, HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator,
-    PassageChunker, SentenceChunker, TokenChunker,
+pub use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
+    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
+    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
@@ -64,11 +61,16 @@ pub use lprag_model::{
     InferenceMode, LinkModel, ModelConfig, Negatives, Pairs, Peg, PegConfig, PredictorKind,
     Targets, TrainConfig, Vgae, VgaeConfig,
 };
-pub use pipeline::{
-    BuiltinPredictor, DefaultEncoder, IndexStats, LpRag, LpRagBuilder, LpRagConfig,
-    DEFAULT_CANDIDATE_POOL, INDEX_FORMAT_VERSION,
+pub use lprag_text::{
+    BoundedPassageChunker, HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator,
+    PassageChunker, SentenceChunker, TokenChunker,
 };
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};
 pub use report::Report;
-pub use update::UpdateReport;
+pub use retrievers::common::{DefaultEncoder, Labelled};
+pub use retrievers::lprag::update::UpdateReport;
+pub use retrievers::lprag::{
+    BuiltinPredictor, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,
+    INDEX_FORMAT_VERSION,
+};

@@ -137,7 +137,7 @@ impl WorkDir {
         value: &T,
     ) -> Result<()> {
         self.unmark(stage)?;
-        crate::pipeline::save_json_atomic(&self.dir, &format!("{stage}.json"), value)?;
+        crate::retrievers::common::save_json_atomic(&self.dir, &format!("{stage}.json"), value)?;
         self.mark(stage, key)
     }
 

@@ -66,6 +66,17 @@ pub enum Error {
     /// The operation was cancelled (for example an async task was aborted).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// A backend failed in a way that may pass if retried later (a timeout, a refused
+    /// connection, HTTP 429 or 5xx after the backend's own retries). [`Error::is_transient`]
+    /// is `true` for it and only for it; every other variant is permanent.
+    #[error("{component} failed (transient, a retry may succeed): {source}")]
+    Transient {
+        /// The component that failed (for example `"llm"`).
+        component: String,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
 }
 
 impl Error {
@@ -91,6 +102,24 @@ impl Error {
             path: path.into(),
             message: message.into(),
         }
+    }
+
+    /// Wrap a backend's error that may pass if retried ([`Error::Transient`]).
+    pub fn transient(
+        component: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Transient {
+            component: component.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Whether retrying the same call later may succeed ([`Error::Transient`]): what a
+    /// caller of a [`crate::Chunker`], [`crate::Retriever`] or any other trait checks before
+    /// retrying. Bad input, bad files and permanent backend failures are `false`.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Transient { .. })
     }
 
     /// Wrap a backend's error.

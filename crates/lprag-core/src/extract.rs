@@ -1,4 +1,4 @@
-//! Knowledge-graph triples from chunks, for KG-indexed retrievers (GFM-RAG, methods §3).
+//! Knowledge-graph triples from chunks, for KG-indexed retrievers (GFM-RAG).
 //!
 //! [`TripleExtractor`] is the contract: one [`Extraction`] (entities and
 //! `(subject, relation, object)` triples) per chunk. lprag ships two implementations: an

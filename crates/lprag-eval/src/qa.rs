@@ -290,7 +290,7 @@ mod tests {
     use async_trait::async_trait;
     use lprag::llm::{ChatRequest, ChatResponse, LlmError};
     use lprag_core::{Document, NoProgress};
-    use lprag_text::{HashingEncoder};
+    use lprag_text::HashingEncoder;
 
     /// Answers with the first line of the best chunk's text (the title) when the question
     /// mentions "title", else with a fixed wrong answer; fails on "boom".

@@ -74,7 +74,7 @@ pub struct RetrieverOptions {
     /// Labelled `(question, gold document ids)` pairs for the retrievers with a supervised
     /// mode: `lprag` adds them to its synthetic queries, `lesegr` and `gfm` train on them
     /// instead of synthetic questions. Default none.
-    pub labelled: Vec<(String, Vec<String>)>,
+    pub labelled: lprag::Labelled,
 }
 
 /// The chat model of [`RetrieverOptions::query_llm`] (its `Debug` shows the model name).

@@ -9,14 +9,10 @@
 //! * **HNSW**: `hnsw_rs` over the normalised rows with the distance `1 − ⟨a, b⟩`, parallel
 //!   insertion, then one search per row. Approximate: a row may miss a true neighbour.
 //!
-//! [`KnnBackend::Auto`] picks exact below a row count and HNSW above it. The exact cost
-//! grows as `N²·d` and the HNSW build roughly as `N log N`, but the constants favour exact
-//! by far. Measured with `benches/knn.rs` on a shared 2-core machine (clustered 384-d
-//! vectors, k = 5): exact 0.53 s at 10k rows and 80 s at 100k; HNSW (default
-//! [`HnswParams`]) 5.1 s at 10k, and `docs/dependencies.md` reports a 366 s insert plus
-//! ~1.5 ms per search query at 100k (≈ 440 s in all on 2 threads). Extrapolating (exact
-//! × 4 per doubling, HNSW × a little over 2) the two meet around 550k–600k rows, so
-//! [`DEFAULT_HNSW_THRESHOLD`] is 500k.
+//! [`KnnBackend::Auto`] picks exact below a row count ([`DEFAULT_HNSW_THRESHOLD`]) and
+//! HNSW above it: the exact cost grows as `N²·d` and the HNSW build roughly as `N log N`,
+//! but the constants favour exact search far past 100k rows (measured in
+//! `docs/benchmarks.md`, "Graph building").
 
 use std::panic::AssertUnwindSafe;
 
@@ -26,18 +22,15 @@ use lprag_core::{EdgeKind, Embeddings, LinkEdge};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use lprag_core::dot;
 use crate::GraphError;
+use lprag_core::dot;
 
 /// Default number of neighbours for the mutual k-NN chunk graph (LP-RAG: k = 5).
 pub const DEFAULT_K: usize = 5;
 
-/// Row count from which [`KnnBackend::default`] switches from exact search to HNSW.
-///
-/// On 2 cores with 384-d vectors the exact blocked-GEMM path took 80 s for 100k rows and
-/// grows as `N²`; an HNSW build and search over 100k rows takes about 7 minutes and grows
-/// roughly as `N log N`. They cross near 550k–600k rows; the switch is set just below, at
-/// 500k.
+/// Row count from which [`KnnBackend::default`] switches from exact search to HNSW: just
+/// below where the two cost the same on two cores (`benches/knn.rs`; figures in
+/// `docs/benchmarks.md`).
 pub const DEFAULT_HNSW_THRESHOLD: usize = 500_000;
 
 /// Parameters of the HNSW index (`hnsw_rs`).

@@ -1,6 +1,6 @@
 //! # lprag-graph
 //!
-//! The graphs of lprag's LP-RAG pipeline (methods §1, index-time steps 2–6):
+//! The graphs of lprag's LP-RAG pipeline:
 //!
 //! * **Chunk graph**: [`knn`] and [`mutual_knn_edges`] connect chunks that are in each
 //!   other's top-k by cosine (LP-RAG: k = [`DEFAULT_K`] = 5), exactly by blocked GEMM or
@@ -69,17 +69,22 @@
 #![warn(missing_docs)]
 
 mod bridge;
+mod components;
 mod error;
 mod graph;
+mod kg;
 mod knn;
 mod link;
 mod persist;
 mod sampling;
 mod search;
+mod typed;
 
 pub use bridge::{bridge_edges, BridgeConfig};
+pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
+pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
     DEFAULT_HNSW_THRESHOLD, DEFAULT_K,
@@ -92,3 +97,4 @@ pub use persist::{
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
 pub use search::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
+pub use typed::{contextual_chunk_graph, InEdges, KgEdges};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{Chunk, Chunker, Document, Error, Provenance, Result};
-use lprag_text::{SentenceChunker};
+use lprag_text::SentenceChunker;
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::{chunk_statements, drop_prompt_echoes, drop_ungrounded};
@@ -132,7 +132,7 @@ impl Chunker for LlmChunker {
         })
         .await;
         let per_doc = collect(stage, results, |i| format!("document `{}`", docs[i].id))
-            .map_err(|e| Error::backend(stage, e))?;
+            .map_err(|e| e.into_core(stage))?;
         let offline = format!("the offline chunker `{}`", self.fallback.name());
         fallback_items(s, stage, "chunking", "documents", &offline, &per_doc);
         let splitter = SentenceChunker::default();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{Chunk, Error, Extraction, Result, Triple, TripleExtractor};
-use lprag_text::{CooccurrenceExtractor};
+use lprag_text::CooccurrenceExtractor;
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::openie;
@@ -94,8 +94,8 @@ impl TripleExtractor for LlmTripleExtractor {
             },
         )
         .await;
-        let per_chunk = collect(stage, results, |i| format!("chunk {i}"))
-            .map_err(|e| Error::backend(stage, e))?;
+        let per_chunk =
+            collect(stage, results, |i| format!("chunk {i}")).map_err(|e| e.into_core(stage))?;
         let offline = format!("the offline extractor `{}`", self.fallback.name());
         let failed = fallback_items(
             &self.settings,
@@ -136,7 +136,7 @@ mod tests {
     use super::*;
     use crate::ChatResponse;
     use lprag_core::{Chunker, Document};
-    use lprag_text::{PassageChunker};
+    use lprag_text::PassageChunker;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Answers OpenIE for chunk texts containing "Radio", garbage otherwise.

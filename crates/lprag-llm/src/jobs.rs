@@ -9,35 +9,11 @@ use lprag_core::Progress;
 
 use crate::LlmError;
 
-/// Some calls of an indexing stage failed. Every call that succeeded was stored by the
-/// response cache (when the model is a [`crate::CachedChat`]), so running the stage again
-/// pays only for the failed ones.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{stage}: {failed} of {total} LLM calls failed (first: {first_item}: {first}); the {succeeded} \
-     that succeeded are kept by the response cache, when one is configured, and a rerun resumes from them"
-)]
-pub struct StageError {
-    /// The stage, e.g. "LLM chunking".
-    pub stage: String,
-    /// Calls that failed.
-    pub failed: usize,
-    /// Calls that succeeded.
-    pub succeeded: usize,
-    /// Calls in all.
-    pub total: usize,
-    /// What the first failed call was for (e.g. "document `d7`").
-    pub first_item: String,
-    /// Why it failed.
-    #[source]
-    pub first: LlmError,
-}
-
 /// What an LLM component does with an item (a document, a batch, a chunk, a pair) whose
 /// answer still cannot be parsed after its parse retries.
 ///
 /// Transport failures (the server is down, the key is wrong) are never covered by a
-/// fallback: they fail the stage with a [`StageError`], and the response cache keeps the
+/// fallback: they fail the stage with an [`LlmError::Stage`], and the response cache keeps the
 /// calls that succeeded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,7 +25,7 @@ pub enum OnUnparseable {
     /// quality on some items, never the build.
     #[default]
     Fallback,
-    /// Fail the stage with a [`StageError`] naming the first unreadable item (its raw
+    /// Fail the stage with an [`LlmError::Stage`] naming the first unreadable item (its raw
     /// answer included), after every other call has run and been cached.
     Fail,
 }
@@ -148,12 +124,12 @@ where
     out
 }
 
-/// Split results into successes, or a [`StageError`] naming the first failure.
+/// Split results into successes, or an [`LlmError::Stage`] naming the first failure.
 pub(crate) fn collect<T>(
     stage: &str,
     results: Vec<Result<T, LlmError>>,
     describe: impl Fn(usize) -> String,
-) -> Result<Vec<T>, Box<StageError>> {
+) -> Result<Vec<T>, LlmError> {
     let total = results.len();
     let mut ok = Vec::with_capacity(total);
     let mut first: Option<(usize, LlmError)> = None;
@@ -171,14 +147,14 @@ pub(crate) fn collect<T>(
     }
     match first {
         None => Ok(ok),
-        Some((i, e)) => Err(Box::new(StageError {
+        Some((i, e)) => Err(LlmError::Stage {
             stage: stage.to_string(),
             failed,
             succeeded: total - failed,
             total,
             first_item: describe(i),
-            first: e,
-        })),
+            first: Box::new(e),
+        }),
     }
 }
 

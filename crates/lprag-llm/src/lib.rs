@@ -52,7 +52,7 @@ pub use chunker::LlmChunker;
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
 pub use extract::LlmTripleExtractor;
 pub use http::{HttpClient, HttpConfig};
-pub use jobs::{OnUnparseable, StageError};
+pub use jobs::OnUnparseable;
 pub use merge::LlmMergeJudge;
 pub use ollama::{OllamaChat, OllamaConfig};
 pub use openai::{OpenAiChat, OpenAiConfig};
@@ -222,6 +222,28 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// Some calls of an indexing stage failed. Every call that succeeded was stored by the
+    /// response cache (when the model is a [`CachedChat`]), so running the stage again
+    /// pays only for the failed ones. Transient when its first failure is.
+    #[error(
+        "{stage}: {failed} of {total} LLM calls failed (first: {first_item}: {first}); the {succeeded} \
+         that succeeded are kept by the response cache, when one is configured, and a rerun resumes from them"
+    )]
+    Stage {
+        /// The stage, e.g. "LLM chunking".
+        stage: String,
+        /// Calls that failed.
+        failed: usize,
+        /// Calls that succeeded.
+        succeeded: usize,
+        /// Calls in all.
+        total: usize,
+        /// What the first failed call was for (e.g. "document `d7`").
+        first_item: String,
+        /// Why it failed.
+        #[source]
+        first: Box<LlmError>,
+    },
 }
 
 impl LlmError {
@@ -233,15 +255,33 @@ impl LlmError {
         }
     }
 
-    /// `true` for errors worth retrying.
+    /// `true` for errors worth retrying: [`LlmError::Transient`], and a
+    /// [`LlmError::Stage`] whose first failure was transient.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Transient { .. })
+        match self {
+            Self::Transient { .. } => true,
+            Self::Stage { first, .. } => first.is_transient(),
+            _ => false,
+        }
+    }
+
+    /// The trait-level error of `component`: [`lprag_core::Error::Transient`] when
+    /// [`LlmError::is_transient`], else [`lprag_core::Error::Backend`].
+    pub fn into_core(self, component: &str) -> lprag_core::Error {
+        if self.is_transient() {
+            lprag_core::Error::transient(component, self)
+        } else {
+            lprag_core::Error::backend(component, self)
+        }
     }
 }
 
+/// Transient LLM failures ([`LlmError::is_transient`]) become
+/// [`lprag_core::Error::Transient`], the rest [`lprag_core::Error::Backend`], both with the
+/// component `"llm"`, so a caller of the traits can still tell whether to retry.
 impl From<LlmError> for lprag_core::Error {
     fn from(e: LlmError) -> Self {
-        lprag_core::Error::backend("llm", e)
+        e.into_core("llm")
     }
 }
 
@@ -273,6 +313,36 @@ pub trait ChatModel: Send + Sync {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn transient_llm_errors_stay_transient_through_the_trait_error() {
+        let e: lprag_core::Error = LlmError::transient("HTTP 503").into();
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("HTTP 503"), "{e}");
+        for permanent in [
+            LlmError::Permanent("HTTP 401".into()),
+            LlmError::ContextLength("too long".into()),
+        ] {
+            let e: lprag_core::Error = permanent.into();
+            assert!(!e.is_transient(), "{e}");
+            assert!(matches!(e, lprag_core::Error::Backend { .. }), "{e:?}");
+        }
+        // A stage that failed is as transient as its first failure.
+        let stage = |first: LlmError| LlmError::Stage {
+            stage: "LLM chunking".into(),
+            failed: 1,
+            succeeded: 2,
+            total: 3,
+            first_item: "document `d1`".into(),
+            first: Box::new(first),
+        };
+        let e = stage(LlmError::transient("timeout")).into_core("LLM chunking");
+        assert!(e.is_transient(), "{e}");
+        assert!(e.to_string().contains("1 of 3 LLM calls failed"), "{e}");
+        assert!(!stage(LlmError::Permanent("401".into()))
+            .into_core("LLM chunking")
+            .is_transient());
+    }
 
     struct Echo;
 

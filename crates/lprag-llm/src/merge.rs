@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use lprag_core::{Error, Result};
+use lprag_core::Result;
 
 use crate::jobs::{collect, fallback_items, run_all, settings_methods, Parsed, Settings};
 use crate::parse::yes_no;
@@ -102,7 +102,7 @@ impl LlmMergeJudge {
     /// rule, and the pairs are counted in [`crate::StageUsage::fallbacks`] under
     /// `"merge"`). All calls run even when some fail; a transport failure, or an
     /// unreadable answer under [`crate::OnUnparseable::Fail`], is a
-    /// [`crate::StageError`] (wrapped in [`lprag_core::Error::Backend`]) naming the first
+    /// [`crate::LlmError::Stage`] (as [`lprag_core::Error::Backend`], or `Transient` when its first failure was) naming the first
     /// failed pair.
     pub async fn judge_all(&self, pairs: &[(Vec<&str>, Vec<&str>)]) -> Result<Vec<Option<bool>>> {
         let stage = "LLM merge";
@@ -127,8 +127,8 @@ impl LlmMergeJudge {
             },
         )
         .await;
-        let verdicts = collect(stage, results, |i| format!("pair {i}"))
-            .map_err(|e| Error::backend(stage, e))?;
+        let verdicts =
+            collect(stage, results, |i| format!("pair {i}")).map_err(|e| e.into_core(stage))?;
         fallback_items(
             &self.settings,
             stage,

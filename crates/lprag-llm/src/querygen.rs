@@ -98,7 +98,7 @@ impl LlmQueryGenerator {
         })
     }
 
-    /// A stage's outcomes (or the [`crate::StageError`] of its transport failures) and the
+    /// A stage's outcomes (or the [`crate::LlmError::Stage`] of its transport failures) and the
     /// indices of the items whose answers fell back, counted and warned about.
     fn settle<T>(
         &self,
@@ -107,7 +107,7 @@ impl LlmQueryGenerator {
         results: Vec<std::result::Result<Parsed<T>, LlmError>>,
         describe: impl Fn(usize) -> String,
     ) -> Result<(Vec<Parsed<T>>, Vec<usize>)> {
-        let outcomes = collect(stage, results, describe).map_err(|e| Error::backend(stage, e))?;
+        let outcomes = collect(stage, results, describe).map_err(|e| e.into_core(stage))?;
         let offline = format!(
             "the offline generator `{}`",
             self.fallback_generator().name()

@@ -1,4 +1,4 @@
-//! GFM-RAG's query-dependent GNN (methods §3, `001_…txt` §3.2) in burn.
+//! GFM-RAG's query-dependent GNN in burn.
 //!
 //! For a query with sentence embedding `q` and linked query entities `E_q`, over a
 //! knowledge graph of entities and typed edges `(e, r, e')`:
@@ -38,115 +38,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+pub use lprag_graph::KgEdges;
+
 use crate::dense::{to_vec, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
-
-/// The knowledge graph's typed edges, checked: every id is in range (also when read from
-/// a saved index).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "KgEdgesRaw")]
-pub struct KgEdges {
-    num_entities: usize,
-    num_relations: usize,
-    src: Vec<u32>,
-    rel: Vec<u32>,
-    dst: Vec<u32>,
-}
-
-/// [`KgEdges`] as stored, before its checks.
-#[derive(Deserialize)]
-struct KgEdgesRaw {
-    num_entities: usize,
-    num_relations: usize,
-    src: Vec<u32>,
-    rel: Vec<u32>,
-    dst: Vec<u32>,
-}
-
-impl TryFrom<KgEdgesRaw> for KgEdges {
-    type Error = String;
-
-    fn try_from(r: KgEdgesRaw) -> std::result::Result<Self, String> {
-        if r.src.len() != r.rel.len() || r.src.len() != r.dst.len() {
-            return Err(format!(
-                "KgEdges: {} sources, {} relations, {} destinations",
-                r.src.len(),
-                r.rel.len(),
-                r.dst.len()
-            ));
-        }
-        let edges: Vec<(u32, u32, u32)> = (0..r.src.len())
-            .map(|i| (r.src[i], r.rel[i], r.dst[i]))
-            .collect();
-        KgEdges::new(r.num_entities, r.num_relations, &edges).map_err(|e| e.to_string())
-    }
-}
-
-impl KgEdges {
-    /// Edges `(source entity, relation, destination entity)`; messages flow from source
-    /// to destination (add inverse edges yourself if both directions should talk).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the first edge with an id out of range.
-    pub fn new(
-        num_entities: usize,
-        num_relations: usize,
-        edges: &[(u32, u32, u32)],
-    ) -> Result<Self> {
-        let mut out = Self {
-            num_entities,
-            num_relations,
-            src: Vec::with_capacity(edges.len()),
-            rel: Vec::with_capacity(edges.len()),
-            dst: Vec::with_capacity(edges.len()),
-        };
-        for (i, &(s, r, d)) in edges.iter().enumerate() {
-            if s as usize >= num_entities || d as usize >= num_entities {
-                return Err(Error::invalid(
-                    format!("KgEdges edge {i}"),
-                    format!("entity out of range in ({s}, {r}, {d}) for {num_entities} entities"),
-                ));
-            }
-            if r as usize >= num_relations {
-                return Err(Error::invalid(
-                    format!("KgEdges edge {i}"),
-                    format!("relation {r} out of range for {num_relations} relations"),
-                ));
-            }
-            out.src.push(s);
-            out.rel.push(r);
-            out.dst.push(d);
-        }
-        Ok(out)
-    }
-
-    /// Number of entities `N`.
-    pub fn num_entities(&self) -> usize {
-        self.num_entities
-    }
-
-    /// Number of relation types.
-    pub fn num_relations(&self) -> usize {
-        self.num_relations
-    }
-
-    /// Number of edges `|E|`.
-    pub fn len(&self) -> usize {
-        self.src.len()
-    }
-
-    /// True when there is no edge.
-    pub fn is_empty(&self) -> bool {
-        self.src.is_empty()
-    }
-
-    /// Edge `i` as `(source, relation, destination)`.
-    pub fn edge(&self, i: usize) -> (u32, u32, u32) {
-        (self.src[i], self.rel[i], self.dst[i])
-    }
-}
 
 /// The network's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,7 +170,7 @@ impl HostNet {
     /// The forward pass of `GfmNet::forward` for one query, on the host.
     fn score(&self, edges: &KgEdges, query: &[f32], query_entities: &[u32]) -> Vec<f32> {
         use rayon::prelude::*;
-        let (n, d) = (edges.num_entities, self.d);
+        let (n, d) = (edges.num_entities(), self.d);
         let qh = self.query.forward(query, self.d_in);
         let mut boundary = vec![0.0f32; n * d];
         for &e in query_entities {
@@ -285,9 +182,9 @@ impl HostNet {
             let rel = &self.relations[l];
             for i in 0..edges.len() {
                 let (s, r, t) = (
-                    edges.src[i] as usize,
-                    edges.rel[i] as usize,
-                    edges.dst[i] as usize,
+                    edges.sources()[i] as usize,
+                    edges.relations()[i] as usize,
+                    edges.destinations()[i] as usize,
                 );
                 let hs = &h[s * d..(s + 1) * d];
                 let rr = &rel[r * d..(r + 1) * d];
@@ -517,9 +414,9 @@ impl DeviceKg {
             })
         };
         Self {
-            src: idx(&edges.src),
-            rel: idx(&edges.rel),
-            dst: idx(&edges.dst),
+            src: idx(edges.sources()),
+            rel: idx(edges.relations()),
+            dst: idx(edges.destinations()),
             relations: Tensor::from_data(
                 TensorData::new(
                     relations.as_slice().to_vec(),
@@ -527,7 +424,7 @@ impl DeviceKg {
                 ),
                 device,
             ),
-            num_entities: edges.num_entities,
+            num_entities: edges.num_entities(),
             num_edges: edges.len(),
         }
     }
@@ -551,7 +448,7 @@ impl std::fmt::Debug for GfmModel {
         f.debug_struct("GfmModel")
             .field("config", &self.config)
             .field("d_in", &self.d_in)
-            .field("entities", &self.edges.num_entities)
+            .field("entities", &self.edges.num_entities())
             .field("edges", &self.edges.len())
             .finish()
     }
@@ -572,10 +469,10 @@ impl GfmModel {
         device: &Device,
     ) -> Result<Self> {
         config.validate()?;
-        if relations.rows() < edges.num_relations || relations.dim() == 0 {
+        if relations.rows() < edges.num_relations() || relations.dim() == 0 {
             return Err(Error::DimensionMismatch {
                 location: "GfmModel::new (relation embeddings)".into(),
-                expected: edges.num_relations,
+                expected: edges.num_relations(),
                 actual: relations.rows(),
             });
         }
@@ -628,13 +525,13 @@ impl GfmModel {
         }
         if let Some(e) = entities
             .iter()
-            .find(|&&e| e as usize >= self.edges.num_entities)
+            .find(|&&e| e as usize >= self.edges.num_entities())
         {
             return Err(Error::invalid(
                 location,
                 format!(
                     "entity {e} out of range for {} entities",
-                    self.edges.num_entities
+                    self.edges.num_entities()
                 ),
             ));
         }
@@ -659,7 +556,7 @@ impl GfmModel {
     /// As [`GfmModel::score`], plus backend failures.
     pub fn score_on_device(&self, query: &[f32], query_entities: &[u32]) -> Result<Vec<f32>> {
         self.check_query("GfmModel::score_on_device", query, query_entities)?;
-        let n = self.edges.num_entities;
+        let n = self.edges.num_entities();
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -779,7 +676,7 @@ impl GfmModel {
     }
 
     fn sample_negatives(&self, ex: &GfmExample, count: usize, rng: &mut StdRng) -> Vec<u32> {
-        let n = self.edges.num_entities;
+        let n = self.edges.num_entities();
         let free = n.saturating_sub(ex.targets.len());
         let want = count.min(free);
         let mut out = Vec::with_capacity(want);
@@ -894,6 +791,9 @@ pub fn rank_documents(relevance: &[f32], mentions: &[Vec<u32>], top_t: usize) ->
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use lprag_core::NoProgress;
+
     #[test]
     fn min_parameters_bounds_the_network_from_below() {
         use burn::module::Module;
@@ -907,28 +807,6 @@ mod tests {
             );
         }
     }
-
-    #[test]
-    fn corrupt_saved_kg_edges_are_errors_not_panics() {
-        let good = KgEdges::new(3, 2, &[(0, 1, 2), (2, 0, 1)]).unwrap();
-        let json = serde_json::to_string(&good).unwrap();
-        assert_eq!(serde_json::from_str::<KgEdges>(&json).unwrap(), good);
-        let bad = json.replace("\"dst\":[2,1]", "\"dst\":[2,9]");
-        assert_ne!(bad, json);
-        let err = serde_json::from_str::<KgEdges>(&bad)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("out of range"), "{err}");
-        let short = json.replace("\"rel\":[1,0]", "\"rel\":[1]");
-        assert_ne!(short, json);
-        let err = serde_json::from_str::<KgEdges>(&short)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("2 sources, 1 relations"), "{err}");
-    }
-
-    use super::*;
-    use lprag_core::NoProgress;
 
     #[test]
     fn documents_rank_by_inverse_document_frequency_of_top_entities() {

@@ -1,4 +1,4 @@
-//! LeSeGR (CG-RAG's Lexical-Semantic Graph Retrieval, methods §4): the scoring rule on
+//! LeSeGR (CG-RAG's Lexical-Semantic Graph Retrieval): the scoring rule on
 //! the host and its training in burn.
 //!
 //! For a query `q` with dense vector `q` and sparse relevance `δ_qj` to every chunk, the
@@ -10,7 +10,7 @@
 //! ```
 //!
 //! where `N(i)` are the chunks with an edge into `c_i`. lprag's choices where the paper
-//! leaves freedom (documented in `docs/methods.md`-style notes on [`LesegrTrainConfig`]):
+//! leaves freedom (documented on [`LesegrTrainConfig`]):
 //! - **MSG⁽ᵏ⁾ is linear**, `h ↦ h·(I + Δ_k)` with `Δ_k` initialised to zero, and AGG is
 //!   the mean above. Both are linear in `h`, so the score factorises:
 //!   `s(q, ·) = A_K ⋯ A_1 (X·M·q)` with `M = (I + Δ_1)⋯(I + Δ_K)` and `A_k` the
@@ -24,7 +24,6 @@
 //!   retriever); lexical evidence can at most multiply a message by `1 + w`, and chunks
 //!   without it still pass their dense signal (the paper's δ = 0 would silence them).
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use burn::module::{Module, Param};
@@ -36,148 +35,11 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+pub use lprag_graph::InEdges;
+
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
-
-/// A directed chunk graph stored by destination (CSR over in-edges): edge `e` carries a
-/// message from `sources()[e]` to the node whose range contains `e`.
-///
-/// Read from a saved index, the offsets and sources are checked (offsets start at 0, never
-/// decrease and end at the number of edges; every source is a node).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "InEdgesRaw")]
-pub struct InEdges {
-    ptr: Vec<u32>,
-    src: Vec<u32>,
-}
-
-/// [`InEdges`] as stored, before its checks.
-#[derive(Deserialize)]
-struct InEdgesRaw {
-    ptr: Vec<u32>,
-    src: Vec<u32>,
-}
-
-impl TryFrom<InEdgesRaw> for InEdges {
-    type Error = String;
-
-    fn try_from(r: InEdgesRaw) -> std::result::Result<Self, String> {
-        let Some((&first, _)) = r.ptr.split_first() else {
-            return Err("InEdges: no offsets (at least one, 0, is needed)".into());
-        };
-        if first != 0 {
-            return Err(format!("InEdges: the first offset is {first}, not 0"));
-        }
-        if let Some(i) = r.ptr.windows(2).position(|w| w[1] < w[0]) {
-            return Err(format!("InEdges: offsets decrease at node {i}"));
-        }
-        let last = *r.ptr.last().unwrap_or(&0) as usize;
-        if last != r.src.len() {
-            return Err(format!(
-                "InEdges: the offsets end at {last}, but there are {} edges",
-                r.src.len()
-            ));
-        }
-        let n = r.ptr.len() - 1;
-        if let Some(e) = r.src.iter().position(|&s| s as usize >= n) {
-            return Err(format!(
-                "InEdges: edge {e} comes from node {}, out of range for {n} nodes",
-                r.src[e]
-            ));
-        }
-        Ok(Self {
-            ptr: r.ptr,
-            src: r.src,
-        })
-    }
-}
-
-impl InEdges {
-    /// Build from `(source, destination)` pairs over `n` nodes. Self loops (α_ii = 1 is
-    /// implicit) and repeated pairs are dropped; an index ≥ `n` is an error naming the
-    /// pair.
-    pub fn from_edges(n: usize, edges: &[(u32, u32)]) -> Result<Self> {
-        if n > u32::MAX as usize {
-            return Err(Error::invalid("InEdges", "more than 2^32 - 1 nodes"));
-        }
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (k, &(s, d)) in edges.iter().enumerate() {
-            if s as usize >= n || d as usize >= n {
-                return Err(Error::invalid(
-                    format!("InEdges edge {k}"),
-                    format!("({s}, {d}) out of range for {n} nodes"),
-                ));
-            }
-            if s != d {
-                lists[d as usize].push(s);
-            }
-        }
-        let mut ptr = Vec::with_capacity(n + 1);
-        let mut src = Vec::new();
-        ptr.push(0u32);
-        for mut l in lists {
-            l.sort_unstable();
-            l.dedup();
-            src.extend_from_slice(&l);
-            ptr.push(src.len() as u32);
-        }
-        Ok(Self { ptr, src })
-    }
-
-    /// Number of nodes.
-    pub fn num_nodes(&self) -> usize {
-        self.ptr.len() - 1
-    }
-
-    /// Number of edges.
-    pub fn num_edges(&self) -> usize {
-        self.src.len()
-    }
-
-    /// Edge ids of the in-edges of `i`.
-    pub fn range(&self, i: usize) -> std::ops::Range<usize> {
-        self.ptr[i] as usize..self.ptr[i + 1] as usize
-    }
-
-    /// The nodes with an edge into `i`, ascending.
-    pub fn in_neighbors(&self, i: usize) -> &[u32] {
-        &self.src[self.range(i)]
-    }
-
-    /// Source node of every edge, by edge id.
-    pub fn sources(&self) -> &[u32] {
-        &self.src
-    }
-
-    /// Destination node of every edge, by edge id.
-    pub fn destinations(&self) -> Vec<u32> {
-        (0..self.num_nodes())
-            .flat_map(|i| std::iter::repeat_n(i as u32, self.range(i).len()))
-            .collect()
-    }
-
-    /// `nodes` and everything with a path of at most `hops` edges into one of them,
-    /// sorted.
-    pub fn in_ball(&self, nodes: &[u32], hops: usize) -> Vec<u32> {
-        let mut seen: HashSet<u32> = nodes.iter().copied().collect();
-        let mut frontier: Vec<u32> = seen.iter().copied().collect();
-        for _ in 0..hops {
-            let mut next = Vec::new();
-            for &i in &frontier {
-                for &j in self.in_neighbors(i as usize) {
-                    if seen.insert(j) {
-                        next.push(j);
-                    }
-                }
-            }
-            frontier = next;
-        }
-        let mut out: Vec<u32> = seen.into_iter().collect();
-        out.sort_unstable();
-        out
-    }
-}
 
 /// The untrained gate: `α_e = max(0, cos(c_dst, c_src))` per edge of `graph`.
 pub fn lite_alpha(emb: &Embeddings, graph: &InEdges) -> Vec<f32> {
@@ -212,7 +74,7 @@ pub fn propagate(
             let r = graph.range(i);
             let mut acc = delta[i] * h[i];
             for e in r.clone() {
-                let j = graph.src[e] as usize;
+                let j = graph.sources()[e] as usize;
                 acc += delta[j] * alpha[e] * h[j];
             }
             next[i] = acc / (1 + r.len()) as f32;
@@ -612,39 +474,7 @@ fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Lesegr
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn corrupt_saved_in_edges_are_errors_not_panics() {
-        let good = InEdges::from_edges(3, &[(0, 1), (2, 1), (1, 0)]).unwrap();
-        let json = serde_json::to_string(&good).unwrap();
-        assert_eq!(serde_json::from_str::<InEdges>(&json).unwrap(), good);
-        for (bad, what) in [
-            (r#"{"ptr":[],"src":[]}"#, "no offsets"),
-            (r#"{"ptr":[1,1],"src":[0]}"#, "first offset"),
-            (r#"{"ptr":[0,2,1],"src":[0,0]}"#, "decrease"),
-            (r#"{"ptr":[0,1,5],"src":[0,1]}"#, "end at 5"),
-            (r#"{"ptr":[0,1,2],"src":[0,7]}"#, "out of range"),
-        ] {
-            let err = serde_json::from_str::<InEdges>(bad)
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(what), "{bad}: {err}");
-        }
-    }
-
     use super::*;
-
-    #[test]
-    fn in_edges_drop_loops_and_duplicates_and_check_range() {
-        let g = InEdges::from_edges(3, &[(0, 1), (2, 1), (0, 1), (1, 1), (1, 2)]).unwrap();
-        assert_eq!(g.num_edges(), 3);
-        assert_eq!(g.in_neighbors(1), &[0, 2]);
-        assert_eq!(g.in_neighbors(2), &[1]);
-        assert_eq!(g.destinations(), vec![1, 1, 2]);
-        assert_eq!(g.in_ball(&[2], 1), vec![1, 2]);
-        assert_eq!(g.in_ball(&[2], 2), vec![0, 1, 2]);
-        let err = InEdges::from_edges(3, &[(0, 3)]).unwrap_err().to_string();
-        assert!(err.contains("edge 0") && err.contains("(0, 3)"), "{err}");
-    }
 
     #[test]
     fn propagation_by_hand() {

@@ -4,9 +4,7 @@
 //! Run: `cargo run -p lprag-text --example offline_parts`
 
 use lprag_core::{cosine, Chunk, Chunker, Document, Encoder, QueryGenerator};
-use lprag_text::{
-    HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, SentenceChunker,
-};
+use lprag_text::{HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator, SentenceChunker};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {

@@ -58,7 +58,7 @@ impl Bm25Config {
 /// calls alphabetic, such as some Indic vowel signs, are word characters here).
 ///
 /// ```
-/// use lprag_core::bm25_tokens;
+/// use lprag_text::bm25_tokens;
 /// assert_eq!(bm25_tokens("Hello, World! It's 3.5 km_h"), ["hello", "world", "it", "s", "3", "5", "km_h"]);
 /// ```
 pub fn bm25_tokens(text: &str) -> Vec<String> {

@@ -82,7 +82,7 @@ impl Default for SentenceChunkerConfig {
 /// a neighbour. Each chunk's text is its span of the document, trimmed.
 ///
 /// ```
-/// use lprag_core::SentenceChunker;
+/// use lprag_text::SentenceChunker;
 /// let text = "Dr. J. R. R. Tolkien wrote it in 1937. It cost $2.1 million... Really?";
 /// let spans = SentenceChunker::default().split(text);
 /// let pieces: Vec<&str> = spans.iter().map(|s| &text[s.clone()]).collect();

@@ -154,7 +154,8 @@ impl HashingEncoderConfig {
 /// stalled.
 ///
 /// ```
-/// use lprag_core::{cosine, Encoder, HashingEncoder};
+/// use lprag_core::{cosine, Encoder};
+/// use lprag_text::HashingEncoder;
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let enc = HashingEncoder::default();
 /// let e = enc

@@ -80,7 +80,8 @@ impl Default for HeuristicQueryGeneratorConfig {
 /// [`Error::InvalidInput`].
 ///
 /// ```
-/// use lprag_core::{Chunk, HeuristicQueryGenerator, Provenance, QueryGenerator};
+/// use lprag_core::{Chunk, Provenance, QueryGenerator};
+/// use lprag_text::HeuristicQueryGenerator;
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let chunk = Chunk::new(
 ///     0,

@@ -3,7 +3,9 @@
 //! with the `lprag` crate, pass `Arc::new(lp_rag)` instead, nothing else changes.
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, Document, Provenance, Result, Retriever, ScoredChunk, Selection, SparseIndex};
+use lprag_core::{
+    Chunk, Document, Provenance, Result, Retriever, ScoredChunk, Selection, SparseIndex,
+};
 use lprag_text::{Bm25Config, Bm25Index};
 
 /// BM25 (rank_bm25's Okapi) over one chunk per document.

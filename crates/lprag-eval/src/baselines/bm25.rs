@@ -2,9 +2,9 @@
 //! `rank_bm25.BM25Okapi`.
 
 use async_trait::async_trait;
-pub use lprag_text::{bm25_tokens, Bm25Config};
 use lprag_core::{Chunk, Document, Result, Retriever, ScoredChunk, Selection, SparseIndex};
-use lprag_text::{Bm25Index};
+use lprag_text::Bm25Index;
+pub use lprag_text::{bm25_tokens, Bm25Config};
 
 use super::{check_chunks, passage_chunks, select};
 

@@ -173,7 +173,7 @@ impl Dataset {
     /// fixed, id-determined pseudo-random pick that does not depend on file order; the
     /// rest stay, in their order. Questions without a gold passage in the corpus are
     /// never taken.
-    pub fn split_for_training(&mut self, n: usize) -> Vec<(String, Vec<String>)> {
+    pub fn split_for_training(&mut self, n: usize) -> lprag::Labelled {
         let fnv = |s: &str| {
             s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                 (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)

@@ -1,4 +1,4 @@
-//! QCG-RAG (methods §2, `004_…txt`): a training-free, query-centric graph.
+//! QCG-RAG: a training-free, query-centric graph.
 //!
 //! Indexing: every chunk gets synthetic (query, answer) pairs — Doc2Query, from an LLM
 //! ([`lprag_llm::LlmQueryGenerator::doc2query`]) or, offline, from the
@@ -18,13 +18,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SyntheticQuery};
-use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
+use lprag_core::{
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
+    ScoredChunk, Selection, SyntheticQuery,
+};
 use lprag_graph::KnnBackend;
+use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{
-    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+use crate::retrievers::common::{
+    blocking, embed_all, embed_all_queries, input_setters, load_json_index, pad_with_dense,
+    save_json_atomic, BuildInputs,
 };
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
@@ -219,37 +223,19 @@ pub struct QcgStats {
 
 /// Assembles a [`QcgRag`].
 pub struct QcgRagBuilder {
-    chunker: Arc<dyn Chunker>,
+    inputs: BuildInputs,
     query_generator: Option<Arc<dyn QueryGenerator>>,
-    encoder: Option<Arc<dyn Encoder>>,
-    progress: Arc<dyn Progress>,
     config: QcgConfig,
 }
 
 impl QcgRagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder).
-    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
-        self.chunker = chunker;
-        self
-    }
+    input_setters!();
 
     /// Use this (query, answer) generator. Default: the offline
     /// [`HeuristicQueryGenerator`] with `queries_per_batch = queries_per_chunk` (questions
     /// without answers). The paper's is `LlmQueryGenerator::doc2query(model)`.
     pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
         self.query_generator = Some(generator);
-        self
-    }
-
-    /// Use this encoder (default: [`crate::DefaultEncoder::choose`], as `LpRag`).
-    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
-        self.encoder = Some(encoder);
-        self
-    }
-
-    /// Receive progress reports.
-    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
         self
     }
 
@@ -261,11 +247,11 @@ impl QcgRagBuilder {
 
     /// Chunk, generate and filter queries, embed, and link the query graph.
     pub async fn build(self, documents: &[Document]) -> Result<QcgRag> {
+        let progress = self.inputs.progress();
         let t = std::time::Instant::now();
         let config = self.config;
         config.validate()?;
-        let (chunks, texts, encoder) =
-            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
+        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
         let generator = self.query_generator.unwrap_or_else(|| {
             Arc::new(HeuristicQueryGenerator::new(
                 HeuristicQueryGeneratorConfig {
@@ -274,7 +260,7 @@ impl QcgRagBuilder {
                 },
             ))
         });
-        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
+        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
         // Doc2Query works chunk by chunk: one-chunk batches.
         let batches: Vec<Vec<ChunkId>> = (0..chunks.len()).map(|c| vec![c]).collect();
         let generated = generator.generate(&chunks, &batches).await?;
@@ -295,7 +281,7 @@ impl QcgRagBuilder {
         let all_emb = if node_texts.is_empty() {
             Embeddings::empty(chunk_emb.dim())
         } else {
-            embed_all_queries(&*encoder, &node_texts, "embed queries", &*self.progress).await?
+            embed_all_queries(&*encoder, &node_texts, "embed queries", &*progress).await?
         };
         let relevance: Vec<f32> = generated
             .iter()
@@ -361,7 +347,7 @@ struct QcgState {
     stats: QcgStats,
 }
 
-impl crate::pipeline::FloatFields for QcgState {
+impl crate::retrievers::common::FloatFields for QcgState {
     fn float_fields(&self) -> Vec<(String, &[f32])> {
         vec![
             ("chunk_emb".into(), self.chunk_emb.as_slice()),
@@ -381,10 +367,8 @@ impl QcgRag {
     /// A builder with the offline defaults.
     pub fn builder() -> QcgRagBuilder {
         QcgRagBuilder {
-            chunker: Arc::new(crate::BoundedPassageChunker),
+            inputs: BuildInputs::default(),
             query_generator: None,
-            encoder: None,
-            progress: Arc::new(NoProgress),
             config: QcgConfig::default(),
         }
     }
@@ -419,7 +403,7 @@ impl QcgRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        crate::pipeline::embed_query(&*self.encoder, query.trim()).await
+        crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await
     }
 
     fn scores_for(&self, e: &[f32]) -> QcgScores {
@@ -441,7 +425,7 @@ impl QcgRag {
     /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_all_finite(dir, QCG_FILE, st)?;
+        crate::retrievers::common::check_all_finite(dir, QCG_FILE, st)?;
         save_json_atomic(dir, QCG_FILE, st)
     }
 
@@ -550,29 +534,6 @@ impl Retriever for QcgRag {
 
     fn chunks(&self) -> &[Chunk] {
         &self.state.chunks
-    }
-}
-
-/// Fill `out` up to `k` chunks with the chunks not in it, by cosine to `query`; the added
-/// scores are capped by the last score already in `out`, so the list stays sorted.
-pub(crate) fn pad_with_dense(
-    out: &mut Vec<(ChunkId, f32)>,
-    chunk_emb: &Embeddings,
-    query: &[f32],
-    k: usize,
-) {
-    let have: HashSet<ChunkId> = out.iter().map(|&(c, _)| c).collect();
-    let mut dense: Vec<(ChunkId, f32)> = chunk_emb
-        .iter()
-        .enumerate()
-        .filter(|(c, _)| !have.contains(c))
-        .map(|(c, row)| (c, lprag_core::cosine(query, row)))
-        .collect();
-    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut cap = out.last().map(|&(_, s)| s).unwrap_or(f32::INFINITY);
-    for (c, s) in dense.into_iter().take(k.saturating_sub(out.len())) {
-        cap = cap.min(s);
-        out.push((c, cap));
     }
 }
 

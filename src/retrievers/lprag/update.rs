@@ -15,14 +15,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, LinkPredictor, NoProgress, Progress, QueryGenerator, Result, SyntheticQuery, TrainReport};
-use lprag_text::{HeuristicQueryGenerator};
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, EdgeKind, Embeddings, Error, LinkPredictor, NoProgress,
+    Progress, QueryGenerator, Result, SyntheticQuery, TrainReport,
+};
 use lprag_graph::ChunkGraph;
+use lprag_text::HeuristicQueryGenerator;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{
-    blocking, embed_all, embed_queries_into, fit_to_encoder, ChunkSearch, PredictorSource,
-};
+use super::{ChunkSearch, PredictorSource};
+use crate::retrievers::common::{blocking, embed_all, embed_queries_into, fit_to_encoder};
 use crate::{BuiltinPredictor, LpRag};
 
 /// What an index update changed, with the time of each stage.

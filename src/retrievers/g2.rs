@@ -1,4 +1,4 @@
-//! **G²RAG** (methods §5, `002_…txt`): chunks grouped into communities by HDBSCAN, k-NN
+//! **G²RAG**: chunks grouped into communities by HDBSCAN, k-NN
 //! graphs, weakly connected components, a distance split and (LLM-guided) merging, then
 //! retrieved at two levels — single chunks and whole communities.
 //!
@@ -68,13 +68,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
-    Retriever, ScoredChunk, Selection,
+    dot, Chunk, ChunkId, Document, Embeddings, Encoder, Error, Result, Retriever, ScoredChunk,
+    Selection,
 };
+pub use lprag_graph::{cluster_knn, components};
 use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{blocking, chunk_and_encoder, embed_all, load_json_index, save_json_atomic};
+use crate::retrievers::common::{
+    blocking, dense_padding, embed_all, input_setters, load_json_index, save_json_atomic,
+    BuildInputs,
+};
 
 /// The distance HDBSCAN clusters with (on L2-normalised embeddings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -395,87 +399,6 @@ pub fn hdbscan_clusters(emb: &Embeddings, config: &G2Config) -> Result<Vec<Optio
         .collect())
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-/// Connected components of `n` nodes under `edges` (undirected), each sorted, ordered by
-/// their smallest node.
-pub fn components(n: usize, edges: impl IntoIterator<Item = (usize, usize)>) -> Vec<Vec<usize>> {
-    let mut uf = UnionFind::new(n);
-    for (a, b) in edges {
-        uf.union(a, b);
-    }
-    uf.groups()
-}
-
-struct UnionFind(Vec<usize>);
-
-impl UnionFind {
-    fn new(n: usize) -> Self {
-        Self((0..n).collect())
-    }
-    fn find(&mut self, mut x: usize) -> usize {
-        while self.0[x] != x {
-            self.0[x] = self.0[self.0[x]];
-            x = self.0[x];
-        }
-        x
-    }
-    /// `true` when `a` and `b` were in different sets.
-    fn union(&mut self, a: usize, b: usize) -> bool {
-        let (ra, rb) = (self.find(a), self.find(b));
-        if ra == rb {
-            return false;
-        }
-        let (lo, hi) = (ra.min(rb), ra.max(rb));
-        self.0[hi] = lo;
-        true
-    }
-    fn groups(&mut self) -> Vec<Vec<usize>> {
-        let n = self.0.len();
-        let mut by_root: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for x in 0..n {
-            let r = self.find(x);
-            by_root[r].push(x);
-        }
-        // Roots are the smallest members, so root order is smallest-member order.
-        by_root.into_iter().filter(|g| !g.is_empty()).collect()
-    }
-}
-
-/// The k-NN graph of one cluster: for each member (by position in `members`), its `k`
-/// most similar other members by cosine (ties to the lower position), as
-/// `(from, to, cosine distance)`.
-pub fn cluster_knn(emb: &Embeddings, members: &[ChunkId], k: usize) -> Vec<(usize, usize, f32)> {
-    let m = members.len();
-    let mut edges = Vec::with_capacity(m * k.min(m.saturating_sub(1)));
-    for i in 0..m {
-        let mut others: Vec<(usize, f32)> = (0..m)
-            .filter(|&j| j != i)
-            .map(|j| {
-                let c = lprag_core::cosine(emb.row(members[i]), emb.row(members[j]));
-                (j, 1.0 - c)
-            })
-            .collect();
-        others.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        edges.extend(others.into_iter().take(k).map(|(j, d)| (i, j, d)));
-    }
-    edges
-}
-
 /// Steps 3–4 for one cluster: the weakly connected components of its k-NN graph, each as
 /// its list of subgroups (components of the edges with distance ≤ δ), as chunk ids.
 pub fn split_cluster(
@@ -623,26 +546,14 @@ pub fn dual_level(
 
 /// Assembles a [`G2Rag`].
 pub struct G2RagBuilder {
-    chunker: Arc<dyn Chunker>,
-    encoder: Option<Arc<dyn Encoder>>,
+    inputs: BuildInputs,
     llm: Option<Arc<dyn ChatModel>>,
     judge: Option<LlmMergeJudge>,
-    progress: Arc<dyn Progress>,
     config: G2Config,
 }
 
 impl G2RagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder, as QCG-RAG and LeSeGR).
-    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
-        self.chunker = chunker;
-        self
-    }
-
-    /// Use this encoder (default: [`crate::DefaultEncoder::choose`], as `LpRag`).
-    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
-        self.encoder = Some(encoder);
-        self
-    }
+    input_setters!();
 
     /// Let this model decide the merges (the paper's M_LLM) with lprag's default merge
     /// prompt, `llm_max_chunks` passages of `llm_chunk_chars` characters per subgroup.
@@ -661,12 +572,6 @@ impl G2RagBuilder {
         self
     }
 
-    /// Receive progress reports.
-    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
-        self
-    }
-
     /// Replace the configuration.
     pub fn config(mut self, config: G2Config) -> Self {
         self.config = config;
@@ -675,13 +580,13 @@ impl G2RagBuilder {
 
     /// Chunk, embed, cluster, split, merge: the communities.
     pub async fn build(self, documents: &[Document]) -> Result<G2Rag> {
+        let progress = self.inputs.progress();
         let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let (chunks, texts, encoder) =
-            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
+        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
         let t = std::time::Instant::now();
-        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
+        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
         if emb.rows() != chunks.len() {
             return Err(Error::DimensionMismatch {
                 location: "G²RAG chunk embeddings".into(),
@@ -704,12 +609,12 @@ impl G2RagBuilder {
 
         // 2. HDBSCAN.
         let t = std::time::Instant::now();
-        self.progress.start("HDBSCAN", None);
+        progress.start("HDBSCAN", None);
         let labels = {
             let (e, c) = (emb.clone(), config.clone());
             blocking(move || hdbscan_clusters(&e, &c)).await?
         };
-        self.progress.finish("HDBSCAN");
+        progress.finish("HDBSCAN");
         let n_clusters = labels.iter().flatten().map(|&l| l + 1).max().unwrap_or(0);
         let mut clusters: Vec<Vec<ChunkId>> = vec![Vec::new(); n_clusters];
         let mut outliers = Vec::new();
@@ -757,7 +662,7 @@ impl G2RagBuilder {
                 LlmMergeJudge::new(m)
                     .max_passages(config.llm_max_chunks)
                     .max_chars(config.llm_chunk_chars)
-                    .with_progress(self.progress.clone())
+                    .with_progress(progress.clone())
             })
         });
         let verdicts: Vec<bool> = match &judge {
@@ -874,7 +779,7 @@ struct G2State {
     stats: G2Stats,
 }
 
-impl crate::pipeline::FloatFields for G2State {
+impl crate::retrievers::common::FloatFields for G2State {
     fn float_fields(&self) -> Vec<(String, &[f32])> {
         let mut out = vec![("chunk_emb".to_string(), self.chunk_emb.as_slice())];
         for (i, c) in self.communities.iter().enumerate() {
@@ -895,11 +800,9 @@ impl G2Rag {
     /// A builder with the offline defaults (no LLM: the θ rule merges).
     pub fn builder() -> G2RagBuilder {
         G2RagBuilder {
-            chunker: Arc::new(crate::BoundedPassageChunker),
-            encoder: None,
+            inputs: BuildInputs::default(),
             llm: None,
             judge: None,
-            progress: Arc::new(NoProgress),
             config: G2Config::default(),
         }
     }
@@ -934,7 +837,7 @@ impl G2Rag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let e = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
+        let e = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
         if e.len() != self.state.chunk_emb.dim() {
             return Err(Error::DimensionMismatch {
                 location: "query embedding".into(),
@@ -970,7 +873,7 @@ impl G2Rag {
     /// Write the index to `dir/g2.json` atomically (temporary file, then rename).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_all_finite(dir, G2_FILE, st)?;
+        crate::retrievers::common::check_all_finite(dir, G2_FILE, st)?;
         save_json_atomic(dir, G2_FILE, st)
     }
 
@@ -1035,23 +938,16 @@ impl Retriever for G2Rag {
                     let mut out: Vec<G2Hit> = why.merged.into_iter().take(k).collect();
                     if out.len() < k && self.state.config.pad_with_dense {
                         let have: HashSet<ChunkId> = out.iter().map(|h| h.chunk).collect();
-                        let mut dense: Vec<(ChunkId, f32)> = chunk_cos
-                            .iter()
-                            .copied()
-                            .enumerate()
-                            .filter(|(c, _)| !have.contains(c))
-                            .collect();
-                        dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                        let mut cap = out.last().map(|h| h.score).unwrap_or(f32::INFINITY);
-                        for (c, s) in dense.into_iter().take(k - out.len()) {
-                            cap = cap.min(s);
-                            out.push(G2Hit {
-                                chunk: c,
-                                cosine: s,
-                                score: cap,
+                        let last = out.last().map(|h| h.score);
+                        let cosines = chunk_cos.iter().copied().enumerate();
+                        out.extend(dense_padding(&have, last, cosines, k).into_iter().map(
+                            |(chunk, cosine, score)| G2Hit {
+                                chunk,
+                                cosine,
+                                score,
                                 source: G2Source::Dense,
-                            });
-                        }
+                            },
+                        ));
                     }
                     Ok(out.iter().map(hit).collect())
                 }

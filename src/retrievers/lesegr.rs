@@ -1,4 +1,4 @@
-//! CG-RAG's **LeSeGR** (Lexical-Semantic Graph Retrieval, methods §4, `003_…txt`): sparse
+//! CG-RAG's **LeSeGR** (Lexical-Semantic Graph Retrieval): sparse
 //! and dense relevance inside message passing over a contextual chunk graph.
 //!
 //! # The chunk graph
@@ -37,18 +37,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, SparseEncoder, SparseIndex, TrainReport};
-use lprag_text::{Bm25, HeuristicQueryGenerator};
+use lprag_core::{
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
+    ScoredChunk, Selection, SparseEncoder, SparseIndex, TrainReport,
+};
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
     lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample,
     LesegrTrainConfig, LesegrWeights,
 };
-use lprag_model::Device;
+use lprag_model::ComputeDevice;
+use lprag_text::{Bm25, HeuristicQueryGenerator};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{
-    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+use crate::retrievers::common::{
+    blocking, embed_all, embed_all_queries, input_setters, load_json_index, save_json_atomic,
+    BuildInputs, Labelled,
 };
 
 /// Which LeSeGR scorer to build.
@@ -177,34 +181,21 @@ pub struct LesegrScores {
 
 /// Assembles a [`LesegrRag`].
 pub struct LesegrRagBuilder {
-    chunker: Arc<dyn Chunker>,
-    encoder: Option<Arc<dyn Encoder>>,
-    sparse: Arc<dyn SparseEncoder>,
+    inputs: BuildInputs,
+    sparse: Option<Arc<dyn SparseEncoder>>,
     query_generator: Option<Arc<dyn QueryGenerator>>,
-    labelled: Vec<(String, Vec<String>)>,
+    labelled: Labelled,
     document_links: Option<Vec<(String, String)>>,
-    device: Device,
-    progress: Arc<dyn Progress>,
+    device: ComputeDevice,
     config: LesegrConfig,
 }
 
 impl LesegrRagBuilder {
-    /// Use this chunker (default [`BoundedPassageChunker`](crate::BoundedPassageChunker): [`PassageChunker`](lprag_text::PassageChunker) split to fit the encoder; the intra-document edges need a chunker
-    /// that splits documents, such as [`crate::SentenceChunker`]).
-    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
-        self.chunker = chunker;
-        self
-    }
-
-    /// Use this dense encoder (default: [`crate::DefaultEncoder::choose`], as `LpRag`).
-    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
-        self.encoder = Some(encoder);
-        self
-    }
+    input_setters!();
 
     /// Use this sparse encoder for δ and for inter-document relevance (default [`Bm25`]).
     pub fn sparse(mut self, sparse: Arc<dyn SparseEncoder>) -> Self {
-        self.sparse = sparse;
+        self.sparse = Some(sparse);
         self
     }
 
@@ -218,7 +209,7 @@ impl LesegrRagBuilder {
 
     /// Train on these `(question, gold document ids)` pairs instead of synthetic queries
     /// (all chunks of a gold document are gold). Unknown document ids are an error.
-    pub fn labelled(mut self, pairs: Vec<(String, Vec<String>)>) -> Self {
+    pub fn labelled(mut self, pairs: Labelled) -> Self {
         self.labelled = pairs;
         self
     }
@@ -230,16 +221,11 @@ impl LesegrRagBuilder {
         self
     }
 
-    /// Train on this burn device (default CPU; `Device::cuda(0)` etc. with the GPU
-    /// features). Retrieval runs on the host.
-    pub fn device(mut self, device: Device) -> Self {
+    /// Train on this device (default [`ComputeDevice::Cpu`]; `ComputeDevice::Cuda(0)` or
+    /// `ComputeDevice::Wgpu(0)` with the `cuda` / `wgpu` features). Retrieval runs on the
+    /// host.
+    pub fn device(mut self, device: ComputeDevice) -> Self {
         self.device = device;
-        self
-    }
-
-    /// Receive progress reports.
-    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
         self
     }
 
@@ -252,14 +238,18 @@ impl LesegrRagBuilder {
     /// Chunk, embed, fit the sparse index, build the chunk graph and (trained variant)
     /// train the scorer.
     pub async fn build(self, documents: &[Document]) -> Result<LesegrRag> {
+        let progress = self.inputs.progress();
         let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let (chunks, texts, encoder) =
-            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*self.progress).await?;
-        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*self.progress).await?;
+        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
+        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
         emb.normalize();
-        let sparse_index: Arc<dyn SparseIndex> = Arc::from(self.sparse.fit(&texts)?);
+        let sparse = self
+            .sparse
+            .clone()
+            .unwrap_or_else(|| Arc::new(Bm25::default()));
+        let sparse_index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
         check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
 
         // Documents in order of first appearance, their chunks in chunk order.
@@ -300,7 +290,16 @@ impl LesegrRagBuilder {
             let top_n = config.inter_top_n;
             let doc_chunks = doc_chunks.clone();
             let links = links.clone();
-            blocking(move || chunk_graph(&emb, &vectors, &doc_chunks, &links, top_n)).await?
+            blocking(move || {
+                Ok(lprag_graph::contextual_chunk_graph(
+                    &emb,
+                    &vectors,
+                    &doc_chunks,
+                    &links,
+                    top_n,
+                )?)
+            })
+            .await?
         };
 
         let mut stats = LesegrStats {
@@ -370,7 +369,7 @@ impl LesegrRagBuilder {
                 };
                 let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
                 let qemb =
-                    embed_all_queries(&*encoder, &qtexts, "embed queries", &*self.progress).await?;
+                    embed_all_queries(&*encoder, &qtexts, "embed queries", &*progress).await?;
                 let examples: Vec<LesegrExample> = questions
                     .into_iter()
                     .enumerate()
@@ -388,8 +387,8 @@ impl LesegrRagBuilder {
                     emb.clone(),
                     graph.clone(),
                     config.train.clone(),
-                    self.device.clone(),
-                    self.progress.clone(),
+                    self.device.to_burn()?,
+                    progress.clone(),
                 );
                 let (weights, report) =
                     blocking(move || train_lesegr(&e2, &g2, &examples, &tc, &dev, &*progress))
@@ -407,7 +406,7 @@ impl LesegrRagBuilder {
                 version: LESEGR_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
                 encoder_fingerprint: encoder.fingerprint(),
-                sparse: self.sparse.name().to_string(),
+                sparse: sparse.name().to_string(),
                 config,
                 chunks,
                 emb,
@@ -478,51 +477,6 @@ async fn knn_document_links(
         .collect())
 }
 
-/// The contextual chunk graph: adjacency within documents and top-n inter-document edges
-/// per `(cited, citing)` link. Returns the graph and the intra / inter edge counts.
-fn chunk_graph(
-    emb: &Embeddings,
-    sparse: &[lprag_core::SparseVector],
-    doc_chunks: &[Vec<u32>],
-    links: &[(usize, usize)],
-    top_n: usize,
-) -> Result<(InEdges, usize, usize)> {
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    for cs in doc_chunks {
-        for w in cs.windows(2) {
-            edges.push((w[0], w[1]));
-        }
-    }
-    let intra: HashSet<(u32, u32)> = edges.iter().copied().collect();
-    let mut inter: HashSet<(u32, u32)> = HashSet::new();
-    if top_n > 0 {
-        for &(v, u) in links {
-            if v == u {
-                continue;
-            }
-            for &i in &doc_chunks[u] {
-                let mut r: Vec<(u32, f32)> = doc_chunks[v]
-                    .iter()
-                    .map(|&j| {
-                        let dense = lprag_core::cosine(emb.row(i as usize), emb.row(j as usize));
-                        (j, sparse[i as usize].cosine(&sparse[j as usize]) + dense)
-                    })
-                    .collect();
-                r.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                for &(j, _) in r.iter().take(top_n) {
-                    if !intra.contains(&(j, i)) {
-                        inter.insert((j, i));
-                    }
-                }
-            }
-        }
-    }
-    let n_inter = inter.len();
-    edges.extend(inter);
-    let g = InEdges::from_edges(emb.rows(), &edges)?;
-    Ok((g, intra.len(), n_inter))
-}
-
 /// Version of the file written by [`LesegrRag::save`].
 pub const LESEGR_FORMAT_VERSION: u32 = 1;
 const LESEGR_FILE: &str = "lesegr.json";
@@ -545,7 +499,7 @@ struct LesegrState {
     stats: LesegrStats,
 }
 
-impl crate::pipeline::FloatFields for LesegrState {
+impl crate::retrievers::common::FloatFields for LesegrState {
     fn float_fields(&self) -> Vec<(String, &[f32])> {
         let mut out = vec![
             ("emb".to_string(), self.emb.as_slice()),
@@ -570,14 +524,12 @@ impl LesegrRag {
     /// A builder with the offline defaults (passages, default encoder, BM25, trained).
     pub fn builder() -> LesegrRagBuilder {
         LesegrRagBuilder {
-            chunker: Arc::new(crate::BoundedPassageChunker),
-            encoder: None,
-            sparse: Arc::new(Bm25::default()),
+            inputs: BuildInputs::default(),
+            sparse: None,
             query_generator: None,
             labelled: Vec::new(),
             document_links: None,
-            device: Device::flex(),
-            progress: Arc::new(NoProgress),
+            device: ComputeDevice::Cpu,
             config: LesegrConfig::default(),
         }
     }
@@ -612,7 +564,7 @@ impl LesegrRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let mut q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
+        let mut q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
         if q.len() != self.state.emb.dim() {
             return Err(Error::DimensionMismatch {
                 location: format!("encoder '{}' query vector", self.encoder.name()),
@@ -685,7 +637,7 @@ impl LesegrRag {
     /// sparse index is not stored: it is refitted on the chunks at load.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_all_finite(dir, LESEGR_FILE, st)?;
+        crate::retrievers::common::check_all_finite(dir, LESEGR_FILE, st)?;
         save_json_atomic(dir, LESEGR_FILE, st)
     }
 
@@ -842,7 +794,8 @@ mod tests {
         .unwrap();
         let sparse = vec![lprag_core::SparseVector::default(); 5];
         let docs = vec![vec![0, 1], vec![2, 3, 4]];
-        let (g, intra, inter) = chunk_graph(&emb, &sparse, &docs, &[(0, 1)], 1).unwrap();
+        let (g, intra, inter) =
+            lprag_graph::contextual_chunk_graph(&emb, &sparse, &docs, &[(0, 1)], 1).unwrap();
         // Adjacency: 0→1, 2→3, 3→4.
         assert_eq!(intra, 3);
         // Top-1 of document 0 for each chunk of document 1: chunk 2 ← 0, chunk 3 ← 1

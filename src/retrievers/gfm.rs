@@ -1,4 +1,4 @@
-//! GFM-RAG (methods §3, `001_…txt`): a query-dependent GNN over a knowledge-graph index.
+//! GFM-RAG: a query-dependent GNN over a knowledge-graph index.
 //!
 //! **Index.** A [`TripleExtractor`] reads entities and `(subject, relation, object)` triples
 //! out of every chunk — an LLM with the OpenIE prompt (`lprag::llm::LlmTripleExtractor`) or,
@@ -50,27 +50,33 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, QueryGenerator, Result, Retriever, ScoredChunk, Selection, TrainReport, TripleExtractor};
-use lprag_text::{CooccurrenceConfig, CooccurrenceExtractor, HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
+use lprag_core::{
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
+    ScoredChunk, Selection, TrainReport, TripleExtractor,
+};
 use lprag_graph::KnnBackend;
 use lprag_model::gfm::{
     rank_documents, GfmExample, GfmModel, GfmModelConfig, GfmTrainConfig, KgEdges,
 };
-use lprag_model::Device;
+use lprag_model::ComputeDevice;
+use lprag_text::{
+    CooccurrenceConfig, CooccurrenceExtractor, HeuristicQueryGenerator,
+    HeuristicQueryGeneratorConfig,
+};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::{
-    blocking, chunk_and_encoder, embed_all, embed_all_queries, load_json_index, save_json_atomic,
+use crate::retrievers::common::{
+    blocking, embed_all, embed_all_queries, input_setters, load_json_index, save_json_atomic,
+    BuildInputs, Labelled,
 };
 
 /// The relation added by entity resolution.
 pub const EQUIVALENT: &str = "equivalent";
 
-/// The only relation of a KG without triples (no edge uses it).
-pub const NO_RELATION: &str = "related to";
+pub use lprag_graph::{entity_key, KgBuilder, NO_RELATION};
 
 /// GFM-RAG's settings; the defaults are the paper's where it gives one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,30 +230,17 @@ pub struct GfmScores {
 
 /// Builder of [`GfmRag`].
 pub struct GfmRagBuilder {
-    chunker: Arc<dyn Chunker>,
-    encoder: Option<Arc<dyn Encoder>>,
+    inputs: BuildInputs,
     extractor: Option<Arc<dyn TripleExtractor>>,
-    labelled: Vec<(String, Vec<String>)>,
+    labelled: Labelled,
     query_generator: Option<Arc<dyn QueryGenerator>>,
     weights: Option<std::path::PathBuf>,
-    device: Device,
-    progress: Arc<dyn Progress>,
+    device: ComputeDevice,
     config: Option<GfmConfig>,
 }
 
 impl GfmRagBuilder {
-    /// How documents are split (default: one chunk per passage).
-    pub fn chunker(mut self, chunker: Arc<dyn Chunker>) -> Self {
-        self.chunker = chunker;
-        self
-    }
-
-    /// The sentence encoder of chunks, entity names, relations and queries (default: as
-    /// [`crate::LpRag`] chooses).
-    pub fn encoder(mut self, encoder: Arc<dyn Encoder>) -> Self {
-        self.encoder = Some(encoder);
-        self
-    }
+    input_setters!();
 
     /// Who reads triples out of chunks (default: the offline [`CooccurrenceExtractor`];
     /// `lprag::llm::LlmTripleExtractor` for the paper's OpenIE).
@@ -257,7 +250,7 @@ impl GfmRagBuilder {
     }
 
     /// Labelled `(question, gold document ids)` pairs for supervised fine-tuning.
-    pub fn labelled(mut self, pairs: Vec<(String, Vec<String>)>) -> Self {
+    pub fn labelled(mut self, pairs: Labelled) -> Self {
         self.labelled = pairs;
         self
     }
@@ -278,15 +271,9 @@ impl GfmRagBuilder {
         self
     }
 
-    /// Where the GNN trains and runs (default: the CPU).
-    pub fn device(mut self, device: Device) -> Self {
+    /// Where the GNN trains and runs (default [`ComputeDevice::Cpu`]).
+    pub fn device(mut self, device: ComputeDevice) -> Self {
         self.device = device;
-        self
-    }
-
-    /// Progress reporting.
-    pub fn progress(mut self, progress: Arc<dyn Progress>) -> Self {
-        self.progress = progress;
         self
     }
 
@@ -302,16 +289,17 @@ impl GfmRagBuilder {
     pub async fn build(self, documents: &[Document]) -> Result<GfmRag> {
         let started = std::time::Instant::now();
         let config = self.config.clone().unwrap_or_else(|| {
-            if self.device == Device::flex() {
+            if self.device == ComputeDevice::Cpu {
                 GfmConfig::cpu()
             } else {
                 GfmConfig::default()
             }
         });
         config.validate()?;
-        let progress = self.progress;
-        let (chunks, texts, encoder) =
-            chunk_and_encoder(&*self.chunker, documents, self.encoder, &*progress).await?;
+        // The device is checked before anything is paid for.
+        let device = self.device.to_burn()?;
+        let progress = self.inputs.progress();
+        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
         let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
 
         let extractor = self.extractor.unwrap_or_else(|| {
@@ -386,7 +374,7 @@ impl GfmRagBuilder {
             relation_emb,
             config.model.clone(),
             config.seed,
-            &self.device,
+            &device,
         )?;
         if let Some(path) = &self.weights {
             model.load_weights(path)?;
@@ -576,108 +564,6 @@ impl GfmRagBuilder {
     }
 }
 
-/// Normalised entity key: lower case, single spaces.
-pub fn entity_key(name: &str) -> String {
-    name.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-}
-
-/// Entities, relations and triples collected from the extractions.
-#[derive(Default)]
-struct KgBuilder {
-    names: Vec<String>,
-    ids: HashMap<String, u32>,
-    mentions: Vec<HashSet<u32>>,
-    relation_names: Vec<String>,
-    relation_ids: HashMap<String, u32>,
-    triples: HashSet<(u32, u32, u32)>,
-}
-
-impl KgBuilder {
-    fn entity(&mut self, name: &str) -> Option<u32> {
-        let key = entity_key(name);
-        if key.is_empty() {
-            return None;
-        }
-        Some(match self.ids.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = self.names.len() as u32;
-                self.names
-                    .push(name.split_whitespace().collect::<Vec<_>>().join(" "));
-                self.ids.insert(key, id);
-                self.mentions.push(HashSet::new());
-                id
-            }
-        })
-    }
-
-    fn mention(&mut self, name: &str, chunk: usize) -> Option<u32> {
-        let id = self.entity(name)?;
-        self.mentions[id as usize].insert(chunk as u32);
-        Some(id)
-    }
-
-    fn relation(&mut self, name: &str) -> u32 {
-        let key = entity_key(name);
-        if let Some(&id) = self.relation_ids.get(&key) {
-            return id;
-        }
-        let id = self.relation_names.len() as u32;
-        self.relation_names.push(key.clone());
-        self.relation_ids.insert(key, id);
-        id
-    }
-
-    fn triple(&mut self, s: &str, r: &str, o: &str, chunk: usize) {
-        if entity_key(r).is_empty() {
-            return;
-        }
-        if let (Some(a), Some(b)) = (self.mention(s, chunk), self.mention(o, chunk)) {
-            if a != b {
-                let r = self.relation(r);
-                self.triples.insert((a, r, b));
-            }
-        }
-    }
-
-    fn mentions_sorted(&self) -> Vec<Vec<u32>> {
-        self.mentions
-            .iter()
-            .map(|m| {
-                let mut v: Vec<u32> = m.iter().copied().collect();
-                v.sort_unstable();
-                v
-            })
-            .collect()
-    }
-
-    /// Triples in a fixed order plus their inverses (relation `r + R`, named
-    /// `"inverse of r"`), and every relation name.
-    fn edges(&self) -> Result<(KgEdges, Vec<String>)> {
-        let r = self.relation_names.len() as u32;
-        let mut triples: Vec<(u32, u32, u32)> = self.triples.iter().copied().collect();
-        triples.sort_unstable();
-        let mut all = Vec::with_capacity(triples.len() * 2);
-        all.extend(triples.iter().copied());
-        all.extend(triples.iter().map(|&(s, rel, o)| (o, rel + r, s)));
-        let mut names = self.relation_names.clone();
-        names.extend(
-            self.relation_names
-                .iter()
-                .map(|n| format!("inverse of {n}")),
-        );
-        if names.is_empty() {
-            // A KG without any triple still needs one relation for the network's shapes;
-            // no edge uses it.
-            names.push(NO_RELATION.to_string());
-        }
-        Ok((KgEdges::new(self.names.len(), names.len(), &all)?, names))
-    }
-}
-
 /// KG-completion queries: the texts to embed and the examples (query vectors unset).
 fn pretrain_queries(
     kg: &KgBuilder,
@@ -839,7 +725,7 @@ struct GfmState {
     stats: GfmStats,
 }
 
-impl crate::pipeline::FloatFields for GfmState {
+impl crate::retrievers::common::FloatFields for GfmState {
     fn float_fields(&self) -> Vec<(String, &[f32])> {
         vec![
             ("chunk_emb".into(), self.chunk_emb.as_slice()),
@@ -862,14 +748,12 @@ impl GfmRag {
     /// A builder with the offline defaults.
     pub fn builder() -> GfmRagBuilder {
         GfmRagBuilder {
-            chunker: Arc::new(crate::BoundedPassageChunker),
-            encoder: None,
+            inputs: BuildInputs::default(),
             extractor: None,
             labelled: Vec::new(),
             query_generator: None,
             weights: None,
-            device: Device::default(),
-            progress: Arc::new(NoProgress),
+            device: ComputeDevice::Cpu,
             config: None,
         }
     }
@@ -914,7 +798,7 @@ impl GfmRag {
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "empty or whitespace"));
         }
-        let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
+        let q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
         self.scores_for(query.trim(), &q).await
     }
 
@@ -955,7 +839,7 @@ impl GfmRag {
     /// atomically.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::pipeline::check_all_finite(dir, GFM_FILE, st)?;
+        crate::retrievers::common::check_all_finite(dir, GFM_FILE, st)?;
         // The weights go first, under a name no other save uses; `gfm.json` names them
         // and its atomic replacement commits the pair: a crash leaves the old pair or the
         // new one, never new JSON with old weights.
@@ -1006,15 +890,16 @@ impl GfmRag {
     /// Read an index written by [`GfmRag::save`] onto the CPU; `encoder` must be the one
     /// it was built with (checked by name and dimension).
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        Self::load_on(dir, encoder, &Device::default())
+        Self::load_on(dir, encoder, ComputeDevice::Cpu)
     }
 
     /// [`GfmRag::load`] onto `device`.
     pub fn load_on(
         dir: impl AsRef<Path>,
         encoder: Arc<dyn Encoder>,
-        device: &Device,
+        device: ComputeDevice,
     ) -> Result<Self> {
+        let device = &device.to_burn()?;
         let dir = dir.as_ref();
         let path = dir.join(GFM_FILE);
         let state: GfmState = load_json_index(
@@ -1091,7 +976,7 @@ impl Retriever for GfmRag {
             if query.trim().is_empty() {
                 return Err(Error::invalid("query", "empty or whitespace"));
             }
-            let q = crate::pipeline::embed_query(&*self.encoder, query.trim()).await?;
+            let q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
             let scores = self.scores_for(query.trim(), &q).await?;
             let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
                 chunk: self.state.chunks[c].clone(),
@@ -1101,7 +986,12 @@ impl Retriever for GfmRag {
                 Selection::TopK(k) => {
                     let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
                     if out.len() < k && self.state.config.pad_with_dense {
-                        crate::qcg::pad_with_dense(&mut out, &self.state.chunk_emb, &q, k);
+                        crate::retrievers::common::pad_with_dense(
+                            &mut out,
+                            &self.state.chunk_emb,
+                            &q,
+                            k,
+                        );
                     }
                     Ok(out.into_iter().map(hit).collect())
                 }
@@ -1124,6 +1014,7 @@ impl Retriever for GfmRag {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lprag_model::Device;
 
     #[test]
     fn kg_builder_merges_names_adds_inverses_and_keeps_mentions() {

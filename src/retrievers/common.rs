@@ -1,0 +1,678 @@
+//! What the five retrievers share: the default encoder, the start of every build (chunk,
+//! fit chunks to the encoder, choose the encoder), checked embedding in batches, labelled
+//! questions, dense padding of short result lists, and atomic JSON persistence with
+//! version, encoder and finiteness checks.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
+    SyntheticQuery,
+};
+use lprag_model::bert::SentenceEncoder;
+use lprag_text::{HashingEncoder, HashingEncoderConfig};
+use serde::{Deserialize, Serialize};
+
+pub(crate) use lprag_core::blocking;
+
+/// Texts embedded per encoder call while indexing (progress is reported per batch).
+const EMBED_BATCH: usize = 256;
+
+/// The encoder [`LpRag`] chose by itself when none was given, recorded in the index so
+/// [`LpRag::open`] can rebuild it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DefaultEncoder {
+    /// A sentence-transformers model (all-MiniLM-L6-v2 unless `LPRAG_MODEL_DIR` points
+    /// elsewhere), found by [`lprag_model::bert::resolve_model_dir`].
+    SentenceTransformer {
+        /// The Hugging Face model id (for example `sentence-transformers/all-MiniLM-L6-v2`),
+        /// resolved again on the machine that opens the index (its Hugging Face cache, or
+        /// `LPRAG_MODEL_DIR`). Indexes saved before this release hold the directory here;
+        /// it is used when it exists, else the id and revision are read from its
+        /// `models--org--name/snapshots/REV` path.
+        model: String,
+        /// The snapshot (commit) of the model in the Hugging Face cache that built the
+        /// index, when it came from there; opening with another snapshot logs a warning.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revision: Option<String>,
+    },
+    /// The offline [`HashingEncoder`] with inverse document frequencies fitted on the
+    /// chunks' embedding texts (refitted on load: fitting is deterministic).
+    FittedHashing {
+        /// Its feature configuration.
+        config: HashingEncoderConfig,
+    },
+}
+
+impl DefaultEncoder {
+    /// Choose the default encoder for a corpus whose chunk embedding texts are
+    /// `chunk_texts`: the sentence-transformers model when it can be found locally,
+    /// otherwise the fitted [`HashingEncoder`]. The second value is the warning to show
+    /// when the fallback was taken.
+    pub fn choose(chunk_texts: &[String]) -> Result<(Self, Arc<dyn Encoder>, Option<String>)> {
+        match SentenceEncoder::load(None) {
+            Ok(enc) => {
+                let spec = DefaultEncoder::SentenceTransformer {
+                    model: enc.name().to_string(),
+                    revision: hub_snapshot(enc.model_dir()).map(|(_, rev)| rev),
+                };
+                Ok((spec, Arc::new(enc), None))
+            }
+            Err(e) => {
+                let config = HashingEncoderConfig::default();
+                let enc = HashingEncoder::fitted(config.clone(), chunk_texts)?;
+                let warning = format!(
+                    "no sentence-transformers model found ({e}); using the offline \
+                     HashingEncoder, which retrieves markedly worse. Run \
+                     scripts/fetch-model.sh or set LPRAG_MODEL_DIR to use all-MiniLM-L6-v2."
+                );
+                Ok((
+                    DefaultEncoder::FittedHashing { config },
+                    Arc::new(enc),
+                    Some(warning),
+                ))
+            }
+        }
+    }
+
+    /// Rebuild this encoder for an index whose chunk embedding texts are `chunk_texts`.
+    pub fn rebuild(&self, chunk_texts: &[String]) -> Result<Arc<dyn Encoder>> {
+        Ok(match self {
+            DefaultEncoder::SentenceTransformer { model, revision } => {
+                let path = Path::new(model);
+                if path.is_dir() {
+                    return Ok(Arc::new(SentenceEncoder::load(Some(model))?));
+                }
+                // An id, or the cache path of an index saved on another machine.
+                let (id, revision) = match hub_snapshot(path) {
+                    Some((id, rev)) => (id, Some(rev)),
+                    None => (model.clone(), revision.clone()),
+                };
+                let enc = SentenceEncoder::load(Some(&id))?;
+                let found = hub_snapshot(enc.model_dir()).map(|(_, rev)| rev);
+                if let (Some(want), Some(have)) = (&revision, &found) {
+                    if want != have {
+                        tracing::warn!(
+                            target: "lprag",
+                            model = %id,
+                            built_with = %want,
+                            found = %have,
+                            "the index was built with another snapshot of its encoder"
+                        );
+                    }
+                }
+                Arc::new(enc)
+            }
+            DefaultEncoder::FittedHashing { config } => {
+                Arc::new(HashingEncoder::fitted(config.clone(), chunk_texts)?)
+            }
+        })
+    }
+}
+
+/// `(model id, revision)` of a Hugging Face cache snapshot directory
+/// (`…/models--org--name/snapshots/REV`), or `None` for any other path.
+fn hub_snapshot(dir: &Path) -> Option<(String, String)> {
+    let rev = dir.file_name()?.to_str()?;
+    let snapshots = dir.parent()?;
+    if snapshots.file_name()? != "snapshots" {
+        return None;
+    }
+    let repo = snapshots.parent()?.file_name()?.to_str()?;
+    let id = repo.strip_prefix("models--")?.replacen("--", "/", 1);
+    (!id.is_empty() && !rev.is_empty()).then(|| (id, rev.to_string()))
+}
+
+pub(crate) async fn embed_all(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<Embeddings> {
+    embed_matrix(encoder, texts, stage, progress, false).await
+}
+
+/// [`embed_all`] for query texts ([`Encoder::embed_queries`]).
+pub(crate) async fn embed_all_queries(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<Embeddings> {
+    embed_matrix(encoder, texts, stage, progress, true).await
+}
+
+async fn embed_matrix(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    queries: bool,
+) -> Result<Embeddings> {
+    let mut out = Vec::with_capacity(texts.len() * encoder.dimension());
+    embed_rows(encoder, texts, stage, progress, &mut out, queries).await?;
+    Embeddings::new(encoder.dimension(), out)
+}
+
+/// The encoder's embedding of a user query ([`Encoder::embed_queries`]), checked: one
+/// row, the encoder's width, finite values (a faulty custom encoder is a typed error, not
+/// a garbage ranking).
+pub(crate) async fn embed_query(encoder: &dyn Encoder, query: &str) -> Result<Vec<f32>> {
+    let mut rows = embed_queries(encoder, &[query.to_string()]).await?;
+    rows.pop().ok_or_else(|| Error::DimensionMismatch {
+        location: format!("encoder '{}' query embedding", encoder.name()),
+        expected: 1,
+        actual: 0,
+    })
+}
+
+/// Embed user queries in encoder batches, one checked vector each.
+pub(crate) async fn embed_queries(
+    encoder: &dyn Encoder,
+    queries: &[String],
+) -> Result<Vec<Vec<f32>>> {
+    let d = encoder.dimension();
+    let mut flat = Vec::with_capacity(queries.len() * d);
+    embed_queries_into(encoder, queries, "query embedding", &NoProgress, &mut flat).await?;
+    Ok(flat.chunks_exact(d.max(1)).map(<[f32]>::to_vec).collect())
+}
+
+/// Query texts ([`Encoder::embed_queries`]) embedded and appended to `out` (row-major, the
+/// encoder's width).
+pub(crate) async fn embed_queries_into(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    embed_rows(encoder, texts, stage, progress, out, true).await
+}
+
+/// Embed in batches of [`EMBED_BATCH`], checking every batch's shape and values.
+async fn embed_rows(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    out: &mut Vec<f32>,
+    queries: bool,
+) -> Result<()> {
+    progress.start(stage, Some(texts.len() as u64));
+    for (i, batch) in texts.chunks(EMBED_BATCH).enumerate() {
+        let e = if queries {
+            encoder.embed_queries(batch).await?
+        } else {
+            encoder.embed(batch).await?
+        };
+        if e.rows() != batch.len() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' output rows", encoder.name()),
+                expected: batch.len(),
+                actual: e.rows(),
+            });
+        }
+        if e.dim() != encoder.dimension() {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' output width", encoder.name()),
+                expected: encoder.dimension(),
+                actual: e.dim(),
+            });
+        }
+        if let Some(bad) = e.as_slice().iter().position(|x| !x.is_finite()) {
+            return Err(Error::invalid(
+                format!("encoder '{}' output", encoder.name()),
+                format!(
+                    "a non-finite value in the embedding of text {} (stage {stage})",
+                    i * EMBED_BATCH + bad / e.dim().max(1)
+                ),
+            ));
+        }
+        out.extend_from_slice(e.as_slice());
+        progress.update(stage, (i * EMBED_BATCH + batch.len()) as u64, "");
+    }
+    progress.finish(stage);
+    Ok(())
+}
+
+/// Refuse to save `values` (the field `field` of `dir/file`) when one is NaN or infinite:
+/// JSON would store it as `null` and the index could never be read again.
+pub(crate) fn check_finite(dir: &Path, file: &str, field: &str, values: &[f32]) -> Result<()> {
+    match values.iter().position(|x| !x.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::invalid(
+            format!("{} ({field})", dir.join(file).display()),
+            format!(
+                "value {i} is {}; JSON cannot store it, so the index would not load again \
+                 (not saved)",
+                values[i]
+            ),
+        )),
+    }
+}
+
+/// The float arrays of a saved JSON index: checked finite before saving (JSON would
+/// store NaN as `null`) and after loading (a number beyond `f32`'s range, such as `1e39`
+/// in a hand-edited file, parses as infinity and would turn scores into NaN).
+pub(crate) trait FloatFields {
+    /// Each float array with its field name.
+    fn float_fields(&self) -> Vec<(String, &[f32])>;
+}
+
+/// [`check_finite`] on every [`FloatFields`] array of `state` (before saving it).
+pub(crate) fn check_all_finite(dir: &Path, file: &str, state: &impl FloatFields) -> Result<()> {
+    for (field, values) in state.float_fields() {
+        check_finite(dir, file, &field, values)?;
+    }
+    Ok(())
+}
+
+/// Write `value` as JSON to `dir/file` atomically and durably (a unique temporary file,
+/// synced, then renamed; the directory synced).
+pub(crate) fn save_json_atomic<T: serde::Serialize>(
+    dir: &Path,
+    file: &str,
+    value: &T,
+) -> Result<()> {
+    let path = dir.join(file);
+    let bytes = serde_json::to_vec(value).map_err(|e| Error::format(&path, e.to_string()))?;
+    crate::durable::write_file(&path, &bytes)
+}
+
+/// Read a JSON index file written by [`save_json_atomic`] and check its format version
+/// (`version_of`) against `expected` and the encoder it was built with (name and
+/// dimension) against `encoder`.
+pub(crate) fn load_json_index<T: serde::de::DeserializeOwned + FloatFields>(
+    path: &Path,
+    expected: u32,
+    version_of: impl Fn(&T) -> u32,
+    encoder_of: impl Fn(&T) -> (&str, usize, Option<&str>),
+    encoder: &dyn Encoder,
+) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    // The version first, so that a file of another version says so instead of failing on
+    // a field this build does not know.
+    check_version(path, &bytes, "version", expected)?;
+    let state: T =
+        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
+    for (field, values) in state.float_fields() {
+        if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+            return Err(Error::format(
+                path,
+                format!(
+                    "field `{field}`: value {i} is {} (a number outside f32's range?)",
+                    values[i]
+                ),
+            ));
+        }
+    }
+    let version = version_of(&state);
+    if version != expected {
+        return Err(Error::format(
+            path,
+            format!("format version {version} (this build reads {expected})"),
+        ));
+    }
+    let (name, dim, fingerprint) = encoder_of(&state);
+    if name != encoder.name() || dim != encoder.dimension() {
+        return Err(Error::invalid(
+            path.display().to_string(),
+            format!(
+                "index built with encoder `{name}` ({dim}-d), given `{}` ({}-d)",
+                encoder.name(),
+                encoder.dimension()
+            ),
+        ));
+    }
+    check_fingerprint(&path.display().to_string(), fingerprint, encoder)?;
+    Ok(state)
+}
+
+/// Refuse `encoder` when the index recorded a fingerprint (see [`Encoder::fingerprint`])
+/// and the encoder reports another: same name and width, other weights or tables.
+pub(crate) fn check_fingerprint(
+    location: &str,
+    saved: Option<&str>,
+    encoder: &dyn Encoder,
+) -> Result<()> {
+    match (saved, encoder.fingerprint()) {
+        (Some(saved), Some(now)) if saved != now => Err(Error::invalid(
+            location,
+            format!(
+                "the index was built with another `{}` encoder (fingerprint {saved}, given {now}): same name and width, different weights or fitted tables; pass the encoder it was built with (an index built with the default encoder reopens with LpRag::open, which rebuilds it)",
+                encoder.name()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Labelled `(question, gold document ids)` pairs as query nodes linked to every chunk of
+/// their gold documents; an unknown id is [`Error::InvalidInput`] naming `labelled[k]`.
+pub(crate) fn labelled_queries(
+    chunks: &[Chunk],
+    pairs: &[(String, Vec<String>)],
+) -> Result<Vec<SyntheticQuery>> {
+    let mut doc_chunks: std::collections::HashMap<&str, Vec<ChunkId>> = Default::default();
+    for (c, ch) in chunks.iter().enumerate() {
+        doc_chunks
+            .entry(ch.provenance.document_id.as_str())
+            .or_default()
+            .push(c);
+    }
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(k, (question, docs))| {
+            if question.trim().is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "empty question"));
+            }
+            let mut chunk_ids = Vec::new();
+            for id in docs {
+                let cs = doc_chunks.get(id.as_str()).ok_or_else(|| {
+                    Error::invalid(
+                        format!("labelled[{k}]"),
+                        format!("unknown document id {id:?}"),
+                    )
+                })?;
+                chunk_ids.extend_from_slice(cs);
+            }
+            if chunk_ids.is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "no gold document"));
+            }
+            Ok(SyntheticQuery {
+                text: question.trim().to_string(),
+                chunk_ids,
+                answer: None,
+            })
+        })
+        .collect()
+}
+
+/// The start every peer retriever's build shares: chunk `documents` (an empty result is
+/// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
+/// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).
+pub(crate) async fn chunk_and_encoder(
+    chunker: &dyn Chunker,
+    documents: &[Document],
+    encoder: Option<Arc<dyn Encoder>>,
+    progress: &dyn Progress,
+) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
+    let mut chunks = chunker.chunk(documents).await?;
+    Chunk::inherit_metadata(&mut chunks, documents);
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+    }
+    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+    let encoder = match encoder {
+        Some(e) => e,
+        None => {
+            let t = texts.clone();
+            let (_, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            if let Some(w) = warning {
+                progress.warn(&w);
+            }
+            enc
+        }
+    };
+    let n = chunks.len();
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    if let Some(w) = warning {
+        progress.warn(&w);
+    }
+    let texts = if chunks.len() == n {
+        texts
+    } else {
+        chunks.iter().map(Chunk::embedding_text).collect()
+    };
+    Ok((chunks, texts, encoder))
+}
+
+/// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by
+/// name) are split where too long, any other chunker's are only counted, with a warning.
+///
+/// [`BoundedPassageChunker`]: crate::BoundedPassageChunker
+pub(crate) async fn fit_to_encoder(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: &Arc<dyn Encoder>,
+    chunker: &str,
+) -> Result<(Vec<Chunk>, Option<String>)> {
+    if encoder.max_input_tokens().is_none() {
+        return Ok((chunks, None));
+    }
+    let encoder = encoder.clone();
+    if chunker == lprag_text::BOUNDED_PASSAGES {
+        let docs = documents.to_vec();
+        blocking(move || {
+            let n = chunks.len();
+            let (chunks, split) = lprag_text::split_to_fit(chunks, &docs, &*encoder);
+            let note = (split > 0).then(|| {
+                format!(
+                    "{split} of {n} passages were longer than the encoder '{}' takes ({} \
+                     tokens) and were split into {} chunks that fit",
+                    encoder.name(),
+                    encoder.max_input_tokens().unwrap_or(0),
+                    chunks.len() - (n - split)
+                )
+            });
+            Ok((chunks, note))
+        })
+        .await
+    } else {
+        blocking(move || {
+            let warning = lprag_text::truncation_warning(&chunks, &*encoder);
+            Ok((chunks, warning))
+        })
+        .await
+    }
+}
+
+/// Check the `field` (a format version) of the JSON object in `bytes` against `expected`
+/// without parsing the rest into its types. A missing field passes (the full parse
+/// reports it).
+pub(crate) fn check_version(path: &Path, bytes: &[u8], field: &str, expected: u32) -> Result<()> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Head<'a>(&'a str);
+    impl<'de> Visitor<'de> for Head<'_> {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == self.0 {
+                    found = Some(map.next_value::<u64>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let found = de
+        .deserialize_map(Head(field))
+        .map_err(|e| Error::format(path, e.to_string()))?;
+    match found {
+        Some(v) if v != expected as u64 => Err(Error::format(
+            path,
+            format!("format version {v} (this build reads {expected})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Labelled training questions: `(question, gold document ids)` pairs, as the builders of
+/// [`crate::LpRag`], [`crate::LesegrRag`] and [`crate::GfmRag`] take them.
+pub type Labelled = Vec<(String, Vec<String>)>;
+
+/// The chunks to append to a result list of `have` chunks (whose last score is `last`) to
+/// reach `k`: the others by descending `score` (ties to the lower id), each as `(chunk,
+/// score, capped score)` with the capped score never above the one before it, so the list
+/// stays sorted.
+pub(crate) fn dense_padding(
+    have: &HashSet<ChunkId>,
+    last: Option<f32>,
+    scores: impl Iterator<Item = (ChunkId, f32)>,
+    k: usize,
+) -> Vec<(ChunkId, f32, f32)> {
+    let mut dense: Vec<(ChunkId, f32)> = scores.filter(|(c, _)| !have.contains(c)).collect();
+    dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut cap = last.unwrap_or(f32::INFINITY);
+    dense
+        .into_iter()
+        .take(k.saturating_sub(have.len()))
+        .map(|(c, s)| {
+            cap = cap.min(s);
+            (c, s, cap)
+        })
+        .collect()
+}
+
+/// Fill `out` up to `k` chunks with the chunks not in it, by cosine to `query`; the added
+/// scores are capped by the last score already in `out`, so the list stays sorted.
+pub(crate) fn pad_with_dense(
+    out: &mut Vec<(ChunkId, f32)>,
+    chunk_emb: &Embeddings,
+    query: &[f32],
+    k: usize,
+) {
+    let have: HashSet<ChunkId> = out.iter().map(|&(c, _)| c).collect();
+    let cosines = chunk_emb
+        .iter()
+        .enumerate()
+        .map(|(c, row)| (c, lprag_core::cosine(query, row)));
+    let last = out.last().map(|&(_, s)| s);
+    out.extend(
+        dense_padding(&have, last, cosines, k)
+            .into_iter()
+            .map(|(c, _, capped)| (c, capped)),
+    );
+}
+
+/// The inputs every builder takes the same way: chunker, encoder and progress, each
+/// `None` until set (then the defaults of [`BuildInputs::chunker`] and
+/// [`chunk_and_encoder`] apply).
+#[derive(Clone, Default)]
+pub(crate) struct BuildInputs {
+    pub(crate) chunker: Option<Arc<dyn Chunker>>,
+    pub(crate) encoder: Option<Arc<dyn Encoder>>,
+    pub(crate) progress: Option<Arc<dyn Progress>>,
+}
+
+impl BuildInputs {
+    /// The chunker set, or the default [`lprag_text::BoundedPassageChunker`].
+    pub(crate) fn chunker(&self) -> Arc<dyn Chunker> {
+        self.chunker
+            .clone()
+            .unwrap_or_else(|| Arc::new(lprag_text::BoundedPassageChunker))
+    }
+
+    /// The progress receiver set, or none.
+    pub(crate) fn progress(&self) -> Arc<dyn Progress> {
+        self.progress
+            .clone()
+            .unwrap_or_else(|| Arc::new(NoProgress))
+    }
+
+    /// The start of every build: [`chunk_and_encoder`] with these inputs.
+    pub(crate) async fn prepare(
+        &self,
+        documents: &[Document],
+    ) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
+        chunk_and_encoder(
+            &*self.chunker(),
+            documents,
+            self.encoder.clone(),
+            &*self.progress(),
+        )
+        .await
+    }
+}
+
+/// The `chunker`, `encoder` and `progress` setters of a builder with a `inputs:
+/// BuildInputs` field (the same three on all five builders).
+macro_rules! input_setters {
+    () => {
+        /// Split documents with this chunker (default
+        /// [`BoundedPassageChunker`](crate::BoundedPassageChunker): one chunk per document,
+        /// split where it exceeds the encoder's input).
+        pub fn chunker(mut self, chunker: std::sync::Arc<dyn lprag_core::Chunker>) -> Self {
+            self.inputs.chunker = Some(chunker);
+            self
+        }
+
+        /// Embed chunks and queries with this encoder (default:
+        /// [`DefaultEncoder::choose`](crate::DefaultEncoder::choose): the sentence encoder
+        /// when its weights are found, else a hashing encoder fitted on the chunks, with a
+        /// warning).
+        pub fn encoder(mut self, encoder: std::sync::Arc<dyn lprag_core::Encoder>) -> Self {
+            self.inputs.encoder = Some(encoder);
+            self
+        }
+
+        /// Receive progress reports (default: none).
+        pub fn progress(mut self, progress: std::sync::Arc<dyn lprag_core::Progress>) -> Self {
+            self.inputs.progress = Some(progress);
+            self
+        }
+    };
+}
+pub(crate) use input_setters;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_snapshot_paths_give_id_and_revision() {
+        let p = Path::new(
+            "/root/.cache/huggingface/hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/c9745ed1",
+        );
+        assert_eq!(
+            hub_snapshot(p),
+            Some((
+                "sentence-transformers/all-MiniLM-L6-v2".to_string(),
+                "c9745ed1".to_string()
+            ))
+        );
+        assert_eq!(hub_snapshot(Path::new("/models/minilm")), None);
+        assert_eq!(
+            hub_snapshot(Path::new("sentence-transformers/all-MiniLM-L6-v2")),
+            None
+        );
+        // An index saved elsewhere names a path that does not exist here: the id is used.
+        let spec = DefaultEncoder::SentenceTransformer {
+            model: "/nowhere/models--org--name/snapshots/abc".into(),
+            revision: None,
+        };
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(!json.contains("revision"), "{json}");
+    }
+
+    #[test]
+    fn non_finite_values_are_refused_before_they_become_json_null() {
+        let dir = Path::new("/idx");
+        assert!(check_finite(dir, "qcg.json", "chunk_emb", &[0.5, -1.0]).is_ok());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let err = check_finite(dir, "qcg.json", "chunk_emb", &[0.5, bad])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("chunk_emb") && err.contains("value 1"),
+                "{err}"
+            );
+        }
+        // What the check prevents: serde_json writes NaN as null, which no loader reads.
+        let v = serde_json::to_string(&vec![f32::NAN]).unwrap();
+        assert!(serde_json::from_str::<Vec<f32>>(&v).is_err());
+    }
+}
