@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
-    SyntheticQuery,
+    ScoredChunk, Selection, SyntheticQuery,
 };
 use lprag_model::bert::SentenceEncoder;
 use lprag_text::{HashingEncoder, HashingEncoderConfig};
@@ -282,16 +282,47 @@ pub(crate) fn save_json_atomic<T: serde::Serialize>(
     crate::durable::write_file(&path, &bytes)
 }
 
-/// Read a JSON index file written by [`save_json_atomic`] and check its format version
-/// (`version_of`) against `expected` and the encoder it was built with (name and
-/// dimension) against `encoder`.
-pub(crate) fn load_json_index<T: serde::de::DeserializeOwned + FloatFields>(
-    path: &Path,
-    expected: u32,
-    version_of: impl Fn(&T) -> u32,
-    encoder_of: impl Fn(&T) -> (&str, usize, Option<&str>),
-    encoder: &dyn Encoder,
-) -> Result<T> {
+/// The state a peer retriever saves as JSON: its format version, the encoder it was built
+/// with, and the consistency checks a loaded file must pass.
+pub(crate) trait SavedState: serde::de::DeserializeOwned + FloatFields {
+    /// The format version this build writes and reads.
+    const VERSION: u32;
+    /// The version the file says it has.
+    fn version(&self) -> u32;
+    /// The encoder the index was built with: name, embedding width, fingerprint.
+    fn encoder_record(&self) -> (&str, usize, Option<&str>);
+    /// Sizes, ids and configuration consistent with each other; the message says what is
+    /// not.
+    fn check(&self) -> std::result::Result<(), String>;
+}
+
+/// The [`SavedState`] items every peer's state writes the same way: `VERSION` and the
+/// `version`, `encoder`, `encoder_fingerprint` fields, with the embedding width read from
+/// the matrix field `$emb`.
+macro_rules! saved_state_header {
+    ($version:expr, $emb:ident) => {
+        const VERSION: u32 = $version;
+
+        fn version(&self) -> u32 {
+            self.version
+        }
+
+        fn encoder_record(&self) -> (&str, usize, Option<&str>) {
+            (
+                self.encoder.as_str(),
+                self.$emb.dim(),
+                self.encoder_fingerprint.as_deref(),
+            )
+        }
+    };
+}
+pub(crate) use saved_state_header;
+
+/// Read a JSON index file written by [`save_json_atomic`] and check its format version,
+/// its floats, the encoder it was built with (name, dimension, fingerprint) against
+/// `encoder`, and [`SavedState::check`]. Every failure names `path`.
+pub(crate) fn load_json_index<T: SavedState>(path: &Path, encoder: &dyn Encoder) -> Result<T> {
+    let expected = T::VERSION;
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     // The version first, so that a file of another version says so instead of failing on
     // a field this build does not know.
@@ -309,14 +340,14 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned + FloatFields>(
             ));
         }
     }
-    let version = version_of(&state);
+    let version = state.version();
     if version != expected {
         return Err(Error::format(
             path,
             format!("format version {version} (this build reads {expected})"),
         ));
     }
-    let (name, dim, fingerprint) = encoder_of(&state);
+    let (name, dim, fingerprint) = state.encoder_record();
     if name != encoder.name() || dim != encoder.dimension() {
         return Err(Error::invalid(
             path.display().to_string(),
@@ -328,7 +359,29 @@ pub(crate) fn load_json_index<T: serde::de::DeserializeOwned + FloatFields>(
         ));
     }
     check_fingerprint(&path.display().to_string(), fingerprint, encoder)?;
+    state.check().map_err(|m| Error::format(path, m))?;
     Ok(state)
+}
+
+/// The embedding of a user query for an index of `dim`-wide embeddings: an empty or
+/// blank query is refused, the rest is trimmed, embedded and checked ([`embed_query`]).
+pub(crate) async fn embed_user_query(
+    encoder: &dyn Encoder,
+    query: &str,
+    dim: usize,
+) -> Result<Vec<f32>> {
+    if query.trim().is_empty() {
+        return Err(Error::invalid("query", "empty or whitespace"));
+    }
+    let q = embed_query(encoder, query.trim()).await?;
+    if q.len() != dim {
+        return Err(Error::DimensionMismatch {
+            location: format!("encoder '{}' query vector", encoder.name()),
+            expected: dim,
+            actual: q.len(),
+        });
+    }
+    Ok(q)
 }
 
 /// Refuse `encoder` when the index recorded a fingerprint (see [`Encoder::fingerprint`])
@@ -583,19 +636,73 @@ impl BuildInputs {
             .unwrap_or_else(|| Arc::new(NoProgress))
     }
 
-    /// The start of every build: [`chunk_and_encoder`] with these inputs.
-    pub(crate) async fn prepare(
-        &self,
-        documents: &[Document],
-    ) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
-        chunk_and_encoder(
+    /// The start of every peer's build: [`chunk_and_encoder`] with these inputs, then the
+    /// chunks embedded (checked per batch, see [`embed_all`]) under the stage "embed
+    /// chunks". Validate the configuration before calling it: nothing is paid for yet.
+    pub(crate) async fn start(&self, documents: &[Document]) -> Result<Started> {
+        let progress = self.progress();
+        let at = std::time::Instant::now();
+        let (chunks, texts, encoder) = chunk_and_encoder(
             &*self.chunker(),
             documents,
             self.encoder.clone(),
-            &*self.progress(),
+            &*progress,
         )
-        .await
+        .await?;
+        let t = std::time::Instant::now();
+        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        Ok(Started {
+            embed_seconds: t.elapsed().as_secs_f64(),
+            progress,
+            at,
+            chunks,
+            texts,
+            encoder,
+            chunk_emb,
+        })
     }
+}
+
+/// What [`BuildInputs::start`] hands a build: the chunks, their texts and embeddings, the
+/// encoder chosen, the progress receiver and when the build started.
+pub(crate) struct Started {
+    pub(crate) progress: Arc<dyn Progress>,
+    pub(crate) at: std::time::Instant,
+    pub(crate) chunks: Vec<Chunk>,
+    pub(crate) texts: Vec<String>,
+    pub(crate) encoder: Arc<dyn Encoder>,
+    /// One row per chunk, not normalised.
+    pub(crate) chunk_emb: Embeddings,
+    /// Seconds spent embedding the chunks.
+    pub(crate) embed_seconds: f64,
+}
+
+/// The hits of a peer's ranked `(chunk, score)` list under `selection`. A `TopK` list
+/// shorter than `k` is filled by dense search when `pad` holds the chunk embeddings and the
+/// query's ([`pad_with_dense`]); thresholds apply to the retriever's own scores, unpadded.
+pub(crate) fn select_hits(
+    chunks: &[Chunk],
+    ranked: Vec<(ChunkId, f32)>,
+    selection: Selection,
+    pad: Option<(&Embeddings, &[f32])>,
+) -> Vec<ScoredChunk> {
+    let picked = match (selection, pad) {
+        (Selection::TopK(k), Some((chunk_emb, query))) => {
+            let mut out: Vec<(ChunkId, f32)> = ranked.into_iter().take(k).collect();
+            if out.len() < k {
+                pad_with_dense(&mut out, chunk_emb, query, k);
+            }
+            out
+        }
+        (other, _) => other.apply(ranked, |&(_, s)| s),
+    };
+    picked
+        .into_iter()
+        .map(|(c, score)| ScoredChunk {
+            chunk: chunks[c].clone(),
+            score,
+        })
+        .collect()
 }
 
 /// The `chunker`, `encoder` and `progress` setters of a builder with a `inputs:
@@ -622,6 +729,15 @@ macro_rules! input_setters {
         /// Receive progress reports (default: none).
         pub fn progress(mut self, progress: std::sync::Arc<dyn lprag_core::Progress>) -> Self {
             self.inputs.progress = Some(progress);
+            self
+        }
+    };
+    ($config:ty) => {
+        input_setters!();
+
+        /// Replace the configuration.
+        pub fn config(mut self, config: $config) -> Self {
+            self.config = config;
             self
         }
     };

@@ -76,8 +76,7 @@ use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, dense_padding, embed_all, input_setters, load_json_index, save_json_atomic,
-    BuildInputs,
+    blocking, dense_padding, input_setters, load_json_index, save_json_atomic, BuildInputs, Started,
 };
 
 /// The distance HDBSCAN clusters with (on L2-normalised embeddings).
@@ -553,7 +552,7 @@ pub struct G2RagBuilder {
 }
 
 impl G2RagBuilder {
-    input_setters!();
+    input_setters!(G2Config);
 
     /// Let this model decide the merges (the paper's M_LLM) with lprag's default merge
     /// prompt, `llm_max_chunks` passages of `llm_chunk_chars` characters per subgroup.
@@ -572,38 +571,23 @@ impl G2RagBuilder {
         self
     }
 
-    /// Replace the configuration.
-    pub fn config(mut self, config: G2Config) -> Self {
-        self.config = config;
-        self
-    }
-
     /// Chunk, embed, cluster, split, merge: the communities.
     pub async fn build(self, documents: &[Document]) -> Result<G2Rag> {
-        let progress = self.inputs.progress();
-        let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
-        let t = std::time::Instant::now();
-        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
-        if emb.rows() != chunks.len() {
-            return Err(Error::DimensionMismatch {
-                location: "G²RAG chunk embeddings".into(),
-                expected: chunks.len(),
-                actual: emb.rows(),
-            });
-        }
-        if let Some(i) = (0..emb.rows()).find(|&i| emb.row(i).iter().any(|x| !x.is_finite())) {
-            return Err(Error::invalid(
-                format!("encoder `{}` output", encoder.name()),
-                format!("chunk {i} has a non-finite embedding value"),
-            ));
-        }
+        let Started {
+            progress,
+            at: started,
+            chunks,
+            encoder,
+            chunk_emb: mut emb,
+            embed_seconds,
+            ..
+        } = self.inputs.start(documents).await?;
         emb.normalize();
         let mut stats = G2Stats {
             chunks: chunks.len(),
-            seconds_embed: t.elapsed().as_secs_f64(),
+            seconds_embed: embed_seconds,
             ..G2Stats::default()
         };
 
@@ -789,6 +773,24 @@ impl crate::retrievers::common::FloatFields for G2State {
     }
 }
 
+impl crate::retrievers::common::SavedState for G2State {
+    crate::retrievers::common::saved_state_header!(G2_FORMAT_VERSION, chunk_emb);
+
+    fn check(&self) -> std::result::Result<(), String> {
+        let n = self.chunks.len();
+        let dim = self.chunk_emb.dim();
+        if self.chunk_emb.rows() != n
+            || self.communities.iter().any(|c| {
+                c.centroid.len() != dim || c.members.is_empty() || c.members.iter().any(|&m| m >= n)
+            })
+            || self.outliers.iter().any(|&m| m >= n)
+        {
+            return Err("inconsistent sizes".into());
+        }
+        self.config.validate().map_err(|e| e.to_string())
+    }
+}
+
 /// The G²RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct G2Rag {
@@ -834,18 +836,8 @@ impl G2Rag {
     }
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        if query.trim().is_empty() {
-            return Err(Error::invalid("query", "empty or whitespace"));
-        }
-        let e = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
-        if e.len() != self.state.chunk_emb.dim() {
-            return Err(Error::DimensionMismatch {
-                location: "query embedding".into(),
-                expected: self.state.chunk_emb.dim(),
-                actual: e.len(),
-            });
-        }
-        Ok(e)
+        let dim = self.state.chunk_emb.dim();
+        crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await
     }
 
     fn explain_embedded(&self, e: &[f32]) -> (Vec<f32>, G2Explanation) {
@@ -881,33 +873,7 @@ impl G2Rag {
     /// with (checked by name and dimension).
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
         let path = dir.as_ref().join(G2_FILE);
-        let state: G2State = load_json_index(
-            &path,
-            G2_FORMAT_VERSION,
-            |s: &G2State| s.version,
-            |s: &G2State| {
-                (
-                    s.encoder.as_str(),
-                    s.chunk_emb.dim(),
-                    s.encoder_fingerprint.as_deref(),
-                )
-            },
-            &*encoder,
-        )?;
-        let n = state.chunks.len();
-        let dim = state.chunk_emb.dim();
-        if state.chunk_emb.rows() != n
-            || state.communities.iter().any(|c| {
-                c.centroid.len() != dim || c.members.is_empty() || c.members.iter().any(|&m| m >= n)
-            })
-            || state.outliers.iter().any(|&m| m >= n)
-        {
-            return Err(Error::format(&path, "inconsistent sizes"));
-        }
-        state
-            .config
-            .validate()
-            .map_err(|e| Error::format(&path, e.to_string()))?;
+        let state: G2State = load_json_index(&path, &*encoder)?;
         Ok(Self {
             state: Arc::new(state),
             encoder,

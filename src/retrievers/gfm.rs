@@ -69,8 +69,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, load_json_index, save_json_atomic,
-    BuildInputs, Labelled,
+    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, load_json_index,
+    save_json_atomic, select_hits, BuildInputs, Labelled, Started,
 };
 
 /// The relation added by entity resolution.
@@ -298,9 +298,13 @@ impl GfmRagBuilder {
         config.validate()?;
         // The device is checked before anything is paid for.
         let device = self.device.to_burn()?;
-        let progress = self.inputs.progress();
-        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
-        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        let Started {
+            progress,
+            chunks,
+            encoder,
+            chunk_emb,
+            ..
+        } = self.inputs.start(documents).await?;
 
         let extractor = self.extractor.unwrap_or_else(|| {
             Arc::new(CooccurrenceExtractor::new(config.offline_extractor.clone()))
@@ -427,30 +431,10 @@ impl GfmRagBuilder {
 
         // Fine-tuning: labelled questions, else synthetic ones (see the module docs).
         let questions: Vec<(String, Vec<usize>)> = if !self.labelled.is_empty() {
-            let mut doc_chunks: HashMap<&str, Vec<usize>> = HashMap::new();
-            for (c, ch) in chunks.iter().enumerate() {
-                doc_chunks
-                    .entry(ch.provenance.document_id.as_str())
-                    .or_default()
-                    .push(c);
-            }
-            self.labelled
-                .iter()
-                .enumerate()
-                .map(|(k, (question, docs))| {
-                    let mut gold = Vec::new();
-                    for id in docs {
-                        let cs = doc_chunks.get(id.as_str()).ok_or_else(|| {
-                            Error::invalid(
-                                format!("labelled[{k}]"),
-                                format!("unknown document id {id:?}"),
-                            )
-                        })?;
-                        gold.extend_from_slice(cs);
-                    }
-                    Ok((question.clone(), gold))
-                })
-                .collect::<Result<_>>()?
+            labelled_queries(&chunks, &self.labelled)?
+                .into_iter()
+                .map(|q| (q.text, q.chunk_ids))
+                .collect()
         } else if config.synthetic_queries > 0 {
             let mut rng = StdRng::seed_from_u64(config.seed ^ 0x5eed);
             let mut order: Vec<usize> = (0..chunks.len()).collect();
@@ -735,6 +719,28 @@ impl crate::retrievers::common::FloatFields for GfmState {
     }
 }
 
+impl crate::retrievers::common::SavedState for GfmState {
+    crate::retrievers::common::saved_state_header!(GFM_FORMAT_VERSION, chunk_emb);
+
+    fn check(&self) -> std::result::Result<(), String> {
+        let n = self.entities.len();
+        if self.chunk_emb.rows() != self.chunks.len()
+            || self.entity_emb.rows() != n
+            || self.mentions.len() != n
+            || self.edges.num_entities() != n
+            || self.relation_emb.rows() != self.relations.len()
+            || self
+                .mentions
+                .iter()
+                .flatten()
+                .any(|&c| c as usize >= self.chunks.len())
+        {
+            return Err("inconsistent sizes".into());
+        }
+        Ok(())
+    }
+}
+
 /// The GFM-RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct GfmRag {
@@ -795,10 +801,8 @@ impl GfmRag {
 
     /// Query entities, top entities and chunk scores for `query`.
     pub async fn explain(&self, query: &str) -> Result<GfmScores> {
-        if query.trim().is_empty() {
-            return Err(Error::invalid("query", "empty or whitespace"));
-        }
-        let q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
+        let dim = self.state.chunk_emb.dim();
+        let q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
         self.scores_for(query.trim(), &q).await
     }
 
@@ -902,33 +906,7 @@ impl GfmRag {
         let device = &device.to_burn()?;
         let dir = dir.as_ref();
         let path = dir.join(GFM_FILE);
-        let state: GfmState = load_json_index(
-            &path,
-            GFM_FORMAT_VERSION,
-            |s: &GfmState| s.version,
-            |s: &GfmState| {
-                (
-                    s.encoder.as_str(),
-                    s.chunk_emb.dim(),
-                    s.encoder_fingerprint.as_deref(),
-                )
-            },
-            &*encoder,
-        )?;
-        let n = state.entities.len();
-        if state.chunk_emb.rows() != state.chunks.len()
-            || state.entity_emb.rows() != n
-            || state.mentions.len() != n
-            || state.edges.num_entities() != n
-            || state.relation_emb.rows() != state.relations.len()
-            || state
-                .mentions
-                .iter()
-                .flatten()
-                .any(|&c| c as usize >= state.chunks.len())
-        {
-            return Err(Error::format(&path, "inconsistent sizes"));
-        }
+        let state: GfmState = load_json_index(&path, &*encoder)?;
         let weights = state.weights_file.as_deref().unwrap_or(GFM_WEIGHTS);
         let plain = !weights.is_empty()
             && weights.ends_with(".bpk")
@@ -973,34 +951,17 @@ impl Retriever for GfmRag {
         let span = tracing::info_span!("gfm.retrieve");
         async {
             selection.validate()?;
-            if query.trim().is_empty() {
-                return Err(Error::invalid("query", "empty or whitespace"));
-            }
-            let q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
+            let dim = self.state.chunk_emb.dim();
+            let q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
             let scores = self.scores_for(query.trim(), &q).await?;
-            let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
-                chunk: self.state.chunks[c].clone(),
-                score: s,
-            };
-            match selection {
-                Selection::TopK(k) => {
-                    let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
-                    if out.len() < k && self.state.config.pad_with_dense {
-                        crate::retrievers::common::pad_with_dense(
-                            &mut out,
-                            &self.state.chunk_emb,
-                            &q,
-                            k,
-                        );
-                    }
-                    Ok(out.into_iter().map(hit).collect())
-                }
-                other => Ok(other
-                    .apply(scores.chunks, |&(_, s)| s)
-                    .into_iter()
-                    .map(hit)
-                    .collect()),
-            }
+            let pad = self.state.config.pad_with_dense;
+            let pad = pad.then_some((&self.state.chunk_emb, q.as_slice()));
+            Ok(select_hits(
+                &self.state.chunks,
+                scores.chunks,
+                selection,
+                pad,
+            ))
         }
         .instrument(span)
         .await

@@ -51,8 +51,8 @@ use lprag_text::{Bm25, HeuristicQueryGenerator};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, load_json_index, save_json_atomic,
-    BuildInputs, Labelled,
+    blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
+    BuildInputs, Labelled, Started,
 };
 
 /// Which LeSeGR scorer to build.
@@ -191,7 +191,7 @@ pub struct LesegrRagBuilder {
 }
 
 impl LesegrRagBuilder {
-    input_setters!();
+    input_setters!(LesegrConfig);
 
     /// Use this sparse encoder for δ and for inter-document relevance (default [`Bm25`]).
     pub fn sparse(mut self, sparse: Arc<dyn SparseEncoder>) -> Self {
@@ -229,21 +229,20 @@ impl LesegrRagBuilder {
         self
     }
 
-    /// Replace the configuration.
-    pub fn config(mut self, config: LesegrConfig) -> Self {
-        self.config = config;
-        self
-    }
-
     /// Chunk, embed, fit the sparse index, build the chunk graph and (trained variant)
     /// train the scorer.
     pub async fn build(self, documents: &[Document]) -> Result<LesegrRag> {
-        let progress = self.inputs.progress();
-        let started = std::time::Instant::now();
         let config = self.config.clone();
         config.validate()?;
-        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
-        let mut emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        let Started {
+            progress,
+            at: started,
+            chunks,
+            texts,
+            encoder,
+            chunk_emb: mut emb,
+            ..
+        } = self.inputs.start(documents).await?;
         emb.normalize();
         let sparse = self
             .sparse
@@ -512,6 +511,29 @@ impl crate::retrievers::common::FloatFields for LesegrState {
     }
 }
 
+impl crate::retrievers::common::SavedState for LesegrState {
+    crate::retrievers::common::saved_state_header!(LESEGR_FORMAT_VERSION, emb);
+
+    fn check(&self) -> std::result::Result<(), String> {
+        let d = self.emb.dim();
+        if self.emb.rows() != self.chunks.len()
+            || self.graph.num_nodes() != self.chunks.len()
+            || self.alpha.len() != self.graph.num_edges()
+            || self.transform.as_ref().is_some_and(|m| m.len() != d * d)
+            || self
+                .graph
+                .sources()
+                .iter()
+                .any(|&s| s as usize >= self.chunks.len())
+        {
+            return Err("inconsistent sizes".into());
+        }
+        // The configuration drives retrieval (the layer count is the number of
+        // propagation steps per query): the builder's checks apply to a loaded one too.
+        self.config.validate().map_err(|e| e.to_string())
+    }
+}
+
 /// The LeSeGR retriever. `Send + Sync`; retrieval is read-only and runs on the host.
 #[derive(Clone)]
 pub struct LesegrRag {
@@ -561,17 +583,8 @@ impl LesegrRag {
     }
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        if query.trim().is_empty() {
-            return Err(Error::invalid("query", "empty or whitespace"));
-        }
-        let mut q = crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await?;
-        if q.len() != self.state.emb.dim() {
-            return Err(Error::DimensionMismatch {
-                location: format!("encoder '{}' query vector", self.encoder.name()),
-                expected: self.state.emb.dim(),
-                actual: q.len(),
-            });
-        }
+        let dim = self.state.emb.dim();
+        let mut q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
         let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
         if n > 0.0 {
             q.iter_mut().for_each(|x| *x /= n);
@@ -655,19 +668,7 @@ impl LesegrRag {
         sparse: Arc<dyn SparseEncoder>,
     ) -> Result<Self> {
         let path = dir.as_ref().join(LESEGR_FILE);
-        let state: LesegrState = load_json_index(
-            &path,
-            LESEGR_FORMAT_VERSION,
-            |s: &LesegrState| s.version,
-            |s: &LesegrState| {
-                (
-                    s.encoder.as_str(),
-                    s.emb.dim(),
-                    s.encoder_fingerprint.as_deref(),
-                )
-            },
-            &*encoder,
-        )?;
+        let state: LesegrState = load_json_index(&path, &*encoder)?;
         if state.sparse != sparse.name() {
             return Err(Error::invalid(
                 path.display().to_string(),
@@ -678,25 +679,6 @@ impl LesegrRag {
                 ),
             ));
         }
-        let d = state.emb.dim();
-        if state.emb.rows() != state.chunks.len()
-            || state.graph.num_nodes() != state.chunks.len()
-            || state.alpha.len() != state.graph.num_edges()
-            || state.transform.as_ref().is_some_and(|m| m.len() != d * d)
-            || state
-                .graph
-                .sources()
-                .iter()
-                .any(|&s| s as usize >= state.chunks.len())
-        {
-            return Err(Error::format(&path, "inconsistent sizes"));
-        }
-        // The configuration drives retrieval (the layer count is the number of
-        // propagation steps per query): the builder's checks apply to a loaded one too.
-        state
-            .config
-            .validate()
-            .map_err(|e| Error::format(&path, e.to_string()))?;
         let texts: Vec<String> = state.chunks.iter().map(Chunk::embedding_text).collect();
         let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
         check_sparse_len(&*index, state.chunks.len(), "sparse index")?;
@@ -742,14 +724,12 @@ impl Retriever for LesegrRag {
             let me = self.clone();
             let text = query.to_string();
             let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
-            Ok(selection
-                .apply(scores.chunks, |&(_, s)| s)
-                .into_iter()
-                .map(|(c, s)| ScoredChunk {
-                    chunk: self.state.chunks[c].clone(),
-                    score: s,
-                })
-                .collect())
+            Ok(select_hits(
+                &self.state.chunks,
+                scores.chunks,
+                selection,
+                None,
+            ))
         }
         .instrument(span)
         .await

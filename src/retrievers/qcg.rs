@@ -27,8 +27,8 @@ use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, load_json_index, pad_with_dense,
-    save_json_atomic, BuildInputs,
+    blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
+    BuildInputs, Started,
 };
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
@@ -229,7 +229,7 @@ pub struct QcgRagBuilder {
 }
 
 impl QcgRagBuilder {
-    input_setters!();
+    input_setters!(QcgConfig);
 
     /// Use this (query, answer) generator. Default: the offline
     /// [`HeuristicQueryGenerator`] with `queries_per_batch = queries_per_chunk` (questions
@@ -239,19 +239,18 @@ impl QcgRagBuilder {
         self
     }
 
-    /// Replace the configuration.
-    pub fn config(mut self, config: QcgConfig) -> Self {
-        self.config = config;
-        self
-    }
-
     /// Chunk, generate and filter queries, embed, and link the query graph.
     pub async fn build(self, documents: &[Document]) -> Result<QcgRag> {
-        let progress = self.inputs.progress();
-        let t = std::time::Instant::now();
         let config = self.config;
         config.validate()?;
-        let (chunks, texts, encoder) = self.inputs.prepare(documents).await?;
+        let Started {
+            progress,
+            at: t,
+            chunks,
+            encoder,
+            chunk_emb,
+            ..
+        } = self.inputs.start(documents).await?;
         let generator = self.query_generator.unwrap_or_else(|| {
             Arc::new(HeuristicQueryGenerator::new(
                 HeuristicQueryGeneratorConfig {
@@ -260,7 +259,6 @@ impl QcgRagBuilder {
                 },
             ))
         });
-        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
         // Doc2Query works chunk by chunk: one-chunk batches.
         let batches: Vec<Vec<ChunkId>> = (0..chunks.len()).map(|c| vec![c]).collect();
         let generated = generator.generate(&chunks, &batches).await?;
@@ -356,6 +354,42 @@ impl crate::retrievers::common::FloatFields for QcgState {
     }
 }
 
+impl crate::retrievers::common::SavedState for QcgState {
+    crate::retrievers::common::saved_state_header!(QCG_FORMAT_VERSION, chunk_emb);
+
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.neighbors.len() != self.queries.len()
+            || self.query_emb.rows() != self.queries.len()
+            || self.chunk_emb.rows() != self.chunks.len()
+        {
+            return Err("inconsistent sizes".into());
+        }
+        if self.query_emb.dim() != self.chunk_emb.dim() {
+            return Err(format!(
+                "query embeddings are {}-d, chunk embeddings {}-d",
+                self.query_emb.dim(),
+                self.chunk_emb.dim()
+            ));
+        }
+        let (nq, nc) = (self.queries.len(), self.chunks.len());
+        for (i, q) in self.queries.iter().enumerate() {
+            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= nc) {
+                return Err(format!(
+                    "query {i} links chunk {c}, out of range for {nc} chunks"
+                ));
+            }
+        }
+        for (i, list) in self.neighbors.iter().enumerate() {
+            if let Some(&j) = list.iter().find(|&&j| j as usize >= nq) {
+                return Err(format!(
+                    "query {i} has neighbour {j}, out of range for {nq} queries"
+                ));
+            }
+        }
+        self.config.validate().map_err(|e| e.to_string())
+    }
+}
+
 /// The QCG-RAG retriever. `Send + Sync`; retrieval is read-only.
 #[derive(Clone)]
 pub struct QcgRag {
@@ -400,10 +434,8 @@ impl QcgRag {
     }
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        if query.trim().is_empty() {
-            return Err(Error::invalid("query", "empty or whitespace"));
-        }
-        crate::retrievers::common::embed_query(&*self.encoder, query.trim()).await
+        let dim = self.state.chunk_emb.dim();
+        crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await
     }
 
     fn scores_for(&self, e: &[f32]) -> QcgScores {
@@ -433,56 +465,7 @@ impl QcgRag {
     /// with (checked by name and dimension).
     pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
         let path = dir.as_ref().join(QCG_FILE);
-        let state: QcgState = load_json_index(
-            &path,
-            QCG_FORMAT_VERSION,
-            |s: &QcgState| s.version,
-            |s: &QcgState| {
-                (
-                    s.encoder.as_str(),
-                    s.chunk_emb.dim(),
-                    s.encoder_fingerprint.as_deref(),
-                )
-            },
-            &*encoder,
-        )?;
-        if state.neighbors.len() != state.queries.len()
-            || state.query_emb.rows() != state.queries.len()
-            || state.chunk_emb.rows() != state.chunks.len()
-        {
-            return Err(Error::format(&path, "inconsistent sizes"));
-        }
-        if state.query_emb.dim() != state.chunk_emb.dim() {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "query embeddings are {}-d, chunk embeddings {}-d",
-                    state.query_emb.dim(),
-                    state.chunk_emb.dim()
-                ),
-            ));
-        }
-        let (nq, nc) = (state.queries.len(), state.chunks.len());
-        for (i, q) in state.queries.iter().enumerate() {
-            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= nc) {
-                return Err(Error::format(
-                    &path,
-                    format!("query {i} links chunk {c}, out of range for {nc} chunks"),
-                ));
-            }
-        }
-        for (i, list) in state.neighbors.iter().enumerate() {
-            if let Some(&j) = list.iter().find(|&&j| j as usize >= nq) {
-                return Err(Error::format(
-                    &path,
-                    format!("query {i} has neighbour {j}, out of range for {nq} queries"),
-                ));
-            }
-        }
-        state
-            .config
-            .validate()
-            .map_err(|e| Error::format(&path, e.to_string()))?;
+        let state: QcgState = load_json_index(&path, &*encoder)?;
         Ok(Self {
             state: Arc::new(state),
             encoder,
@@ -508,25 +491,14 @@ impl Retriever for QcgRag {
                 Ok((e, scores))
             })
             .await?;
-            let hit = |(c, s): (ChunkId, f32)| ScoredChunk {
-                chunk: self.state.chunks[c].clone(),
-                score: s,
-            };
-            match selection {
-                Selection::TopK(k) => {
-                    let mut out: Vec<(ChunkId, f32)> = scores.chunks.into_iter().take(k).collect();
-                    if out.len() < k && self.state.config.pad_with_dense {
-                        pad_with_dense(&mut out, &self.state.chunk_emb, &e, k);
-                    }
-                    Ok(out.into_iter().map(hit).collect())
-                }
-                // Thresholds apply to the graph's own scores (mean cosine); no padding.
-                other => Ok(other
-                    .apply(scores.chunks, |&(_, s)| s)
-                    .into_iter()
-                    .map(hit)
-                    .collect()),
-            }
+            let pad = self.state.config.pad_with_dense;
+            let pad = pad.then_some((&self.state.chunk_emb, e.as_slice()));
+            Ok(select_hits(
+                &self.state.chunks,
+                scores.chunks,
+                selection,
+                pad,
+            ))
         }
         .instrument(span)
         .await

@@ -6,7 +6,9 @@
 //!   other's top-k by cosine (LP-RAG: k = [`DEFAULT_K`] = 5), exactly by blocked GEMM or
 //!   approximately with HNSW ([`KnnBackend`]).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
-//!   with a COO export, for message passing without petgraph in the hot loop.
+//!   with a COO export, for message passing without petgraph in the hot loop;
+//!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
+//!   link predictors.
 //! * **Batches** (Appendix A.2): [`sample_batches`] gives each chunk `v` the batch
 //!   `{v} ∪` a uniformly-sized random subset of its neighbours, for query generation.
 //! * **Training graph**: [`build_link_graph`] joins chunks and synthetic queries into a
@@ -68,6 +70,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod adjacency;
 mod bridge;
 mod components;
 mod error;
@@ -80,6 +83,7 @@ mod sampling;
 mod search;
 mod typed;
 
+pub use adjacency::{pair_key, WeightedAdjacency};
 pub use bridge::{bridge_edges, BridgeConfig};
 pub use components::{cluster_knn, components};
 pub use error::GraphError;

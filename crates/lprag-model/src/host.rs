@@ -7,89 +7,37 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::Aggregation;
 
-/// An undirected weighted graph kept on the host as sorted adjacency lists.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HostGraph {
-    adj: Vec<Vec<(u32, f32)>>,
+pub(crate) use lprag_graph::{pair_key, WeightedAdjacency as HostGraph};
+
+/// Message passing over a [`HostGraph`]: its coefficients uploaded whole, or a training
+/// step's neighbourhood with its target edges masked.
+pub(crate) trait MessagePassing {
+    /// Upload the message-passing structure for `aggregation`.
+    fn to_device(&self, aggregation: Aggregation, device: &Device) -> MessageGraph;
+
+    /// The computation graph of `seeds` for `hops` layers (see [`Subgraph`]). `wsum`: the
+    /// unmasked graph's [`HostGraph::weight_sums`].
+    fn subgraph(
+        &self,
+        wsum: &[f32],
+        masked: &HashSet<(u32, u32)>,
+        seeds: &[u32],
+        hops: usize,
+        aggregation: Aggregation,
+    ) -> Subgraph;
 }
 
-impl HostGraph {
-    /// A graph of `n` nodes from undirected edges `(a, b, w)`; self loops and duplicates are
-    /// dropped (the first weight wins).
-    pub(crate) fn from_edges(n: usize, edges: impl IntoIterator<Item = (u32, u32, f32)>) -> Self {
-        let mut adj: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n];
-        for (a, b, w) in edges {
-            if a == b {
-                continue;
-            }
-            adj[a as usize].push((b, w));
-            adj[b as usize].push((a, w));
-        }
-        for list in &mut adj {
-            list.sort_by_key(|&(j, _)| j);
-            list.dedup_by_key(|&mut (j, _)| j);
-        }
-        Self { adj }
-    }
-
-    /// Number of nodes.
-    pub(crate) fn len(&self) -> usize {
-        self.adj.len()
-    }
-
-    /// Add a node joined to `neighbours` (weight `w`); returns its index.
-    pub(crate) fn push_node(&mut self, neighbours: &[u32], w: f32) -> u32 {
-        let id = self.adj.len() as u32;
-        let mut list: Vec<(u32, f32)> = neighbours.iter().map(|&j| (j, w)).collect();
-        list.sort_by_key(|&(j, _)| j);
-        list.dedup_by_key(|&mut (j, _)| j);
-        for &(j, _) in &list {
-            let l = &mut self.adj[j as usize];
-            // The new node has the largest index, so pushing keeps the list sorted.
-            l.push((id, w));
-        }
-        self.adj.push(list);
-        id
-    }
-
-    /// Every node's `(neighbour, weight)` list.
-    pub(crate) fn adjacency(&self) -> &[Vec<(u32, f32)>] {
-        &self.adj
-    }
-
-    /// Neighbours of `i`, sorted by index.
-    pub(crate) fn neighbors(&self, i: u32) -> &[(u32, f32)] {
-        &self.adj[i as usize]
-    }
-
-    /// Append the common neighbours of `i` and `j` (sorted-list merge) to `out`.
-    pub(crate) fn common_neighbors(&self, i: u32, j: u32, out: &mut Vec<u32>) {
-        let (a, b) = (self.neighbors(i), self.neighbors(j));
-        let (mut x, mut y) = (0, 0);
-        while x < a.len() && y < b.len() {
-            match a[x].0.cmp(&b[y].0) {
-                std::cmp::Ordering::Less => x += 1,
-                std::cmp::Ordering::Greater => y += 1,
-                std::cmp::Ordering::Equal => {
-                    out.push(a[x].0);
-                    x += 1;
-                    y += 1;
-                }
-            }
-        }
-    }
-
-    /// Upload the message-passing structure for `aggregation`.
-    pub(crate) fn to_device(&self, aggregation: Aggregation, device: &Device) -> MessageGraph {
+impl MessagePassing for HostGraph {
+    fn to_device(&self, aggregation: Aggregation, device: &Device) -> MessageGraph {
         let n = self.len();
         let (mut src, mut dst, mut coef) = (Vec::new(), Vec::new(), Vec::new());
         let wsum: Vec<f32> = self
-            .adj
+            .lists()
             .iter()
             .map(|l| l.iter().map(|&(_, w)| w.max(0.0)).sum())
             .collect();
         let mut self_coef = vec![0.0f32; n];
-        for (i, list) in self.adj.iter().enumerate() {
+        for (i, list) in self.lists().iter().enumerate() {
             for &(j, w) in list {
                 let w = w.max(0.0);
                 let c = match aggregation {
@@ -114,6 +62,84 @@ impl HostGraph {
             dst: Tensor::<1, Int>::from_data(TensorData::new(dst, [e]), device),
             coef: Tensor::<2>::from_data(TensorData::new(coef, [e, 1]), device),
             self_coef: Tensor::<2>::from_data(TensorData::new(self_coef, [n, 1]), device),
+        }
+    }
+
+    fn subgraph(
+        &self,
+        wsum: &[f32],
+        masked: &HashSet<(u32, u32)>,
+        seeds: &[u32],
+        hops: usize,
+        aggregation: Aggregation,
+    ) -> Subgraph {
+        use std::collections::HashMap;
+        let mut local: HashMap<u32, u32> = HashMap::with_capacity(seeds.len() * 4);
+        let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len() * 4);
+        for &s in seeds {
+            if let std::collections::hash_map::Entry::Vacant(e) = local.entry(s) {
+                e.insert(nodes.len() as u32);
+                nodes.push(s);
+            }
+        }
+        let (mut lo, mut inner) = (0usize, nodes.len());
+        for _ in 0..hops {
+            inner = nodes.len();
+            for idx in lo..inner {
+                let i = nodes[idx];
+                for (j, _) in self.unmasked(i, masked) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = local.entry(j) {
+                        e.insert(nodes.len() as u32);
+                        nodes.push(j);
+                    }
+                }
+            }
+            lo = inner;
+        }
+        // Masked edges no longer count towards degrees. Summed in sorted order: a hash
+        // set's iteration order differs between processes, and float sums with it.
+        let mut less: HashMap<u32, f32> = HashMap::new();
+        let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
+        sorted.sort_unstable();
+        for &(a, b) in &sorted {
+            if let Ok(p) = self.neighbors(a).binary_search_by_key(&b, |&(j, _)| j) {
+                let w = self.neighbors(a)[p].1.max(0.0);
+                *less.entry(a).or_default() += w;
+                *less.entry(b).or_default() += w;
+            }
+        }
+        let ws = |i: u32| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0);
+        let (mut src, mut dst, mut coef) = (Vec::new(), Vec::new(), Vec::new());
+        let mut self_coef = vec![0.0f32; nodes.len()];
+        // Nodes whose layer outputs are read: all but the last hop's frontier.
+        let receivers = if hops == 0 { 0 } else { inner };
+        for (li, &i) in nodes.iter().enumerate().take(receivers) {
+            let si = ws(i);
+            for (j, w) in self.unmasked(i, masked) {
+                let w = w.max(0.0);
+                let c = match aggregation {
+                    Aggregation::Sage if si > 0.0 => w / si,
+                    Aggregation::Sage => 0.0,
+                    Aggregation::Gcn => w / ((1.0 + si) * (1.0 + ws(j))).sqrt(),
+                };
+                if c > 0.0 {
+                    src.push(local[&j] as i64);
+                    dst.push(li as i64);
+                    coef.push(c);
+                }
+            }
+            if aggregation == Aggregation::Gcn {
+                self_coef[li] = 1.0 / (1.0 + si);
+            }
+        }
+        Subgraph {
+            nodes,
+            local,
+            src,
+            dst,
+            coef,
+            self_coef,
+            receivers,
         }
     }
 }
@@ -212,136 +238,6 @@ impl Subgraph {
     }
 }
 
-/// Unordered pair key.
-pub(crate) fn pair_key(a: u32, b: u32) -> (u32, u32) {
-    (a.min(b), a.max(b))
-}
-
-impl HostGraph {
-    /// Sum of positive edge weights per node.
-    pub(crate) fn weight_sums(&self) -> Vec<f32> {
-        self.adj
-            .iter()
-            .map(|l| l.iter().map(|&(_, w)| w.max(0.0)).sum())
-            .collect()
-    }
-
-    /// Neighbours of `i` except through `masked` edges.
-    fn unmasked<'a>(
-        &'a self,
-        i: u32,
-        masked: &'a HashSet<(u32, u32)>,
-    ) -> impl Iterator<Item = (u32, f32)> + 'a {
-        self.neighbors(i)
-            .iter()
-            .copied()
-            .filter(move |&(j, _)| masked.is_empty() || !masked.contains(&pair_key(i, j)))
-    }
-
-    /// Common neighbours of `i` and `j` except through `masked` edges, appended to `out`.
-    pub(crate) fn common_neighbors_masked(
-        &self,
-        i: u32,
-        j: u32,
-        masked: &HashSet<(u32, u32)>,
-        out: &mut Vec<u32>,
-    ) {
-        let start = out.len();
-        self.common_neighbors(i, j, out);
-        if !masked.is_empty() {
-            let mut k = start;
-            for r in start..out.len() {
-                let u = out[r];
-                if !masked.contains(&pair_key(i, u)) && !masked.contains(&pair_key(j, u)) {
-                    out[k] = u;
-                    k += 1;
-                }
-            }
-            out.truncate(k);
-        }
-    }
-
-    /// The computation graph of `seeds` for `hops` layers (see [`Subgraph`]). `wsum`: the
-    /// unmasked graph's [`HostGraph::weight_sums`].
-    pub(crate) fn subgraph(
-        &self,
-        wsum: &[f32],
-        masked: &HashSet<(u32, u32)>,
-        seeds: &[u32],
-        hops: usize,
-        aggregation: Aggregation,
-    ) -> Subgraph {
-        use std::collections::HashMap;
-        let mut local: HashMap<u32, u32> = HashMap::with_capacity(seeds.len() * 4);
-        let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len() * 4);
-        for &s in seeds {
-            if let std::collections::hash_map::Entry::Vacant(e) = local.entry(s) {
-                e.insert(nodes.len() as u32);
-                nodes.push(s);
-            }
-        }
-        let (mut lo, mut inner) = (0usize, nodes.len());
-        for _ in 0..hops {
-            inner = nodes.len();
-            for idx in lo..inner {
-                let i = nodes[idx];
-                for (j, _) in self.unmasked(i, masked) {
-                    if let std::collections::hash_map::Entry::Vacant(e) = local.entry(j) {
-                        e.insert(nodes.len() as u32);
-                        nodes.push(j);
-                    }
-                }
-            }
-            lo = inner;
-        }
-        // Masked edges no longer count towards degrees. Summed in sorted order: a hash
-        // set's iteration order differs between processes, and float sums with it.
-        let mut less: HashMap<u32, f32> = HashMap::new();
-        let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
-        sorted.sort_unstable();
-        for &(a, b) in &sorted {
-            if let Ok(p) = self.adj[a as usize].binary_search_by_key(&b, |&(j, _)| j) {
-                let w = self.adj[a as usize][p].1.max(0.0);
-                *less.entry(a).or_default() += w;
-                *less.entry(b).or_default() += w;
-            }
-        }
-        let ws = |i: u32| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0);
-        let (mut src, mut dst, mut coef) = (Vec::new(), Vec::new(), Vec::new());
-        let mut self_coef = vec![0.0f32; nodes.len()];
-        // Nodes whose layer outputs are read: all but the last hop's frontier.
-        let receivers = if hops == 0 { 0 } else { inner };
-        for (li, &i) in nodes.iter().enumerate().take(receivers) {
-            let si = ws(i);
-            for (j, w) in self.unmasked(i, masked) {
-                let w = w.max(0.0);
-                let c = match aggregation {
-                    Aggregation::Sage if si > 0.0 => w / si,
-                    Aggregation::Sage => 0.0,
-                    Aggregation::Gcn => w / ((1.0 + si) * (1.0 + ws(j))).sqrt(),
-                };
-                if c > 0.0 {
-                    src.push(local[&j] as i64);
-                    dst.push(li as i64);
-                    coef.push(c);
-                }
-            }
-            if aggregation == Aggregation::Gcn {
-                self_coef[li] = 1.0 / (1.0 + si);
-            }
-        }
-        Subgraph {
-            nodes,
-            local,
-            src,
-            dst,
-            coef,
-            self_coef,
-            receivers,
-        }
-    }
-}
-
 /// Message-passing structure on a device: messages flow `src → dst` scaled by `coef`.
 #[derive(Debug, Clone)]
 pub(crate) struct MessageGraph {
@@ -429,41 +325,6 @@ impl PairBatch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn common_neighbours_and_push_node() {
-        // 0-1, 0-2, 1-2, 2-3
-        let mut g = HostGraph::from_edges(
-            4,
-            [
-                (0, 1, 1.0),
-                (0, 2, 1.0),
-                (1, 2, 1.0),
-                (2, 3, 1.0),
-                (3, 3, 1.0),
-            ],
-        );
-        let mut out = Vec::new();
-        g.common_neighbors(0, 1, &mut out);
-        assert_eq!(out, vec![2]);
-        out.clear();
-        g.common_neighbors(0, 3, &mut out);
-        assert_eq!(out, vec![2]);
-        let q = g.push_node(&[1, 3, 3], 1.0);
-        assert_eq!(q, 4);
-        out.clear();
-        g.common_neighbors(q, 2, &mut out);
-        assert_eq!(out, vec![1, 3]);
-        assert!(
-            g.neighbors(3).iter().all(|&(j, _)| j != 3),
-            "self loop dropped"
-        );
-    }
-}
-
-#[cfg(test)]
 mod subgraph_tests {
     use super::*;
     use std::collections::HashMap;
@@ -498,7 +359,7 @@ mod subgraph_tests {
             (8, 4, 1.0),
             (8, 0, 1.0),
         ];
-        let full = HostGraph::from_edges(9, edges.iter().copied());
+        let full = HostGraph::from_edges(9, edges.iter().copied()).unwrap();
         let masked: HashSet<(u32, u32)> = [pair_key(6, 0), pair_key(7, 3)].into_iter().collect();
         let m = HostGraph::from_edges(
             9,
@@ -506,7 +367,8 @@ mod subgraph_tests {
                 .iter()
                 .copied()
                 .filter(|&(a, b, _)| !masked.contains(&pair_key(a, b))),
-        );
+        )
+        .unwrap();
         let wsum = full.weight_sums();
         for agg in [Aggregation::Sage, Aggregation::Gcn] {
             for hops in [1, 2] {

@@ -627,18 +627,18 @@ struct ChunkPositions {
 
 impl ChunkPositions {
     /// Laplacian eigenmaps of the whole `graph` (seeded), the chunks' rows kept.
-    fn new(graph: &LinkGraph, dim: usize, seed: u64) -> Self {
+    fn new(graph: &LinkGraph, dim: usize, seed: u64) -> Result<Self> {
         if dim == 0 {
-            return Self {
+            return Ok(Self {
                 dim,
                 rows: Vec::new(),
-            };
+            });
         }
         let host = HostGraph::from_edges(
             graph.num_nodes(),
             graph.edges.iter().map(|e| (e.a, e.b, e.weight)),
-        );
-        let mut rows = laplacian_eigenmaps(host.adjacency(), dim, PE_ITERATIONS, seed);
+        )?;
+        let mut rows = laplacian_eigenmaps(host.lists(), dim, PE_ITERATIONS, seed);
         // One global scale (rotation invariance is kept): the mean squared distance across
         // the graph's edges becomes 1, whatever the corpus size.
         let mut sum = 0.0f64;
@@ -654,7 +654,7 @@ impl ChunkPositions {
             rows.iter_mut().for_each(|x| *x *= s);
         }
         rows.truncate(graph.num_chunks * dim);
-        Self { dim, rows }
+        Ok(Self { dim, rows })
     }
 
     fn chunk(&self, i: u32) -> &[f32] {
@@ -823,7 +823,7 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         let dim = model.as_ref().map_or(0, |m| m.pair_positional_dim());
         let positions = match positions {
             Some(p) if p.dim == dim => p,
-            _ => ChunkPositions::new(graph, dim, self.train.seed),
+            _ => ChunkPositions::new(graph, dim, self.train.seed)?,
         };
         self.state = Some(Served {
             model,
@@ -1117,7 +1117,7 @@ fn train<M: PairModel>(
         .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
         .init();
     let xh = unit_rows(&graph.features);
-    let host = HostGraph::from_edges(n, msg_edges.iter().copied());
+    let host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
     let wsum = host.weight_sums();
     let sampler = NegativeDraw::new(tc.negatives, nc, &host)?;
 
@@ -1126,7 +1126,7 @@ fn train<M: PairModel>(
     let ctx_wsum = ctx.host.weight_sums();
     // Positional encodings (for a model that asks): chunks' eigenmap rows, and for every
     // synthetic query the mean of the chunks it would join at inference.
-    let positions = ChunkPositions::new(graph, model.pair_positional_dim(), tc.seed);
+    let positions = ChunkPositions::new(graph, model.pair_positional_dim(), tc.seed)?;
     let train_pos: Vec<f32> = if positions.dim == 0 {
         Vec::new()
     } else {

@@ -27,7 +27,7 @@ use crate::config::{
     Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, TrainConfig,
 };
 use crate::early_stop::EarlyStopping;
-use crate::host::{pair_key, HostGraph, PairBatch};
+use crate::host::{pair_key, HostGraph, MessagePassing, PairBatch};
 use crate::net::LinkNet;
 use crate::training::{epoch_rng, read_versioned, step_pairs, write_json, Schedule, Split};
 
@@ -127,7 +127,7 @@ impl ChunkContext {
             .filter(|e| (e.a as usize) < nc && (e.b as usize) < nc)
             .copied()
             .collect();
-        let host = HostGraph::from_edges(nc, edges.iter().map(|e| (e.a, e.b, e.weight)));
+        let host = HostGraph::from_edges(nc, edges.iter().map(|e| (e.a, e.b, e.weight)))?;
         Ok(Self {
             features,
             edges,
@@ -168,19 +168,19 @@ impl ChunkContext {
         queries: &[Vec<f32>],
         mode: InferenceMode,
         device: &Device,
-    ) -> (HostGraph, Tensor<2>, Vec<u32>) {
+    ) -> Result<(HostGraph, Tensor<2>, Vec<u32>)> {
         let mut host = self.host.clone();
         let mut ids = Vec::with_capacity(queries.len());
         for q in queries {
             let nbrs = self.join(q, mode);
-            ids.push(host.push_node(&nbrs, 1.0));
+            ids.push(host.push_node(&nbrs, 1.0)?);
         }
         let d = self.features.dim();
         let flat: Vec<f32> = queries.iter().flatten().copied().collect();
         let qx = Tensor::<2>::from_data(TensorData::new(flat, [queries.len(), d]), device);
         // Uploaded per call: this is the full-graph reference path, not the query path.
         let x = Tensor::cat(vec![to_tensor(&self.features, device), qx], 0);
-        (host, x, ids)
+        Ok((host, x, ids))
     }
 }
 
@@ -358,7 +358,7 @@ impl GnnLinkPredictor {
     pub fn score_full_graph(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
         let queries = Embeddings::new(query.len().max(1), query.to_vec())?;
         let (net, st, cands) = self.checked(&queries, candidates)?;
-        Ok(Self::score_group(
+        Self::score_group(
             net,
             st,
             &self.model,
@@ -366,7 +366,7 @@ impl GnnLinkPredictor {
             &[normalize_vec(query)],
             std::slice::from_ref(&cands),
             &self.device,
-        ))
+        )
     }
 
     /// Logits of each query in `queries` (normalised) against `candidates`, all queries in
@@ -379,8 +379,8 @@ impl GnnLinkPredictor {
         queries: &[Vec<f32>],
         candidates: &[Vec<u32>],
         device: &Device,
-    ) -> Vec<f32> {
-        let (host, x, ids) = st.ctx.with_queries(queries, mode, device);
+    ) -> Result<Vec<f32>> {
+        let (host, x, ids) = st.ctx.with_queries(queries, mode, device)?;
         let g = host.to_device(cfg.aggregation, device);
         let h = net.encode(x.clone(), &g);
         let pairs: Vec<(u32, u32)> = ids
@@ -389,14 +389,14 @@ impl GnnLinkPredictor {
             .flat_map(|(&q, cs)| cs.iter().map(move |&c| (q, c)))
             .collect();
         if pairs.is_empty() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let batch = PairBatch::new(&pairs, &host, net.uses_common_neighbors(), device);
         let logits = net.score_pairs(h, &x, &batch);
-        logits
+        Ok(logits
             .into_data()
             .try_into_vec::<f32>()
-            .expect("logits are f32")
+            .expect("logits are f32"))
     }
 }
 
@@ -545,7 +545,7 @@ impl LinkPredictor for GnnLinkPredictor {
         // neighbourhood steps only the rows a step needs.
         let xh = unit_rows(&graph.features);
         let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
-        let full_host = HostGraph::from_edges(n, msg_edges.iter().copied());
+        let full_host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
         let wsum_full = full_host.weight_sums();
         let hops = match mc.kind {
             PredictorKind::Mlp => 0,
@@ -639,7 +639,7 @@ impl LinkPredictor for GnnLinkPredictor {
                                     .iter()
                                     .copied()
                                     .filter(|&(a, b, _)| !masked.contains(&pair_key(a, b))),
-                            )
+                            )?
                         };
                         let g = host.to_device(mc.aggregation, &ad);
                         let pb = PairBatch::new(&pairs, &host, with_cn, &ad);
