@@ -9,8 +9,11 @@
 //! - [`swiftide::SwiftideRetriever`] (feature `swiftide`): swiftide-core's `Retrieve`, for
 //!   the default `SimilaritySingleEmbedding` strategy and for [`swiftide::LpragSearch`],
 //!   which carries an lprag selection and filter.
+//! - [`fastembed::FastembedEncoder`] (feature `fastembed`): a fastembed (ONNX Runtime)
+//!   text-embedding model as an lprag [`Encoder`](lprag_core::Encoder), for users who
+//!   want ONNX models beside the burn encoder of `lprag-model`.
 //!
-//! Both features are off by default: name the framework you use
+//! The features are off by default: name the framework you use
 //! (`lprag-adapters = { version = "0.1", features = ["rig"] }`). The crate depends on
 //! `lprag-core` only, so any retriever works: `LpRag` and the peers from `lprag`, a
 //! baseline, or your own.
@@ -22,3 +25,6 @@ pub mod rig;
 
 #[cfg(feature = "swiftide")]
 pub mod swiftide;
+
+#[cfg(feature = "fastembed")]
+pub mod fastembed;
