@@ -192,3 +192,137 @@ async fn save_load_and_typed_errors() {
         .unwrap();
     assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
 }
+
+/// Chunks (id, document, text), questions (text, chunk ids) and k-NN lists.
+type Snapshot = (
+    Vec<(usize, String, String)>,
+    Vec<(String, Vec<usize>)>,
+    Vec<Vec<u32>>,
+);
+
+/// Everything an index holds that retrieval reads, for comparing two indexes.
+fn snapshot(rag: &QcgRag) -> Snapshot {
+    (
+        rag.chunks()
+            .iter()
+            .map(|c| (c.id, c.provenance.document_id.clone(), c.text.clone()))
+            .collect(),
+        rag.queries()
+            .iter()
+            .map(|q| (q.text.clone(), q.chunk_ids.clone()))
+            .collect(),
+        rag.neighbors().to_vec(),
+    )
+}
+
+async fn build_on(docs: &[Document]) -> QcgRag {
+    QcgRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .build(docs)
+        .await
+        .unwrap()
+}
+
+const QUESTIONS: [&str; 3] = [
+    "Which city hosted the Summer Olympics in 1964?",
+    "Who invented dynamite?",
+    "Which river flows through the capital of Poland?",
+];
+
+#[tokio::test]
+async fn documents_added_later_give_the_index_a_full_build_gives() {
+    let docs = corpus();
+    let full = build_on(&docs).await;
+    let mut rag = build_on(&docs[..2]).await;
+    let report = rag.add_documents(&docs[2..]).await.unwrap();
+    assert_eq!((report.added_documents, report.added_chunks), (3, 3));
+    assert_eq!(report.chunks, 5);
+    assert_eq!(snapshot(&rag), snapshot(&full));
+    assert_eq!(
+        rag.stats().queries_generated,
+        full.stats().queries_generated
+    );
+    for q in QUESTIONS {
+        let (a, b) = (
+            rag.retrieve(q, Selection::TopK(3)).await.unwrap(),
+            full.retrieve(q, Selection::TopK(3)).await.unwrap(),
+        );
+        let ids =
+            |h: &[lprag::ScoredChunk]| h.iter().map(|h| (h.chunk.id, h.score)).collect::<Vec<_>>();
+        assert_eq!(ids(&a), ids(&b), "{q}");
+    }
+}
+
+#[tokio::test]
+async fn removing_and_replacing_documents_and_saving_the_result() {
+    let docs = corpus();
+    let mut rag = build_on(&docs).await;
+    let report = rag
+        .remove_documents(&["nobel".to_string(), "everest".to_string()])
+        .await
+        .unwrap();
+    assert_eq!((report.removed_documents, report.removed_chunks), (2, 2));
+    assert!(report.removed_queries > 0);
+    let kept: Vec<Document> = docs
+        .iter()
+        .filter(|d| d.id != "nobel" && d.id != "everest")
+        .cloned()
+        .collect();
+    // The removed documents were not the last ones: the kept chunks are renumbered and
+    // keep their questions, so the lists are compared by content.
+    let rebuilt = build_on(&kept).await;
+    assert_eq!(rag.chunks().len(), 3);
+    assert_eq!(rag.queries().len(), rag.neighbors().len());
+    let texts = |r: &QcgRag| {
+        let mut t: Vec<String> = r.queries().iter().map(|q| q.text.clone()).collect();
+        t.sort();
+        t
+    };
+    assert_eq!(rag.document_ids(), rebuilt.document_ids());
+    assert!(rag
+        .queries()
+        .iter()
+        .all(|q| q.chunk_ids.iter().all(|&c| c < 3)));
+    assert!(rag
+        .neighbors()
+        .iter()
+        .all(|l| l.iter().all(|&j| (j as usize) < rag.queries().len())));
+    assert_eq!(texts(&rag).len(), texts(&rebuilt).len());
+
+    // Appending the last document back after a removal at the end is exact again.
+    let mut tail = build_on(&docs).await;
+    tail.remove_documents(&["everest".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(snapshot(&tail), snapshot(&build_on(&docs[..4]).await));
+    tail.add_documents(&docs[4..]).await.unwrap();
+    assert_eq!(snapshot(&tail), snapshot(&build_on(&docs).await));
+
+    // A replacement: new text under an old id.
+    let mut changed = docs[1].clone();
+    changed.text = "Warsaw is the capital of Poland. Its old town was rebuilt after 1945.".into();
+    let report = rag.update_documents(&[changed]).await.unwrap();
+    assert_eq!((report.removed_documents, report.added_documents), (1, 1));
+    assert!(rag
+        .chunks()
+        .iter()
+        .any(|c| c.text.contains("rebuilt after 1945")));
+
+    // Typed errors, nothing changed.
+    let before = snapshot(&rag);
+    let e = rag.add_documents(&docs[..1]).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
+    let e = rag.remove_documents(&["nope".into()]).await.unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    let all: Vec<String> = rag.document_ids().iter().map(|s| s.to_string()).collect();
+    let e = rag.remove_documents(&all).await.unwrap_err();
+    assert!(e.to_string().contains("cannot be empty"), "{e}");
+    assert_eq!(snapshot(&rag), before);
+
+    // The updated index saves and reopens as it is.
+    let dir = std::env::temp_dir().join(format!("lprag-qcg-update-{}", std::process::id()));
+    rag.save(&dir).unwrap();
+    let back = QcgRag::load(&dir, Arc::new(HashingEncoder::default())).unwrap();
+    assert_eq!(snapshot(&back), snapshot(&rag));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

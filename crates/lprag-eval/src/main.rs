@@ -85,9 +85,15 @@ struct ScaleArgs {
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
-    /// Build LP-RAG without the corpus's last N passages, then add them to the index
-    /// (`LpRag::add_documents`) and report the time as stage `add`.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Build LP-RAG and QCG-RAG without the corpus's last N passages, then add them to the
+    /// index (`LpRag::add_documents`, `QcgRag::add_documents`) and report the time as
+    /// stage `add` (`--lprag-add` is the old name).
+    #[arg(
+        long = "add",
+        alias = "lprag-add",
+        value_name = "N",
+        default_value_t = 0
+    )]
     lprag_add: usize,
     /// Keep LP-RAG's finished stages (chunks, embeddings, graph, synthetic queries) and
     /// per-epoch training checkpoints in DIR/musique-N, so an interrupted build resumes

@@ -21,6 +21,7 @@ pub const RETRIEVERS: &[&str] = &[
     "lprag",
     "lprag-incremental",
     "qcg",
+    "qcg-incremental",
     "lesegr",
     "lesegr-lite",
     "g2",
@@ -52,8 +53,9 @@ pub struct RetrieverOptions {
     pub device: lprag::ComputeDevice,
     /// Print `lprag`'s indexing and training progress to standard error.
     pub verbose: bool,
-    /// `lprag-eval scale`: build `lprag` without the corpus's last N documents, then add
-    /// them with [`lprag::LpRag::add_documents_with`] and time it (stage `add`). Default 0.
+    /// `lprag-eval scale`: build `lprag` and `qcg` without the corpus's last N documents,
+    /// then add them ([`lprag::LpRag::add_documents_with`], [`lprag::QcgRag::add_documents`])
+    /// and time it (stage `add`). Default 0.
     pub lprag_add_last: usize,
     /// Configuration of `qcg` (default: the paper's MultiHop-RAG setting).
     pub qcg: lprag::QcgConfig,
@@ -172,19 +174,75 @@ pub async fn build_lprag_incremental(
     encoder: Arc<dyn Encoder>,
     options: &RetrieverOptions,
 ) -> Result<lprag::LpRag> {
-    let (first, later): (Vec<_>, Vec<_>) = docs
-        .iter()
-        .cloned()
-        .enumerate()
-        .partition(|(i, _)| i % 2 == 0);
-    let first: Vec<Document> = first.into_iter().map(|(_, d)| d).collect();
-    let later: Vec<Document> = later.into_iter().map(|(_, d)| d).collect();
+    let (first, later) = halves(docs);
     let mut rag = build_lprag(&first, encoder, options).await?;
     if !later.is_empty() {
         let report = rag
             .add_documents_with(&later, &*lprag_chunker(options))
             .await?;
         eprintln!("lprag-incremental: {:?}", report);
+    }
+    Ok(rag)
+}
+
+/// The documents at even positions, then those at odd positions: the halves the
+/// `*-incremental` retrievers build on and add.
+fn halves(docs: &[Document]) -> (Vec<Document>, Vec<Document>) {
+    let (first, later): (Vec<_>, Vec<_>) = docs
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(i, _)| i % 2 == 0);
+    (
+        first.into_iter().map(|(_, d)| d).collect(),
+        later.into_iter().map(|(_, d)| d).collect(),
+    )
+}
+
+/// `qcg-incremental`: QCG-RAG built on every other document, the rest added with
+/// [`lprag::QcgRag::add_documents_with`] (same chunker and question writer), for
+/// comparison with `qcg` built on everything.
+pub async fn build_qcg_incremental(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::QcgRag> {
+    let (first, later) = halves(docs);
+    let mut rag = build_qcg(&first, encoder, options).await?;
+    if !later.is_empty() {
+        let report = match query_writer(options, lprag::llm::LlmQueryGenerator::doc2query) {
+            Some((generator, _)) => {
+                rag.add_documents_with(&later, &lprag::BoundedPassageChunker, &*generator)
+                    .await?
+            }
+            None => rag.add_documents(&later).await?,
+        };
+        eprintln!("qcg-incremental: {:?}", report);
+    }
+    Ok(rag)
+}
+
+/// Build `qcg` as [`build_retriever_with`] does, keeping its type.
+pub async fn build_qcg(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::QcgRag> {
+    let mut builder = lprag::QcgRag::builder();
+    let writer = query_writer(options, lprag::llm::LlmQueryGenerator::doc2query);
+    if let Some((generator, _)) = &writer {
+        builder = builder.query_generator(generator.clone());
+    }
+    let rag = builder
+        .encoder(encoder)
+        .config(options.qcg.clone())
+        .build(docs)
+        .await?;
+    if options.verbose {
+        eprintln!("qcg index: {:?}", rag.stats());
+    }
+    if let Some((_, meter)) = &writer {
+        eprintln!("qcg query writer: {:?}", meter.snapshot());
     }
     Ok(rag)
 }
@@ -274,25 +332,11 @@ pub async fn build_retriever_with(
             name: "lprag-incremental",
             inner: build_lprag_incremental(docs, encoder, options).await?,
         }),
-        "qcg" => {
-            let mut builder = lprag::QcgRag::builder();
-            let writer = query_writer(options, lprag::llm::LlmQueryGenerator::doc2query);
-            if let Some((generator, _)) = &writer {
-                builder = builder.query_generator(generator.clone());
-            }
-            let rag = builder
-                .encoder(encoder)
-                .config(options.qcg.clone())
-                .build(docs)
-                .await?;
-            if options.verbose {
-                eprintln!("qcg index: {:?}", rag.stats());
-            }
-            if let Some((_, meter)) = &writer {
-                eprintln!("qcg query writer: {:?}", meter.snapshot());
-            }
-            Box::new(rag)
-        }
+        "qcg" => Box::new(build_qcg(docs, encoder, options).await?),
+        "qcg-incremental" => Box::new(Renamed {
+            name: "qcg-incremental",
+            inner: build_qcg_incremental(docs, encoder, options).await?,
+        }),
         "lesegr" | "lesegr-lite" => {
             let mut config = options.lesegr.clone();
             if name == "lesegr-lite" {
@@ -467,7 +511,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, lprag-incremental, qcg, lesegr, lesegr-lite, g2, gfm)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, lprag-incremental, qcg, qcg-incremental, lesegr, lesegr-lite, g2, gfm)"
         );
     }
 

@@ -147,10 +147,26 @@ pub async fn run_scale(
             }
             continue;
         }
-        let retriever =
-            build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
-                .await?;
-        let stages = vec![("build".to_string(), t.elapsed().as_secs_f64())];
+        let add = options.retrievers.lprag_add_last;
+        let mut stages = Vec::new();
+        let retriever: Box<dyn lprag_core::Retriever> = if name == "qcg" && add > 0 {
+            let corpus = &dataset.corpus;
+            let (base, later) = corpus.split_at(corpus.len() - add.min(corpus.len() - 1));
+            let mut rag =
+                crate::registry::build_qcg(base, encoder.clone(), &options.retrievers).await?;
+            stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
+            let t = Instant::now();
+            let report = rag.add_documents(later).await?;
+            stages.push(("add".into(), t.elapsed().as_secs_f64()));
+            eprintln!("qcg: added {} documents: {report:?}", later.len());
+            Box::new(rag)
+        } else {
+            let r =
+                build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
+                    .await?;
+            stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
+            r
+        };
         let index_seconds = t.elapsed().as_secs_f64();
         progress.finish(&stage);
         let result = evaluate_retrieval(

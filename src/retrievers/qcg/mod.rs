@@ -12,6 +12,9 @@
 //! leaves open get lprag's documented choice: when no query passes γ, the n best queries
 //! are the seeds; when fewer chunks than asked are reached, the rest are filled by direct
 //! dense search over the chunks (their scores capped so the list stays sorted).
+//!
+//! Updates: [`QcgRag::add_documents`], [`QcgRag::update_documents`] and
+//! [`QcgRag::remove_documents`] change an index in place, exactly (see the `update` module).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -19,12 +22,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
-    ScoredChunk, Selection, SyntheticQuery,
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, Progress, QueryGenerator, Result,
+    Retriever, ScoredChunk, Selection, SyntheticQuery,
 };
 use lprag_graph::KnnBackend;
 use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use serde::{Deserialize, Serialize};
+
+mod update;
 
 use crate::retrievers::common::{
     blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
@@ -118,6 +123,66 @@ pub fn doc2query_filter(
     }
     kept.sort_unstable();
     kept
+}
+
+/// The offline question writer QCG-RAG uses when none is given: the
+/// [`HeuristicQueryGenerator`] with `queries_per_chunk` questions per chunk.
+fn default_generator(config: &QcgConfig) -> Arc<dyn QueryGenerator> {
+    Arc::new(HeuristicQueryGenerator::new(
+        HeuristicQueryGeneratorConfig {
+            queries_per_batch: config.queries_per_chunk,
+            ..HeuristicQueryGeneratorConfig::default()
+        },
+    ))
+}
+
+/// Doc2Query for the chunks `targets` (one-chunk batches) of `chunks` (embedded as
+/// `chunk_emb`): the generated queries, checked, embedded as `q ⊕ a` and filtered by
+/// Doc2Query-- ([`doc2query_filter`]). Returns how many were generated, the kept ones and
+/// their embeddings. Each chunk's queries depend on that chunk alone, so an index update
+/// writes exactly the queries a rebuild would.
+async fn doc2query(
+    generator: &dyn QueryGenerator,
+    encoder: &dyn Encoder,
+    (chunks, chunk_emb): (&[Chunk], &Embeddings),
+    targets: &[ChunkId],
+    keep_fraction: f32,
+    progress: &dyn Progress,
+) -> Result<(usize, Vec<SyntheticQuery>, Embeddings)> {
+    let batches: Vec<Vec<ChunkId>> = targets.iter().map(|&c| vec![c]).collect();
+    let generated = if batches.is_empty() {
+        Vec::new()
+    } else {
+        generator.generate(chunks, &batches).await?
+    };
+    let generated: Vec<SyntheticQuery> = generated
+        .into_iter()
+        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
+        .collect();
+    if let Some(q) = generated
+        .iter()
+        .find(|q| q.chunk_ids.iter().any(|&c| c >= chunks.len()))
+    {
+        return Err(Error::invalid(
+            "QCG query generator output",
+            format!("query {:?} links to a chunk out of range", q.text),
+        ));
+    }
+    let node_texts: Vec<String> = generated.iter().map(query_node_text).collect();
+    let all_emb = if node_texts.is_empty() {
+        Embeddings::empty(chunk_emb.dim())
+    } else {
+        embed_all_queries(encoder, &node_texts, "embed queries", progress).await?
+    };
+    let relevance: Vec<f32> = generated
+        .iter()
+        .enumerate()
+        .map(|(i, q)| lprag_core::cosine(all_emb.row(i), chunk_emb.row(q.chunk_ids[0])))
+        .collect();
+    let kept = doc2query_filter(&generated, &relevance, keep_fraction);
+    let query_emb = all_emb.select(&kept);
+    let queries = kept.iter().map(|&i| generated[i].clone()).collect();
+    Ok((generated.len(), queries, query_emb))
 }
 
 /// The seeds, the expanded query set and the chunk scores for one user query.
@@ -251,44 +316,19 @@ impl QcgRagBuilder {
             chunk_emb,
             ..
         } = self.inputs.start(documents).await?;
-        let generator = self.query_generator.unwrap_or_else(|| {
-            Arc::new(HeuristicQueryGenerator::new(
-                HeuristicQueryGeneratorConfig {
-                    queries_per_batch: config.queries_per_chunk,
-                    ..HeuristicQueryGeneratorConfig::default()
-                },
-            ))
-        });
-        // Doc2Query works chunk by chunk: one-chunk batches.
-        let batches: Vec<Vec<ChunkId>> = (0..chunks.len()).map(|c| vec![c]).collect();
-        let generated = generator.generate(&chunks, &batches).await?;
-        let generated: Vec<SyntheticQuery> = generated
-            .into_iter()
-            .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
-            .collect();
-        if let Some(q) = generated
-            .iter()
-            .find(|q| q.chunk_ids.iter().any(|&c| c >= chunks.len()))
-        {
-            return Err(Error::invalid(
-                "QCG query generator output",
-                format!("query {:?} links to a chunk out of range", q.text),
-            ));
-        }
-        let node_texts: Vec<String> = generated.iter().map(query_node_text).collect();
-        let all_emb = if node_texts.is_empty() {
-            Embeddings::empty(chunk_emb.dim())
-        } else {
-            embed_all_queries(&*encoder, &node_texts, "embed queries", &*progress).await?
-        };
-        let relevance: Vec<f32> = generated
-            .iter()
-            .enumerate()
-            .map(|(i, q)| lprag_core::cosine(all_emb.row(i), chunk_emb.row(q.chunk_ids[0])))
-            .collect();
-        let kept = doc2query_filter(&generated, &relevance, config.keep_fraction);
-        let query_emb = all_emb.select(&kept);
-        let queries: Vec<SyntheticQuery> = kept.iter().map(|&i| generated[i].clone()).collect();
+        let generator = self
+            .query_generator
+            .unwrap_or_else(|| default_generator(&config));
+        let targets: Vec<ChunkId> = (0..chunks.len()).collect();
+        let (generated, queries, query_emb) = doc2query(
+            &*generator,
+            &*encoder,
+            (&chunks, &chunk_emb),
+            &targets,
+            config.keep_fraction,
+            &*progress,
+        )
+        .await?;
         let k = config.knn_k;
         let emb = query_emb.clone();
         let neighbors: Vec<Vec<u32>> = if queries.len() > 1 {
@@ -304,7 +344,7 @@ impl QcgRagBuilder {
         };
         let stats = QcgStats {
             chunks: chunks.len(),
-            queries_generated: generated.len(),
+            queries_generated: generated,
             queries_kept: queries.len(),
             seconds: t.elapsed().as_secs_f64(),
         };

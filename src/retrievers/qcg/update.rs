@@ -1,0 +1,317 @@
+//! Incremental updates of a [`QcgRag`] index: add, replace and remove documents without a
+//! rebuild.
+//!
+//! QCG-RAG is training-free and its queries are local to their chunk, so an update is
+//! exact: the new chunks get their Doc2Query questions (filtered per chunk, as in a build),
+//! the queries of removed chunks go, and the query–query k-NN lists are repaired (one
+//! exact scan per new query and per query that lost a neighbour,
+//! [`lprag_graph::update_knn`]; recomputed as a build does when a quarter or more of the
+//! queries are new, which is then faster). Appending documents gives the index a build on all of
+//! them would give (same chunk ids, same queries, same lists); after a removal the kept
+//! chunks are renumbered and keep the queries they had.
+//!
+//! The index changes only once every step has succeeded; an error leaves it as it was.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Error, NoProgress, QueryGenerator, Result,
+    SyntheticQuery,
+};
+
+use super::{default_generator, doc2query, QcgRag, QcgState};
+use crate::retrievers::common::{blocking, embed_all, fit_to_encoder};
+use crate::UpdateReport;
+
+impl QcgRag {
+    /// Add documents with the builders' default chunker
+    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and the default question
+    /// writer (the offline [`HeuristicQueryGenerator`](crate::HeuristicQueryGenerator) with
+    /// `queries_per_chunk` questions); see [`QcgRag::add_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`QcgRag::add_documents_with`].
+    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        let generator = default_generator(&self.state.config);
+        self.add_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
+            .await
+    }
+
+    /// Add documents, chunked by `chunker` and given questions by `generator` (use the
+    /// ones the index was built with, e.g. `LlmQueryGenerator::doc2query`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
+    /// [`QcgRag::update_documents_with`]); the errors of the chunker, the generator and the
+    /// encoder.
+    pub async fn add_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+        generator: &dyn QueryGenerator,
+    ) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        if let Some(d) = documents.iter().find(|d| present.contains(d.id.as_str())) {
+            return Err(Error::invalid(
+                "QcgRag::add_documents",
+                format!(
+                    "document '{}' is already in the index; use update_documents to replace it",
+                    d.id
+                ),
+            ));
+        }
+        self.apply(&[], documents, chunker, generator).await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index, with the default chunker and question writer; see
+    /// [`QcgRag::update_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`QcgRag::update_documents_with`].
+    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        let generator = default_generator(&self.state.config);
+        self.update_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
+            .await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index: the old versions' chunks and queries are removed and the new ones added in
+    /// one update.
+    ///
+    /// # Errors
+    /// Those of [`QcgRag::add_documents_with`] (a repeated id included).
+    pub async fn update_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+        generator: &dyn QueryGenerator,
+    ) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        let replaced: Vec<String> = documents
+            .iter()
+            .filter(|d| present.contains(d.id.as_str()))
+            .map(|d| d.id.clone())
+            .collect();
+        self.apply(&replaced, documents, chunker, generator).await
+    }
+
+    /// Remove documents by id, with their chunks and queries.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
+    /// removed then), or when every chunk would go (an index cannot be empty).
+    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
+        let present = self.document_ids();
+        let unknown: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|id| !present.contains(id))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::invalid(
+                "QcgRag::remove_documents",
+                format!("not in the index: {}", unknown.join(", ")),
+            ));
+        }
+        let generator = default_generator(&self.state.config);
+        self.apply(ids, &[], &crate::BoundedPassageChunker, &*generator)
+            .await
+    }
+
+    /// The ids of the documents in the index (those that produced a chunk).
+    pub fn document_ids(&self) -> HashSet<&str> {
+        self.state
+            .chunks
+            .iter()
+            .map(|c| c.provenance.document_id.as_str())
+            .collect()
+    }
+
+    /// Remove the chunks of `remove` (document ids), add `add`.
+    async fn apply(
+        &mut self,
+        remove: &[String],
+        add: &[Document],
+        chunker: &dyn Chunker,
+        generator: &dyn QueryGenerator,
+    ) -> Result<UpdateReport> {
+        let mut seen = HashSet::new();
+        if let Some(d) = add.iter().find(|d| !seen.insert(d.id.as_str())) {
+            return Err(Error::invalid(
+                "QcgRag update (documents)",
+                format!("document id '{}' appears twice", d.id),
+            ));
+        }
+        let old = self.state.clone();
+        let mut report = UpdateReport::default();
+        let mut t = Instant::now();
+        let mut lap = |report: &mut UpdateReport, stage: &str| {
+            report
+                .seconds
+                .push((stage.to_string(), t.elapsed().as_secs_f64()));
+            t = Instant::now();
+        };
+
+        // 1. The chunks: the kept ones renumbered, then the new ones.
+        let mut new_chunks = if add.is_empty() {
+            Vec::new()
+        } else {
+            let mut c = chunker.chunk(add).await?;
+            Chunk::inherit_metadata(&mut c, add);
+            let (c, note) = fit_to_encoder(c, add, &self.encoder, chunker.name()).await?;
+            report.warnings.extend(note);
+            c
+        };
+        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
+        let keep: Vec<bool> = old
+            .chunks
+            .iter()
+            .map(|c| !gone.contains(c.provenance.document_id.as_str()))
+            .collect();
+        let kept: Vec<ChunkId> = (0..keep.len()).filter(|&i| keep[i]).collect();
+        if kept.len() + new_chunks.len() == 0 {
+            return Err(Error::invalid(
+                "QcgRag update",
+                "every chunk would be removed; an index cannot be empty",
+            ));
+        }
+        let mut new_id = vec![usize::MAX; old.chunks.len()];
+        let mut chunks: Vec<Chunk> = Vec::with_capacity(kept.len() + new_chunks.len());
+        for &i in &kept {
+            new_id[i] = chunks.len();
+            chunks.push(Chunk {
+                id: chunks.len(),
+                ..old.chunks[i].clone()
+            });
+        }
+        let first_new = chunks.len();
+        for c in new_chunks.drain(..) {
+            chunks.push(Chunk {
+                id: chunks.len(),
+                ..c
+            });
+        }
+        report.added_documents = add.len();
+        report.added_chunks = chunks.len() - first_new;
+        report.removed_documents = remove.len();
+        report.removed_chunks = old.chunks.len() - kept.len();
+        lap(&mut report, "chunk");
+
+        // 2. Their embeddings.
+        let texts: Vec<String> = chunks[first_new..]
+            .iter()
+            .map(Chunk::embedding_text)
+            .collect();
+        let dim = old.chunk_emb.dim();
+        let mut rows = old.chunk_emb.select(&kept).into_vec();
+        if !texts.is_empty() {
+            let e = embed_all(&*self.encoder, &texts, "embed chunks", &NoProgress).await?;
+            if e.dim() != dim {
+                return Err(Error::DimensionMismatch {
+                    location: format!("encoder '{}' chunk embeddings", self.encoder.name()),
+                    expected: dim,
+                    actual: e.dim(),
+                });
+            }
+            rows.extend_from_slice(e.as_slice());
+        }
+        let chunk_emb = Embeddings::new(dim, rows)?;
+        lap(&mut report, "embed");
+
+        // 3. The new chunks' questions, and the kept chunks' old ones remapped.
+        let targets: Vec<ChunkId> = (first_new..chunks.len()).collect();
+        let (generated, new_queries, new_query_emb) = doc2query(
+            generator,
+            &*self.encoder,
+            (&chunks, &chunk_emb),
+            &targets,
+            old.config.keep_fraction,
+            &NoProgress,
+        )
+        .await?;
+        let mut keep_query = Vec::with_capacity(old.queries.len());
+        let mut queries: Vec<SyntheticQuery> = Vec::new();
+        for q in &old.queries {
+            let ids: Vec<ChunkId> = q
+                .chunk_ids
+                .iter()
+                .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
+                .collect();
+            keep_query.push(!ids.is_empty());
+            if !ids.is_empty() {
+                queries.push(SyntheticQuery {
+                    chunk_ids: ids,
+                    ..q.clone()
+                });
+            }
+        }
+        report.removed_queries = old.queries.len() - queries.len();
+        queries.extend(new_queries);
+        let kept_rows: Vec<usize> = (0..keep_query.len()).filter(|&i| keep_query[i]).collect();
+        let mut qrows = old.query_emb.select(&kept_rows).into_vec();
+        qrows.extend_from_slice(new_query_emb.as_slice());
+        let query_emb = Embeddings::new(dim, qrows)?;
+        lap(&mut report, "queries");
+
+        // 4. The query–query k-NN lists, repaired.
+        let (k, old_emb, old_lists) = (
+            old.config.knn_k,
+            old.query_emb.clone(),
+            old.neighbors.clone(),
+        );
+        let emb = query_emb.clone();
+        let neighbors = blocking(move || {
+            if emb.rows() <= 1 {
+                return Ok(vec![Vec::new(); emb.rows()]);
+            }
+            // One scan per new query costs more than the build's blocked k-NN once a
+            // quarter of the rows are new: then the lists are computed as a build does.
+            let fresh = emb.rows() - keep_query.iter().filter(|&&k| k).count();
+            let lists = if old_emb.rows() <= 1 || fresh * 4 >= emb.rows() {
+                lprag_graph::knn(&emb, k, &lprag_graph::KnnBackend::default())?
+            } else {
+                // The saved lists hold ids only: their similarities are recomputed
+                // (cosine, as the build's k-NN ranks them).
+                let lists: Vec<Vec<(u32, f32)>> = old_lists
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| {
+                        let row = old_emb.row(i);
+                        l.iter()
+                            .map(|&j| (j, lprag_core::cosine(row, old_emb.row(j as usize))))
+                            .collect()
+                    })
+                    .collect();
+                lprag_graph::update_knn(&lists, &keep_query, &emb, k)?
+            };
+            Ok(lists
+                .into_iter()
+                .map(|l| l.into_iter().map(|(j, _)| j).collect())
+                .collect())
+        })
+        .await?;
+        lap(&mut report, "graph");
+
+        let mut stats = old.stats.clone();
+        stats.chunks = chunks.len();
+        stats.queries_generated += generated;
+        stats.queries_kept = queries.len();
+        report.chunks = chunks.len();
+        self.state = Arc::new(QcgState {
+            version: old.version,
+            encoder: old.encoder.clone(),
+            encoder_fingerprint: old.encoder_fingerprint.clone(),
+            config: old.config.clone(),
+            chunks,
+            queries,
+            query_emb,
+            chunk_emb,
+            neighbors,
+            stats,
+        });
+        Ok(report)
+    }
+}
