@@ -445,6 +445,103 @@ pub(crate) fn labelled_queries(
         .collect()
 }
 
+/// The ids of the documents that produced one of `chunks`.
+pub(crate) fn document_ids(chunks: &[Chunk]) -> HashSet<&str> {
+    chunks
+        .iter()
+        .map(|c| c.provenance.document_id.as_str())
+        .collect()
+}
+
+/// Refuse to add a document whose id is among `present` (an update replaces it).
+pub(crate) fn refuse_present(
+    present: &HashSet<&str>,
+    add: &[Document],
+    location: &str,
+) -> Result<()> {
+    match add.iter().find(|d| present.contains(d.id.as_str())) {
+        Some(d) => Err(Error::invalid(
+            location,
+            format!(
+                "document '{}' is already in the index; use update_documents to replace it",
+                d.id
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuse to remove ids that are not among `present`, naming them all.
+pub(crate) fn refuse_unknown(
+    present: &HashSet<&str>,
+    ids: &[String],
+    location: &str,
+) -> Result<()> {
+    let unknown: Vec<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !present.contains(id))
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            location,
+            format!("not in the index: {}", unknown.join(", ")),
+        ))
+    }
+}
+
+/// The ids of `add` already among `present`: the documents an update replaces.
+pub(crate) fn replaced_ids(present: &HashSet<&str>, add: &[Document]) -> Vec<String> {
+    add.iter()
+        .filter(|d| present.contains(d.id.as_str()))
+        .map(|d| d.id.clone())
+        .collect()
+}
+
+/// The start of an index update: `add`'s ids checked (none twice), its chunks (metadata
+/// inherited, fitted to `encoder`, a note in `warnings` when some were split or will be
+/// cut), and which of the `old` chunks stay once the documents `remove` go. An update
+/// that would leave no chunk is refused, naming `location`.
+pub(crate) async fn update_chunks(
+    old: &[Chunk],
+    (remove, add): (&[String], &[Document]),
+    chunker: &dyn Chunker,
+    encoder: &Arc<dyn Encoder>,
+    warnings: &mut Vec<String>,
+    location: &str,
+) -> Result<(Vec<Chunk>, Vec<bool>)> {
+    let mut seen = HashSet::new();
+    if let Some(d) = add.iter().find(|d| !seen.insert(d.id.as_str())) {
+        return Err(Error::invalid(
+            format!("{location} (documents)"),
+            format!("document id '{}' appears twice", d.id),
+        ));
+    }
+    let new_chunks = if add.is_empty() {
+        Vec::new()
+    } else {
+        let mut c = chunker.chunk(add).await?;
+        Chunk::inherit_metadata(&mut c, add);
+        let (c, note) = fit_to_encoder(c, add, encoder, chunker.name()).await?;
+        warnings.extend(note);
+        c
+    };
+    let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
+    let keep: Vec<bool> = old
+        .iter()
+        .map(|c| !gone.contains(c.provenance.document_id.as_str()))
+        .collect();
+    if keep.iter().all(|&k| !k) && new_chunks.is_empty() {
+        return Err(Error::invalid(
+            location,
+            "every chunk would be removed; an index cannot be empty",
+        ));
+    }
+    Ok((new_chunks, keep))
+}
+
 /// The start every peer retriever's build shares: chunk `documents` (an empty result is
 /// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
 /// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).

@@ -596,7 +596,7 @@ impl LesegrRag {
     fn scores_for(&self, query: &str, q: &[f32], k: usize) -> LesegrScores {
         let st = &self.state;
         let n = st.chunks.len();
-        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let dot = lprag_core::dot;
         let sparse = self.sparse.scores(query);
         let mut delta = vec![1.0f32; n];
         for (j, e) in delta_excess(&sparse, st.config.sparse_weight) {

@@ -13,43 +13,8 @@
 //! No burn, HTTP or petgraph type appears in this crate's API, so third-party backends can
 //! depend on it alone.
 //!
-//! ```
-//! use async_trait::async_trait;
-//! use lprag_core::{Chunk, Chunker, Document, Provenance, Result};
-//!
-//! /// One chunk per line.
-//! struct Lines;
-//!
-//! #[async_trait]
-//! impl Chunker for Lines {
-//!     fn name(&self) -> &str {
-//!         "lines"
-//!     }
-//!     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
-//!         let mut out = Vec::new();
-//!         for d in documents {
-//!             let mut start = 0;
-//!             for line in d.text.split_inclusive('\n') {
-//!                 let span = start..start + line.trim_end().len();
-//!                 start += line.len();
-//!                 let provenance = Provenance {
-//!                     document_id: d.id.clone(),
-//!                     title: d.title.clone(),
-//!                     span,
-//!                 };
-//!                 out.push(Chunk::new(out.len(), line.trim_end(), provenance));
-//!             }
-//!         }
-//!         Ok(out)
-//!     }
-//! }
-//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let docs = vec![Document::new("d1", "Paris", "Paris is in France.\nIt has 2.1 million people.")];
-//! let chunks = Lines.chunk(&docs).await.unwrap();
-//! assert_eq!(chunks.len(), 2);
-//! assert_eq!(chunks[1].provenance.document_id, "d1");
-//! # });
-//! ```
+//! A `Chunker` and an `Encoder` written against this crate alone, run end to end:
+//! `cargo run -p lprag-core --example custom_parts` (`examples/custom_parts.rs`).
 #![warn(missing_docs)]
 
 mod embeddings;

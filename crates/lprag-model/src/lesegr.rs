@@ -212,7 +212,7 @@ impl LesegrWeights {
 /// [`LesegrWeights::transform`]).
 pub fn transform_query(m: &[f32], q: &[f32]) -> Vec<f32> {
     m.chunks_exact(q.len().max(1))
-        .map(|row| row.iter().zip(q).map(|(a, b)| a * b).sum())
+        .map(|row| lprag_core::dot(row, q))
         .collect()
 }
 

@@ -24,7 +24,10 @@ use lprag_text::HeuristicQueryGenerator;
 use serde::{Deserialize, Serialize};
 
 use super::{ChunkSearch, PredictorSource};
-use crate::retrievers::common::{blocking, embed_all, embed_queries_into, fit_to_encoder};
+use crate::retrievers::common::{
+    blocking, document_ids, embed_all, embed_queries_into, refuse_present, refuse_unknown,
+    replaced_ids, update_chunks,
+};
 use crate::{BuiltinPredictor, LpRag};
 
 /// What an index update changed, with the time of each stage.
@@ -79,16 +82,7 @@ impl LpRag {
         documents: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        if let Some(d) = documents.iter().find(|d| present.contains(d.id.as_str())) {
-            return Err(Error::invalid(
-                "LpRag::add_documents",
-                format!(
-                    "document '{}' is already in the index; use update_documents to replace it",
-                    d.id
-                ),
-            ));
-        }
+        refuse_present(&self.document_ids(), documents, "LpRag::add_documents")?;
         self.apply(&[], documents, chunker).await
     }
 
@@ -112,12 +106,7 @@ impl LpRag {
         documents: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        let replaced: Vec<String> = documents
-            .iter()
-            .filter(|d| present.contains(d.id.as_str()))
-            .map(|d| d.id.clone())
-            .collect();
+        let replaced = replaced_ids(&self.document_ids(), documents);
         self.apply(&replaced, documents, chunker).await
     }
 
@@ -129,27 +118,13 @@ impl LpRag {
     /// removed then), or when every chunk would go (an index cannot be empty); the
     /// attach errors of [`LpRag::add_documents_with`].
     pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        let unknown: Vec<&str> = ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !present.contains(id))
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Error::invalid(
-                "LpRag::remove_documents",
-                format!("not in the index: {}", unknown.join(", ")),
-            ));
-        }
+        refuse_unknown(&self.document_ids(), ids, "LpRag::remove_documents")?;
         self.apply(ids, &[], &crate::BoundedPassageChunker).await
     }
 
     /// The ids of the documents in the index (those that produced a chunk).
     pub fn document_ids(&self) -> HashSet<&str> {
-        self.chunks
-            .iter()
-            .map(|c| c.provenance.document_id.as_str())
-            .collect()
+        document_ids(&self.chunks)
     }
 
     /// Chunks that no synthetic query is linked to: those added since the model was
@@ -283,13 +258,6 @@ impl LpRag {
         add: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
-        let mut seen = HashSet::new();
-        if let Some(d) = add.iter().find(|d| !seen.insert(d.id.as_str())) {
-            return Err(Error::invalid(
-                "LpRag update (documents)",
-                format!("document id '{}' appears twice", d.id),
-            ));
-        }
         // Checked before anything is paid for.
         self.exclusive_predictor("LpRag update")?;
         let mut report = UpdateReport::default();
@@ -304,28 +272,16 @@ impl LpRag {
         };
 
         // 1. New chunks, and which old ones stay.
-        let mut new_chunks = if add.is_empty() {
-            Vec::new()
-        } else {
-            let mut c = chunker.chunk(add).await?;
-            Chunk::inherit_metadata(&mut c, add);
-            let (c, note) = fit_to_encoder(c, add, &self.encoder, chunker.name()).await?;
-            report.warnings.extend(note);
-            c
-        };
-        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
-        let keep: Vec<bool> = self
-            .chunks
-            .iter()
-            .map(|c| !gone.contains(c.provenance.document_id.as_str()))
-            .collect();
+        let (mut new_chunks, keep) = update_chunks(
+            &self.chunks,
+            (remove, add),
+            chunker,
+            &self.encoder,
+            &mut report.warnings,
+            "LpRag update",
+        )
+        .await?;
         let kept = keep.iter().filter(|&&k| k).count();
-        if kept + new_chunks.len() == 0 {
-            return Err(Error::invalid(
-                "LpRag update",
-                "every chunk would be removed; an index cannot be empty",
-            ));
-        }
         report.added_documents = add.len();
         report.added_chunks = new_chunks.len();
         report.removed_documents = remove.len();

@@ -22,7 +22,9 @@ use lprag_core::{
 };
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
-use crate::retrievers::common::{blocking, embed_all, fit_to_encoder};
+use crate::retrievers::common::{
+    blocking, document_ids, embed_all, refuse_present, refuse_unknown, replaced_ids, update_chunks,
+};
 use crate::UpdateReport;
 
 impl QcgRag {
@@ -52,16 +54,7 @@ impl QcgRag {
         chunker: &dyn Chunker,
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        if let Some(d) = documents.iter().find(|d| present.contains(d.id.as_str())) {
-            return Err(Error::invalid(
-                "QcgRag::add_documents",
-                format!(
-                    "document '{}' is already in the index; use update_documents to replace it",
-                    d.id
-                ),
-            ));
-        }
+        refuse_present(&self.document_ids(), documents, "QcgRag::add_documents")?;
         self.apply(&[], documents, chunker, generator).await
     }
 
@@ -89,12 +82,7 @@ impl QcgRag {
         chunker: &dyn Chunker,
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        let replaced: Vec<String> = documents
-            .iter()
-            .filter(|d| present.contains(d.id.as_str()))
-            .map(|d| d.id.clone())
-            .collect();
+        let replaced = replaced_ids(&self.document_ids(), documents);
         self.apply(&replaced, documents, chunker, generator).await
     }
 
@@ -104,18 +92,7 @@ impl QcgRag {
     /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
     /// removed then), or when every chunk would go (an index cannot be empty).
     pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        let present = self.document_ids();
-        let unknown: Vec<&str> = ids
-            .iter()
-            .map(String::as_str)
-            .filter(|id| !present.contains(id))
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Error::invalid(
-                "QcgRag::remove_documents",
-                format!("not in the index: {}", unknown.join(", ")),
-            ));
-        }
+        refuse_unknown(&self.document_ids(), ids, "QcgRag::remove_documents")?;
         let generator = default_generator(&self.state.config);
         self.apply(ids, &[], &crate::BoundedPassageChunker, &*generator)
             .await
@@ -123,11 +100,7 @@ impl QcgRag {
 
     /// The ids of the documents in the index (those that produced a chunk).
     pub fn document_ids(&self) -> HashSet<&str> {
-        self.state
-            .chunks
-            .iter()
-            .map(|c| c.provenance.document_id.as_str())
-            .collect()
+        document_ids(&self.state.chunks)
     }
 
     /// Remove the chunks of `remove` (document ids), add `add`.
@@ -138,13 +111,6 @@ impl QcgRag {
         chunker: &dyn Chunker,
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
-        let mut seen = HashSet::new();
-        if let Some(d) = add.iter().find(|d| !seen.insert(d.id.as_str())) {
-            return Err(Error::invalid(
-                "QcgRag update (documents)",
-                format!("document id '{}' appears twice", d.id),
-            ));
-        }
         let old = self.state.clone();
         let mut report = UpdateReport::default();
         let mut t = Instant::now();
@@ -156,28 +122,16 @@ impl QcgRag {
         };
 
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let mut new_chunks = if add.is_empty() {
-            Vec::new()
-        } else {
-            let mut c = chunker.chunk(add).await?;
-            Chunk::inherit_metadata(&mut c, add);
-            let (c, note) = fit_to_encoder(c, add, &self.encoder, chunker.name()).await?;
-            report.warnings.extend(note);
-            c
-        };
-        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
-        let keep: Vec<bool> = old
-            .chunks
-            .iter()
-            .map(|c| !gone.contains(c.provenance.document_id.as_str()))
-            .collect();
+        let (mut new_chunks, keep) = update_chunks(
+            &old.chunks,
+            (remove, add),
+            chunker,
+            &self.encoder,
+            &mut report.warnings,
+            "QcgRag update",
+        )
+        .await?;
         let kept: Vec<ChunkId> = (0..keep.len()).filter(|&i| keep[i]).collect();
-        if kept.len() + new_chunks.len() == 0 {
-            return Err(Error::invalid(
-                "QcgRag update",
-                "every chunk would be removed; an index cannot be empty",
-            ));
-        }
         let mut new_id = vec![usize::MAX; old.chunks.len()];
         let mut chunks: Vec<Chunk> = Vec::with_capacity(kept.len() + new_chunks.len());
         for &i in &kept {
