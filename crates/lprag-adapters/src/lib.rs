@@ -14,8 +14,8 @@
 //!   want ONNX models beside the burn encoder of `lprag-model`.
 //!
 //! The features are off by default: name the framework you use
-//! (`lprag-adapters = { version = "0.1", features = ["rig"] }`). The crate depends on
-//! `lprag-core` only, so any retriever works: `LpRag` and the peers from `lprag`, a
+//! (`lprag-adapters = { version = "0.1", features = ["rig"] }`). Of lprag's crates it
+//! depends on `lprag-core` only, so any retriever works: `LpRag` and the peers from `lprag`, a
 //! baseline, or your own.
 
 #![warn(missing_docs)]
