@@ -310,3 +310,171 @@ async fn empty_inputs_are_typed_errors() {
         .unwrap();
     assert!(matches!(err, Error::EmptyCorpus(_)), "{err}");
 }
+
+/// What an index's retrieval reads besides the weights: chunks (id, document), entities,
+/// mentions, relations and the edges.
+type Snapshot = (
+    Vec<(usize, String)>,
+    Vec<String>,
+    Vec<Vec<u32>>,
+    Vec<String>,
+    Vec<(u32, u32, u32)>,
+);
+
+fn snapshot(rag: &GfmRag) -> Snapshot {
+    (
+        rag.chunks()
+            .iter()
+            .map(|c| (c.id, c.provenance.document_id.clone()))
+            .collect(),
+        rag.entities().to_vec(),
+        rag.mentions().to_vec(),
+        rag.relations().to_vec(),
+        (0..rag.edges().len())
+            .map(|i| rag.edges().edge(i))
+            .collect(),
+    )
+}
+
+async fn build_on(config: GfmConfig, docs: &[Document]) -> GfmRag {
+    GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(config)
+        .build(docs)
+        .await
+        .unwrap()
+}
+
+/// No training: the weights are the seeded initial ones, the same for every corpus.
+fn untrained() -> GfmConfig {
+    GfmConfig {
+        pretrain_queries: 0,
+        synthetic_queries: 0,
+        ..small()
+    }
+}
+
+const GFM_QUESTIONS: [&str; 3] = [
+    "Who founded the Nobel Prize?",
+    "Which city hosted the Summer Olympics in 1964?",
+    "Where does the Vistula flow?",
+];
+
+async fn scored(rag: &GfmRag, q: &str) -> Vec<(usize, f32)> {
+    rag.retrieve(q, Selection::TopK(3))
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.chunk.id, h.score))
+        .collect()
+}
+
+#[tokio::test]
+async fn documents_added_later_give_the_knowledge_graph_a_full_build_gives() {
+    let docs = corpus();
+    let full = build_on(untrained(), &docs).await;
+    let mut rag = build_on(untrained(), &docs[..2]).await;
+    let report = rag.add_documents(&docs[2..]).await.unwrap();
+    assert_eq!((report.added_documents, report.added_chunks), (3, 3));
+    let stages: Vec<&str> = report.seconds.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(stages, ["chunk", "embed", "extract", "graph", "model"]);
+    assert_eq!(snapshot(&rag), snapshot(&full));
+    let (a, b) = (rag.stats(), full.stats());
+    assert_eq!(
+        (
+            a.entities,
+            a.relations,
+            a.triples,
+            a.equivalent_pairs,
+            a.edges
+        ),
+        (
+            b.entities,
+            b.relations,
+            b.triples,
+            b.equivalent_pairs,
+            b.edges
+        )
+    );
+    // Untrained, the weights are the same: so are the scores.
+    for q in GFM_QUESTIONS {
+        assert_eq!(scored(&rag, q).await, scored(&full, q).await, "{q}");
+    }
+
+    // Removing the added documents gives the small build back (entities only they
+    // mentioned go), and a replacement takes the new text's entities.
+    let added: Vec<String> = docs[2..].iter().map(|d| d.id.clone()).collect();
+    rag.remove_documents(&added).await.unwrap();
+    assert_eq!(
+        snapshot(&rag),
+        snapshot(&build_on(untrained(), &docs[..2]).await)
+    );
+    assert!(!rag.entities().iter().any(|e| e.contains("Tokyo")));
+    let mut warsaw = docs[1].clone();
+    warsaw.text = "Warsaw is the capital of Poland. Warsaw hosted Frederic Chopin.".into();
+    let report = rag.update_documents(&[warsaw]).await.unwrap();
+    assert_eq!((report.removed_documents, report.added_documents), (1, 1));
+    assert!(rag.entities().iter().any(|e| e.contains("Chopin")));
+    assert!(!rag.entities().iter().any(|e| e.contains("Vistula")));
+
+    // Typed errors, nothing changed.
+    let before = snapshot(&rag);
+    let e = rag.add_documents(&docs[..1]).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
+    let e = rag.remove_documents(&["nope".into()]).await.unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    assert_eq!(snapshot(&rag), before);
+}
+
+#[tokio::test]
+async fn a_trained_index_takes_updates_with_its_weights_and_saves_them() {
+    let docs = corpus();
+    let mut rag = build_on(small(), &docs[..3]).await;
+    let trained = rag.stats().clone();
+    let first = tempfile::tempdir().unwrap();
+    rag.save(first.path()).unwrap();
+    let weights = std::fs::read_dir(first.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "bpk"))
+        .unwrap();
+    rag.add_documents(&docs[3..]).await.unwrap();
+    assert_eq!(rag.stats().pretrain, trained.pretrain, "no retraining");
+    assert_eq!(rag.stats().chunks, 5);
+    // The same weights on a build over all documents (training off) score exactly as
+    // the updated index: the network was rebound to the grown graph, not changed.
+    let reference = GfmRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(untrained())
+        .weights(&weights)
+        .build(&docs)
+        .await
+        .unwrap();
+    assert_eq!(snapshot(&rag), snapshot(&reference));
+    for q in GFM_QUESTIONS {
+        assert_eq!(scored(&rag, q).await, scored(&reference, q).await, "{q}");
+    }
+
+    // Saved and reopened, the updated index answers the same and updates again.
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    let mut back = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default())).unwrap();
+    for q in GFM_QUESTIONS {
+        assert_eq!(scored(&back, q).await, scored(&rag, q).await, "{q}");
+    }
+    back.remove_documents(&["tokyo".into()]).await.unwrap();
+    assert_eq!(back.chunks().len(), 4);
+
+    // An index saved without its extractions (an older lprag) refuses, and says why.
+    let path = dir.path().join("gfm.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("extractions");
+    std::fs::write(&path, json.to_string()).unwrap();
+    let mut legacy = GfmRag::load(dir.path(), Arc::new(HashingEncoder::default())).unwrap();
+    let e = legacy
+        .remove_documents(&["tokyo".into()])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("extractions"), "{e}");
+}

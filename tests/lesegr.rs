@@ -204,3 +204,218 @@ async fn labels_and_citations_are_checked_and_used() {
         1
     );
 }
+
+/// Everything of an index that retrieval reads besides the embeddings: chunks (id,
+/// document, text), in-neighbours of every chunk and the gates.
+type Snapshot = (Vec<(usize, String, String)>, Vec<Vec<u32>>, Vec<f32>);
+
+fn snapshot(rag: &LesegrRag) -> Snapshot {
+    (
+        rag.chunks()
+            .iter()
+            .map(|c| (c.id, c.provenance.document_id.clone(), c.text.clone()))
+            .collect(),
+        (0..rag.chunks().len())
+            .map(|i| rag.graph().in_neighbors(i).to_vec())
+            .collect(),
+        rag.alpha().to_vec(),
+    )
+}
+
+const UPDATE_QUESTIONS: [&str; 3] = [
+    "Which river flows through Warsaw?",
+    "Who founded the Nobel Prize?",
+    "Where is Sanremo?",
+];
+
+async fn hits(rag: &LesegrRag, q: &str) -> Vec<(usize, f32)> {
+    rag.retrieve(q, Selection::TopK(4))
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.chunk.id, h.score))
+        .collect()
+}
+
+#[tokio::test]
+async fn lite_documents_added_later_give_the_index_a_full_build_gives() {
+    let docs = mini_corpus::documents();
+    let full = builder(LesegrConfig::lite()).build(&docs).await.unwrap();
+    let mut rag = builder(LesegrConfig::lite())
+        .build(&docs[..5])
+        .await
+        .unwrap();
+    let report = rag.add_documents(&docs[5..]).await.unwrap();
+    assert_eq!((report.added_documents, report.added_chunks), (5, 5));
+    assert_eq!(report.chunks, 10);
+    let stages: Vec<&str> = report.seconds.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(stages, ["chunk", "embed", "graph", "gates"]);
+    // BM25 refitted, links recomputed, the build's graph and gates: the same index.
+    let (a, b) = (snapshot(&rag), snapshot(&full));
+    assert_eq!(a.0, b.0, "chunks");
+    assert_eq!(a.1, b.1, "graph");
+    assert_eq!(a.2, b.2, "gates");
+    let (a, b) = (rag.stats(), full.stats());
+    assert_eq!(
+        (a.chunks, a.intra_edges, a.inter_edges, a.document_links),
+        (b.chunks, b.intra_edges, b.inter_edges, b.document_links)
+    );
+    for q in UPDATE_QUESTIONS {
+        assert_eq!(hits(&rag, q).await, hits(&full, q).await, "{q}");
+    }
+
+    // Removing the added half gives the small build back; re-adding, the full one.
+    let added: Vec<String> = docs[5..].iter().map(|d| d.id.clone()).collect();
+    let report = rag.remove_documents(&added).await.unwrap();
+    assert_eq!((report.removed_documents, report.removed_chunks), (5, 5));
+    let small = builder(LesegrConfig::lite())
+        .build(&docs[..5])
+        .await
+        .unwrap();
+    assert_eq!(snapshot(&rag), snapshot(&small));
+    rag.update_documents(&docs[5..]).await.unwrap();
+    assert_eq!(snapshot(&rag), snapshot(&full));
+
+    // Typed errors, nothing changed.
+    let before = snapshot(&rag);
+    let e = rag.add_documents(&docs[..1]).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
+    let e = rag.remove_documents(&["nope".into()]).await.unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    let cite = [("sanremo".to_string(), "warsaw".to_string())];
+    let extra = Document::new("extra", "Extra", "An extra passage about Warsaw.");
+    let e = rag
+        .add_documents_with(
+            std::slice::from_ref(&extra),
+            &lprag::BoundedPassageChunker,
+            &cite,
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("k-NN"), "{e}");
+    assert_eq!(snapshot(&rag), before);
+    assert!(rag.citations().is_none());
+
+    // The updated index saves and reopens as it is.
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    let back = LesegrRag::load(dir.path(), encoder()).unwrap();
+    assert_eq!(snapshot(&back), snapshot(&rag));
+    for q in UPDATE_QUESTIONS {
+        assert_eq!(hits(&back, q).await, hits(&full, q).await, "{q}");
+    }
+}
+
+#[tokio::test]
+async fn citations_follow_their_documents_through_updates() {
+    let docs = mini_corpus::documents();
+    let cites = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    let mut rag = builder(LesegrConfig::lite())
+        .document_links(cites(&[("curie", "warsaw"), ("pierre", "curie")]))
+        .build(&docs[..8])
+        .await
+        .unwrap();
+    // Warsaw goes: its citation with it; a replaced Pierre Curie keeps his.
+    rag.remove_documents(&["warsaw".into()]).await.unwrap();
+    assert_eq!(rag.citations().unwrap(), cites(&[("pierre", "curie")]));
+    let mut pierre = docs[7].clone();
+    pierre.text.push_str(" He died in Paris in 1906.");
+    rag.update_documents(&[pierre]).await.unwrap();
+    assert_eq!(rag.citations().unwrap(), cites(&[("pierre", "curie")]));
+    // New documents with citations to old and new ones.
+    let new = cites(&[("gdansk", "vistula"), ("sanremo", "gdansk")]);
+    rag.add_documents_with(&docs[8..], &lprag::BoundedPassageChunker, &new)
+        .await
+        .unwrap();
+    assert_eq!(rag.stats().document_links, 3);
+    let pos = |id: &str| {
+        rag.chunks()
+            .iter()
+            .position(|c| c.provenance.document_id == id)
+            .unwrap() as u32
+    };
+    // One chunk per document: each citing chunk's in-neighbour is its cited chunk.
+    assert_eq!(
+        rag.graph().in_neighbors(pos("sanremo") as usize),
+        &[pos("gdansk")]
+    );
+    assert_eq!(
+        rag.graph().in_neighbors(pos("gdansk") as usize),
+        &[pos("vistula")]
+    );
+    let e = rag
+        .add_documents_with(
+            &[Document::new("x", "X", "Text.")],
+            &lprag::BoundedPassageChunker,
+            &cites(&[("x", "atlantis")]),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("atlantis"), "{e}");
+    assert_eq!(rag.stats().document_links, 3);
+}
+
+#[tokio::test]
+async fn trained_index_gates_new_edges_with_its_gate_network() {
+    let docs = mini_corpus::documents();
+    let old = builder(quick_train()).build(&docs[..6]).await.unwrap();
+    let mut rag = old.clone();
+    rag.add_documents(&docs[6..]).await.unwrap();
+    // The graph a build on all documents makes (it does not depend on the variant).
+    let lite = builder(LesegrConfig::lite()).build(&docs).await.unwrap();
+    assert_eq!(snapshot(&rag).1, snapshot(&lite).1);
+    // Edges between old chunks keep their learned gate; every gate is a sigmoid's.
+    let old_gate: std::collections::HashMap<(u32, u32), f32> = (0..old.chunks().len())
+        .flat_map(|i| {
+            let r = old.graph().range(i);
+            old.graph()
+                .in_neighbors(i)
+                .iter()
+                .zip(r)
+                .map(move |(&s, e)| ((s, i as u32), e))
+        })
+        .map(|(k, e)| (k, old.alpha()[e]))
+        .collect();
+    let mut reused = 0;
+    for i in 0..rag.chunks().len() {
+        for (&s, e) in rag.graph().in_neighbors(i).iter().zip(rag.graph().range(i)) {
+            let a = rag.alpha()[e];
+            assert!(a > 0.0 && a < 1.0, "gate {a}");
+            if let Some(&g) = old_gate.get(&(s, i as u32)) {
+                assert_eq!(a, g);
+                reused += 1;
+            }
+        }
+    }
+    assert!(reused > 0 && reused < rag.alpha().len());
+    assert_eq!(rag.stats().train, old.stats().train, "no retraining");
+    let hit = rag.retrieve("Sanremo", Selection::TopK(3)).await.unwrap();
+    assert!(hit
+        .iter()
+        .any(|h| h.chunk.provenance.document_id == "sanremo"));
+
+    // The gate network is saved: a reopened index takes updates too.
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    let mut back = LesegrRag::load(dir.path(), encoder()).unwrap();
+    back.remove_documents(&["sanremo".into()]).await.unwrap();
+    assert_eq!(back.chunks().len(), 9);
+    // An index saved without it (an older lprag) refuses, and says why.
+    let path = dir.path().join("lesegr.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("gate");
+    std::fs::write(&path, json.to_string()).unwrap();
+    let mut legacy = LesegrRag::load(dir.path(), encoder()).unwrap();
+    let e = legacy
+        .remove_documents(&["sanremo".into()])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("gate network"), "{e}");
+    assert_eq!(legacy.chunks().len(), 10);
+}

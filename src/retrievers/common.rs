@@ -542,6 +542,74 @@ pub(crate) async fn update_chunks(
     Ok((new_chunks, keep))
 }
 
+/// The chunks after an update: the kept `old` ones renumbered from 0, then the new ones.
+pub(crate) struct Renumbered {
+    pub(crate) chunks: Vec<Chunk>,
+    /// Old ids of the kept chunks, in their new order.
+    pub(crate) kept: Vec<ChunkId>,
+    /// New id of each old chunk (`usize::MAX` when it was removed).
+    pub(crate) new_id: Vec<usize>,
+    /// Id of the first new chunk.
+    pub(crate) first_new: usize,
+}
+
+/// Renumber an update's chunks: `old` filtered by `keep` (from [`update_chunks`]), then
+/// `new`, ids in order.
+pub(crate) fn renumber(old: &[Chunk], keep: &[bool], new: Vec<Chunk>) -> Renumbered {
+    let kept: Vec<ChunkId> = (0..keep.len()).filter(|&i| keep[i]).collect();
+    let mut new_id = vec![usize::MAX; old.len()];
+    let mut chunks: Vec<Chunk> = Vec::with_capacity(kept.len() + new.len());
+    for &i in &kept {
+        new_id[i] = chunks.len();
+        chunks.push(Chunk {
+            id: chunks.len(),
+            ..old[i].clone()
+        });
+    }
+    let first_new = chunks.len();
+    for c in new {
+        chunks.push(Chunk {
+            id: chunks.len(),
+            ..c
+        });
+    }
+    Renumbered {
+        chunks,
+        kept,
+        new_id,
+        first_new,
+    }
+}
+
+/// The rows `kept` of `old`, then `encoder`'s embeddings of `texts` (their width checked
+/// against `old`'s; L2-normalised when `normalize`, for an index that normalised its
+/// rows at build — the kept rows are left as they are, bit for bit).
+pub(crate) async fn extend_embeddings(
+    old: &Embeddings,
+    kept: &[usize],
+    encoder: &dyn Encoder,
+    texts: &[String],
+    normalize: bool,
+) -> Result<Embeddings> {
+    let dim = old.dim();
+    let mut rows = old.select(kept).into_vec();
+    if !texts.is_empty() {
+        let mut e = embed_all(encoder, texts, "embed chunks", &NoProgress).await?;
+        if normalize {
+            e.normalize();
+        }
+        if e.dim() != dim {
+            return Err(Error::DimensionMismatch {
+                location: format!("encoder '{}' chunk embeddings", encoder.name()),
+                expected: dim,
+                actual: e.dim(),
+            });
+        }
+        rows.extend_from_slice(e.as_slice());
+    }
+    Embeddings::new(dim, rows)
+}
+
 /// The start every peer retriever's build shares: chunk `documents` (an empty result is
 /// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
 /// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).

@@ -85,9 +85,9 @@ struct ScaleArgs {
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
-    /// Build LP-RAG and QCG-RAG without the corpus's last N passages, then add them to the
-    /// index (`LpRag::add_documents`, `QcgRag::add_documents`) and report the time as
-    /// stage `add` (`--lprag-add` is the old name).
+    /// Build LP-RAG, QCG-RAG, LeSeGR and GFM-RAG without the corpus's last N passages,
+    /// then add them to the index (their `add_documents`) and report the time as stage
+    /// `add` (`--lprag-add` is the old name).
     #[arg(
         long = "add",
         alias = "lprag-add",

@@ -24,8 +24,11 @@ pub const RETRIEVERS: &[&str] = &[
     "qcg-incremental",
     "lesegr",
     "lesegr-lite",
+    "lesegr-incremental",
+    "lesegr-lite-incremental",
     "g2",
     "gfm",
+    "gfm-incremental",
 ];
 
 /// Settings for retrievers that have more than an encoder to choose.
@@ -222,6 +225,87 @@ pub async fn build_qcg_incremental(
     Ok(rag)
 }
 
+/// Build `lesegr` or `lesegr-lite` (`name`) as [`build_retriever_with`] does, keeping its
+/// type.
+pub async fn build_lesegr(
+    name: &str,
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::LesegrRag> {
+    let mut config = options.lesegr.clone();
+    if name.starts_with("lesegr-lite") {
+        config.variant = lprag::LesegrVariant::Lite;
+    }
+    let rag = lprag::LesegrRag::builder()
+        .encoder(encoder)
+        .labelled(options.labelled.clone())
+        .progress(progress(options.verbose))
+        .config(config)
+        .build(docs)
+        .await?;
+    if options.verbose {
+        eprintln!("{name} index: {:?}", rag.stats());
+    }
+    Ok(rag)
+}
+
+/// `lesegr-incremental` / `lesegr-lite-incremental`: LeSeGR built (and, trained, trained)
+/// on every other document, the rest added with [`lprag::LesegrRag::add_documents`], for
+/// comparison with the build on everything.
+pub async fn build_lesegr_incremental(
+    name: &str,
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::LesegrRag> {
+    let (first, later) = halves(docs);
+    let mut rag = build_lesegr(name, &first, encoder, options).await?;
+    if !later.is_empty() {
+        let report = rag.add_documents(&later).await?;
+        eprintln!("{name}: {report:?}");
+    }
+    Ok(rag)
+}
+
+/// Build `gfm` as [`build_retriever_with`] does, keeping its type.
+pub async fn build_gfm(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::GfmRag> {
+    let mut builder = lprag::GfmRag::builder();
+    if let Some(config) = &options.gfm {
+        builder = builder.config(config.clone());
+    }
+    let rag = builder
+        .encoder(encoder)
+        .labelled(options.labelled.clone())
+        .progress(progress(options.verbose))
+        .build(docs)
+        .await?;
+    if options.verbose {
+        eprintln!("gfm index: {:?}", rag.stats());
+    }
+    Ok(rag)
+}
+
+/// `gfm-incremental`: GFM-RAG built (and trained) on every other document, the rest added
+/// with [`lprag::GfmRag::add_documents`], for comparison with `gfm` built on everything.
+pub async fn build_gfm_incremental(
+    docs: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<lprag::GfmRag> {
+    let (first, later) = halves(docs);
+    let mut rag = build_gfm(&first, encoder, options).await?;
+    if !later.is_empty() {
+        let report = rag.add_documents(&later).await?;
+        eprintln!("gfm-incremental: {report:?}");
+    }
+    Ok(rag)
+}
+
 /// Build `qcg` as [`build_retriever_with`] does, keeping its type.
 pub async fn build_qcg(
     docs: &[Document],
@@ -337,23 +421,15 @@ pub async fn build_retriever_with(
             name: "qcg-incremental",
             inner: build_qcg_incremental(docs, encoder, options).await?,
         }),
-        "lesegr" | "lesegr-lite" => {
-            let mut config = options.lesegr.clone();
-            if name == "lesegr-lite" {
-                config.variant = lprag::LesegrVariant::Lite;
-            }
-            let rag = lprag::LesegrRag::builder()
-                .encoder(encoder)
-                .labelled(options.labelled.clone())
-                .progress(progress(options.verbose))
-                .config(config)
-                .build(docs)
-                .await?;
-            if options.verbose {
-                eprintln!("{name} index: {:?}", rag.stats());
-            }
-            Box::new(rag)
-        }
+        "lesegr" | "lesegr-lite" => Box::new(build_lesegr(name, docs, encoder, options).await?),
+        "lesegr-incremental" | "lesegr-lite-incremental" => Box::new(Renamed {
+            name: if name == "lesegr-incremental" {
+                "lesegr-incremental"
+            } else {
+                "lesegr-lite-incremental"
+            },
+            inner: build_lesegr_incremental(name, docs, encoder, options).await?,
+        }),
         "g2" => {
             let rag = lprag::G2Rag::builder()
                 .encoder(encoder)
@@ -366,22 +442,11 @@ pub async fn build_retriever_with(
             }
             Box::new(rag)
         }
-        "gfm" => {
-            let mut builder = lprag::GfmRag::builder();
-            if let Some(config) = &options.gfm {
-                builder = builder.config(config.clone());
-            }
-            let rag = builder
-                .encoder(encoder)
-                .labelled(options.labelled.clone())
-                .progress(progress(options.verbose))
-                .build(docs)
-                .await?;
-            if options.verbose {
-                eprintln!("gfm index: {:?}", rag.stats());
-            }
-            Box::new(rag)
-        }
+        "gfm" => Box::new(build_gfm(docs, encoder, options).await?),
+        "gfm-incremental" => Box::new(Renamed {
+            name: "gfm-incremental",
+            inner: build_gfm_incremental(docs, encoder, options).await?,
+        }),
         other => {
             return Err(Error::UnknownRetriever {
                 name: other.to_string(),
@@ -511,7 +576,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, lprag-incremental, qcg, qcg-incremental, lesegr, lesegr-lite, g2, gfm)"
+            "unknown retriever `nope` (known: dense, bm25, hybrid, lprag, lprag-incremental, qcg, qcg-incremental, lesegr, lesegr-lite, lesegr-incremental, lesegr-lite-incremental, g2, gfm, gfm-incremental)"
         );
     }
 

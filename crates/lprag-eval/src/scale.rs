@@ -149,17 +149,32 @@ pub async fn run_scale(
         }
         let add = options.retrievers.lprag_add_last;
         let mut stages = Vec::new();
-        let retriever: Box<dyn lprag_core::Retriever> = if name == "qcg" && add > 0 {
+        let updatable = matches!(name.as_str(), "qcg" | "lesegr" | "lesegr-lite" | "gfm");
+        let retriever: Box<dyn lprag_core::Retriever> = if updatable && add > 0 {
             let corpus = &dataset.corpus;
             let (base, later) = corpus.split_at(corpus.len() - add.min(corpus.len() - 1));
-            let mut rag =
-                crate::registry::build_qcg(base, encoder.clone(), &options.retrievers).await?;
-            stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
-            let t = Instant::now();
-            let report = rag.add_documents(later).await?;
-            stages.push(("add".into(), t.elapsed().as_secs_f64()));
-            eprintln!("qcg: added {} documents: {report:?}", later.len());
-            Box::new(rag)
+            let opts = &options.retrievers;
+            let (retriever, report): (Box<dyn lprag_core::Retriever>, _) = if name == "qcg" {
+                let mut rag = crate::registry::build_qcg(base, encoder.clone(), opts).await?;
+                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
+                let report = rag.add_documents(later).await?;
+                (Box::new(rag), report)
+            } else if name == "gfm" {
+                let mut rag = crate::registry::build_gfm(base, encoder.clone(), opts).await?;
+                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
+                let report = rag.add_documents(later).await?;
+                (Box::new(rag), report)
+            } else {
+                let mut rag =
+                    crate::registry::build_lesegr(name, base, encoder.clone(), opts).await?;
+                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
+                let report = rag.add_documents(later).await?;
+                (Box::new(rag), report)
+            };
+            let build = stages[0].1;
+            stages.push(("add".into(), t.elapsed().as_secs_f64() - build));
+            eprintln!("{name}: added {} documents: {report:?}", later.len());
+            retriever
         } else {
             let r =
                 build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)

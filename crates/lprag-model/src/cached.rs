@@ -18,7 +18,7 @@ use lprag_core::{Embeddings, Result};
 use rayon::prelude::*;
 
 use crate::config::Aggregation;
-use crate::dense::{relu_in_place, Dense};
+use crate::dense::{mlp, relu_in_place};
 use crate::host::HostGraph;
 use crate::net::HostLinkNet;
 
@@ -105,20 +105,6 @@ fn gather<'a>(nodes: &[u32], width: usize, input: &(dyn Fn(u32) -> &'a [f32] + S
         .zip(nodes.par_iter())
         .for_each(|(o, &i)| o.copy_from_slice(input(i)));
     out
-}
-
-/// An MLP on the host (ReLU between layers).
-fn mlp(layers: &[Dense], x: &[f32], d_in: usize) -> Vec<f32> {
-    let mut x = x.to_vec();
-    let mut width = d_in;
-    for (i, l) in layers.iter().enumerate() {
-        x = l.forward(&x, width);
-        width = l.d_out;
-        if i + 1 < layers.len() {
-            relu_in_place(&mut x);
-        }
-    }
-    x
 }
 
 /// Trained weights plus the chunks' representations at every layer.

@@ -107,6 +107,21 @@ pub(crate) fn to_vec<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
         .map_err(|e| Error::backend("model weights", format!("{e:?}")))
 }
 
+/// An MLP on the host: `x` row-major `[rows, d_in]` through `layers`, ReLU between them
+/// (none after the last).
+pub(crate) fn mlp(layers: &[Dense], x: &[f32], d_in: usize) -> Vec<f32> {
+    let mut x = x.to_vec();
+    let mut width = d_in;
+    for (i, l) in layers.iter().enumerate() {
+        x = l.forward(&x, width);
+        width = l.d_out;
+        if i + 1 < layers.len() {
+            relu_in_place(&mut x);
+        }
+    }
+    x
+}
+
 /// `max(0, ·)` in place.
 pub(crate) fn relu_in_place(x: &mut [f32]) {
     x.iter_mut().for_each(|v| *v = v.max(0.0));

@@ -492,6 +492,35 @@ impl GfmModel {
         })
     }
 
+    /// This model's weights bound to another knowledge graph — an updated index's. The
+    /// network is inductive: it reads entities only through the graph's structure and
+    /// relations through their sentence embeddings, so the same weights score a grown or
+    /// shrunk graph without retraining.
+    ///
+    /// # Errors
+    /// As [`GfmModel::new`], and [`Error::DimensionMismatch`] when `relations` is not as
+    /// wide as the model's input.
+    pub fn rebind(&self, edges: KgEdges, relations: Embeddings) -> Result<Self> {
+        if relations.rows() < edges.num_relations() || relations.dim() != self.d_in {
+            return Err(Error::DimensionMismatch {
+                location: "GfmModel::rebind (relation embeddings, rows × width)".into(),
+                expected: edges.num_relations() * self.d_in,
+                actual: relations.rows() * relations.dim(),
+            });
+        }
+        let host = HostNet::export(&self.net, &relations)?;
+        Ok(Self {
+            net: self.net.clone(),
+            host,
+            graph: DeviceKg::new(&edges, &relations, &self.device),
+            edges,
+            relations,
+            config: self.config.clone(),
+            d_in: self.d_in,
+            device: self.device.clone(),
+        })
+    }
+
     /// The network's shape.
     pub fn config(&self) -> &GfmModelConfig {
         &self.config

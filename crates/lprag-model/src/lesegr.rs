@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 pub use lprag_graph::InEdges;
 
+use crate::dense::{mlp, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
@@ -199,6 +200,136 @@ pub struct LesegrWeights {
     pub transform: Vec<f32>,
     /// Width `d`.
     pub dim: usize,
+    /// The gate network that produced `alpha`, for edges added after training.
+    pub gate: LesegrGate,
+}
+
+/// One layer of a [`LesegrGate`]: `y = x·W + b`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateLayer {
+    /// `W`, row-major `[d_in, d_out]`.
+    pub weight: Vec<f32>,
+    /// `b`, `[d_out]`.
+    pub bias: Vec<f32>,
+    /// Output width.
+    pub d_out: usize,
+}
+
+/// LeSeGR's trained edge gate on the host, `α(c_src → c_dst) = σ(MLP(c_dst − c_src))`
+/// (ReLU between the layers): the network itself rather than its outputs, so that edges
+/// made after training — an index update — are gated as training gated its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LesegrGate {
+    /// Input width `d` (the chunk embeddings').
+    pub dim: usize,
+    /// The layers, first to last; the last has one output.
+    pub layers: Vec<GateLayer>,
+}
+
+impl LesegrGate {
+    fn from_mlp(net: &Mlp, dim: usize) -> Result<Self> {
+        let layers = net
+            .layers()
+            .iter()
+            .map(|l| {
+                let Dense { w, b, d_out } = Dense::export(l)?;
+                Ok(GateLayer {
+                    weight: w,
+                    bias: b,
+                    d_out,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { dim, layers })
+    }
+
+    /// Shapes that chain from `dim` to one output.
+    pub fn validate(&self) -> Result<()> {
+        let mut width = self.dim;
+        for (i, l) in self.layers.iter().enumerate() {
+            if l.weight.len() != width * l.d_out || l.bias.len() != l.d_out {
+                return Err(Error::invalid(
+                    format!("LesegrGate layer {i}"),
+                    format!(
+                        "expected a {width}×{} weight and {} biases, got {} and {}",
+                        l.d_out,
+                        l.d_out,
+                        l.weight.len(),
+                        l.bias.len()
+                    ),
+                ));
+            }
+            width = l.d_out;
+        }
+        if self.layers.is_empty() || width != 1 {
+            return Err(Error::invalid(
+                "LesegrGate",
+                format!(
+                    "needs at least one layer ending in one output, ends in {width} ({} layers)",
+                    self.layers.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// α of each `(source, destination)` edge over the chunk embeddings `x` (the
+    /// normalised rows the gate was trained on).
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] when `x` is not `dim` wide, [`Error::InvalidInput`] for
+    /// an endpoint out of range or a malformed gate.
+    pub fn alpha(&self, x: &Embeddings, edges: &[(u32, u32)]) -> Result<Vec<f32>> {
+        self.validate()?;
+        let d = self.dim;
+        if x.dim() != d {
+            return Err(Error::DimensionMismatch {
+                location: "LesegrGate::alpha (chunk embeddings)".into(),
+                expected: d,
+                actual: x.dim(),
+            });
+        }
+        if let Some(&(s, t)) = edges
+            .iter()
+            .find(|&&(s, t)| s as usize >= x.rows() || t as usize >= x.rows())
+        {
+            return Err(Error::invalid(
+                "LesegrGate::alpha",
+                format!("edge {s} -> {t} out of range for {} chunks", x.rows()),
+            ));
+        }
+        let layers: Vec<Dense> = self
+            .layers
+            .iter()
+            .map(|l| Dense {
+                w: l.weight.clone(),
+                b: l.bias.clone(),
+                d_out: l.d_out,
+            })
+            .collect();
+        // Blocks of edges bound the memory of the differences (E × d floats in one go
+        // would be gigabytes at 100k chunks).
+        const BLOCK: usize = 4096;
+        let mut out = Vec::with_capacity(edges.len());
+        let mut diff = Vec::with_capacity(BLOCK.min(edges.len()) * d);
+        for block in edges.chunks(BLOCK) {
+            diff.clear();
+            for &(s, t) in block {
+                diff.extend(
+                    x.row(t as usize)
+                        .iter()
+                        .zip(x.row(s as usize))
+                        .map(|(a, b)| a - b),
+                );
+            }
+            out.extend(
+                mlp(&layers, &diff, d)
+                    .into_iter()
+                    .map(|z| 1.0 / (1.0 + (-z).exp())),
+            );
+        }
+        Ok(out)
+    }
 }
 
 impl LesegrWeights {
@@ -444,12 +575,12 @@ pub fn train_lesegr(
         },
         |valid, idx, _| scalar(batch_loss(valid, &g_val, &pick(idx), cfg.layers, device)),
     )?;
-    let weights = export(&net, &g_val, d, device);
+    let weights = export(&net, &g_val, d, device)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))
 }
 
-fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> LesegrWeights {
+fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Result<LesegrWeights> {
     let alpha = if g.num_edges > 0 {
         sigmoid(net.alpha.forward(g.diff.clone()))
             .into_data()
@@ -465,11 +596,12 @@ fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Lesegr
         .unwrap_or_default();
     // M acts on row vectors as h·M in training (q' = Q·Mᵀ as rows), i.e. q' = M q as a
     // column: exactly `transform_query`'s row-major product.
-    LesegrWeights {
+    Ok(LesegrWeights {
         alpha,
         transform,
         dim: d,
-    }
+        gate: LesegrGate::from_mlp(&net.alpha, d)?,
+    })
 }
 
 #[cfg(test)]
@@ -539,6 +671,10 @@ mod tests {
             alpha: vec![],
             transform: vec![1.0, 2.0, 3.0, 4.0],
             dim: 2,
+            gate: LesegrGate {
+                dim: 2,
+                layers: vec![],
+            },
         };
         assert_eq!(w.transform_query(&[1.0, 1.0]), vec![3.0, 7.0]);
     }
@@ -591,6 +727,24 @@ mod tests {
         assert_eq!(w.alpha.len(), 4);
         assert!(w.alpha.iter().all(|a| (0.0..=1.0).contains(a)));
         assert_eq!(w.transform.len(), 4);
+
+        // The exported gate network reproduces the exported gates on the host, and gates
+        // an edge the training graph did not have.
+        let host = w.gate.alpha(&x, &edges).unwrap();
+        for (a, b) in host.iter().zip(&w.alpha) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+        let new_edge = w.gate.alpha(&x, &[(5, 1)]).unwrap();
+        assert!(new_edge[0] > 0.0 && new_edge[0] < 1.0);
+        let err = w.gate.alpha(&x, &[(0, 8)]).unwrap_err().to_string();
+        assert!(err.contains("0 -> 8"), "{err}");
+        let mut broken = w.gate.clone();
+        broken.layers[0].bias.pop();
+        assert!(broken
+            .alpha(&x, &edges)
+            .unwrap_err()
+            .to_string()
+            .contains("layer 0"));
 
         // Bad input is refused with the example named.
         let bad = vec![LesegrExample {

@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Error, NoProgress, QueryGenerator, Result,
+    Chunk, ChunkId, Chunker, Document, Embeddings, NoProgress, QueryGenerator, Result,
     SyntheticQuery,
 };
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
 use crate::retrievers::common::{
-    blocking, document_ids, embed_all, refuse_present, refuse_unknown, replaced_ids, update_chunks,
+    blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown, renumber,
+    replaced_ids, update_chunks, Renumbered,
 };
 use crate::UpdateReport;
 
@@ -122,7 +123,7 @@ impl QcgRag {
         };
 
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (mut new_chunks, keep) = update_chunks(
+        let (new_chunks, keep) = update_chunks(
             &old.chunks,
             (remove, add),
             chunker,
@@ -131,23 +132,12 @@ impl QcgRag {
             "QcgRag update",
         )
         .await?;
-        let kept: Vec<ChunkId> = (0..keep.len()).filter(|&i| keep[i]).collect();
-        let mut new_id = vec![usize::MAX; old.chunks.len()];
-        let mut chunks: Vec<Chunk> = Vec::with_capacity(kept.len() + new_chunks.len());
-        for &i in &kept {
-            new_id[i] = chunks.len();
-            chunks.push(Chunk {
-                id: chunks.len(),
-                ..old.chunks[i].clone()
-            });
-        }
-        let first_new = chunks.len();
-        for c in new_chunks.drain(..) {
-            chunks.push(Chunk {
-                id: chunks.len(),
-                ..c
-            });
-        }
+        let Renumbered {
+            chunks,
+            kept,
+            new_id,
+            first_new,
+        } = renumber(&old.chunks, &keep, new_chunks);
         report.added_documents = add.len();
         report.added_chunks = chunks.len() - first_new;
         report.removed_documents = remove.len();
@@ -159,20 +149,9 @@ impl QcgRag {
             .iter()
             .map(Chunk::embedding_text)
             .collect();
-        let dim = old.chunk_emb.dim();
-        let mut rows = old.chunk_emb.select(&kept).into_vec();
-        if !texts.is_empty() {
-            let e = embed_all(&*self.encoder, &texts, "embed chunks", &NoProgress).await?;
-            if e.dim() != dim {
-                return Err(Error::DimensionMismatch {
-                    location: format!("encoder '{}' chunk embeddings", self.encoder.name()),
-                    expected: dim,
-                    actual: e.dim(),
-                });
-            }
-            rows.extend_from_slice(e.as_slice());
-        }
-        let chunk_emb = Embeddings::new(dim, rows)?;
+        let chunk_emb =
+            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, &texts, false).await?;
+        let dim = chunk_emb.dim();
         lap(&mut report, "embed");
 
         // 3. The new chunks' questions, and the kept chunks' old ones remapped.

@@ -31,6 +31,12 @@
 //! candidates are exactly the whole-graph scores** (everything within `K` hops is in the
 //! subgraph), but a chunk outside both top-M lists cannot be returned, however high its
 //! graph score would have been. `candidates = 0` scores every chunk.
+//!
+//! # Updates
+//! [`LesegrRag::add_documents`], `update_documents` and `remove_documents` embed only the
+//! new chunks and redo what depends on the whole corpus (BM25, document links, the chunk
+//! graph) with the build's code; the trained variant gates new edges with its stored gate
+//! network instead of retraining ([`LesegrRag::add_documents_with`] says what that means).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -43,12 +49,14 @@ use lprag_core::{
 };
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
-    lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample,
+    lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample, LesegrGate,
     LesegrTrainConfig, LesegrWeights,
 };
 use lprag_model::ComputeDevice;
 use lprag_text::{Bm25, HeuristicQueryGenerator};
 use serde::{Deserialize, Serialize};
+
+mod update;
 
 use crate::retrievers::common::{
     blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
@@ -251,55 +259,21 @@ impl LesegrRagBuilder {
         let sparse_index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
         check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
 
-        // Documents in order of first appearance, their chunks in chunk order.
-        let mut doc_of: HashMap<String, usize> = HashMap::new();
-        let mut doc_chunks: Vec<Vec<u32>> = Vec::new();
-        for c in &chunks {
-            let next = doc_of.len();
-            let d = *doc_of
-                .entry(c.provenance.document_id.clone())
-                .or_insert(next);
-            if d == doc_chunks.len() {
-                doc_chunks.push(Vec::new());
-            }
-            doc_chunks[d].push(c.id as u32);
-        }
-        let links: Vec<(usize, usize)> = match &self.document_links {
-            Some(pairs) => pairs
-                .iter()
-                .enumerate()
-                .map(|(k, (citing, cited))| {
-                    let find = |id: &str| {
-                        doc_of.get(id).copied().ok_or_else(|| {
-                            Error::invalid(
-                                format!("document_links[{k}]"),
-                                format!("unknown document id {id:?}"),
-                            )
-                        })
-                    };
-                    Ok((find(cited)?, find(citing)?))
-                })
-                .collect::<Result<_>>()?,
-            None => knn_document_links(&emb, &doc_chunks, config.document_knn).await?,
-        };
-
-        let (graph, intra, inter) = {
-            let vectors = sparse_index.vectors();
-            let emb = emb.clone();
-            let top_n = config.inter_top_n;
-            let doc_chunks = doc_chunks.clone();
-            let links = links.clone();
-            blocking(move || {
-                Ok(lprag_graph::contextual_chunk_graph(
-                    &emb,
-                    &vectors,
-                    &doc_chunks,
-                    &links,
-                    top_n,
-                )?)
-            })
-            .await?
-        };
+        let ChunkGraph {
+            doc_of,
+            doc_chunks,
+            links,
+            graph,
+            intra,
+            inter,
+        } = chunk_graph(
+            &chunks,
+            &emb,
+            &*sparse_index,
+            &config,
+            self.document_links.as_deref(),
+        )
+        .await?;
 
         let mut stats = LesegrStats {
             chunks: chunks.len(),
@@ -308,8 +282,8 @@ impl LesegrRagBuilder {
             document_links: links.len(),
             ..LesegrStats::default()
         };
-        let (alpha, transform) = match config.variant {
-            LesegrVariant::Lite => (lite_alpha(&emb, &graph), None),
+        let (alpha, transform, gate) = match config.variant {
+            LesegrVariant::Lite => (lite_alpha(&emb, &graph), None, None),
             LesegrVariant::Trained => {
                 let questions: Vec<(String, Vec<u32>)> = if self.labelled.is_empty() {
                     let generator = self.query_generator.unwrap_or_else(|| {
@@ -394,9 +368,12 @@ impl LesegrRagBuilder {
                         .await?;
                 stats.train = Some(report);
                 let LesegrWeights {
-                    alpha, transform, ..
+                    alpha,
+                    transform,
+                    gate,
+                    ..
                 } = weights;
-                (alpha, Some(transform))
+                (alpha, Some(transform), Some(gate))
             }
         };
         stats.seconds = started.elapsed().as_secs_f64();
@@ -412,12 +389,96 @@ impl LesegrRagBuilder {
                 graph,
                 alpha,
                 transform,
+                gate,
+                citations: self.document_links,
                 stats,
             }),
             encoder,
+            sparse_encoder: sparse,
             sparse: sparse_index,
         })
     }
+}
+
+/// The chunk graph and the document structure behind it.
+struct ChunkGraph {
+    /// Document id → document number (order of first appearance).
+    doc_of: HashMap<String, usize>,
+    /// Each document's chunks, in chunk order.
+    doc_chunks: Vec<Vec<u32>>,
+    /// `(cited, citing)` document numbers.
+    links: Vec<(usize, usize)>,
+    graph: InEdges,
+    intra: usize,
+    inter: usize,
+}
+
+/// The contextual chunk graph over `chunks` (normalised embeddings `emb`, fitted sparse
+/// index): documents in order of first appearance, links from `citations`
+/// (`(citing, cited)` ids) or else by document k-NN. A build and an index update both
+/// come here, so an update makes the graph a build on the same chunks makes.
+async fn chunk_graph(
+    chunks: &[Chunk],
+    emb: &Embeddings,
+    sparse_index: &dyn SparseIndex,
+    config: &LesegrConfig,
+    citations: Option<&[(String, String)]>,
+) -> Result<ChunkGraph> {
+    let mut doc_of: HashMap<String, usize> = HashMap::new();
+    let mut doc_chunks: Vec<Vec<u32>> = Vec::new();
+    for c in chunks {
+        let next = doc_of.len();
+        let d = *doc_of
+            .entry(c.provenance.document_id.clone())
+            .or_insert(next);
+        if d == doc_chunks.len() {
+            doc_chunks.push(Vec::new());
+        }
+        doc_chunks[d].push(c.id as u32);
+    }
+    let links: Vec<(usize, usize)> = match citations {
+        Some(pairs) => pairs
+            .iter()
+            .enumerate()
+            .map(|(k, (citing, cited))| {
+                let find = |id: &str| {
+                    doc_of.get(id).copied().ok_or_else(|| {
+                        Error::invalid(
+                            format!("document_links[{k}]"),
+                            format!("unknown document id {id:?}"),
+                        )
+                    })
+                };
+                Ok((find(cited)?, find(citing)?))
+            })
+            .collect::<Result<_>>()?,
+        None => knn_document_links(emb, &doc_chunks, config.document_knn).await?,
+    };
+    let (graph, intra, inter) = {
+        let vectors = sparse_index.vectors();
+        let emb = emb.clone();
+        let top_n = config.inter_top_n;
+        let doc_chunks = doc_chunks.clone();
+        let links = links.clone();
+        blocking(move || {
+            Ok(lprag_graph::contextual_chunk_graph(
+                &emb,
+                &vectors,
+                &doc_chunks,
+                &links,
+                top_n,
+            )?)
+        })
+        .await?
+    };
+    Ok(ChunkGraph {
+        doc_of,
+        doc_chunks,
+        links,
+        graph,
+        intra,
+        inter,
+    })
 }
 
 fn check_sparse_len(index: &dyn SparseIndex, n: usize, what: &str) -> Result<()> {
@@ -495,6 +556,14 @@ struct LesegrState {
     alpha: Vec<f32>,
     /// `M`, row-major, for the trained variant.
     transform: Option<Vec<f32>>,
+    /// The trained variant's gate network, which gates the edges an update adds (indexes
+    /// saved before it was kept have none and cannot be updated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gate: Option<LesegrGate>,
+    /// The `(citing, cited)` document links the index was built with, when given; `None`
+    /// when the links are document k-NN (recomputed by every update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    citations: Option<Vec<(String, String)>>,
     stats: LesegrStats,
 }
 
@@ -520,6 +589,7 @@ impl crate::retrievers::common::SavedState for LesegrState {
             || self.graph.num_nodes() != self.chunks.len()
             || self.alpha.len() != self.graph.num_edges()
             || self.transform.as_ref().is_some_and(|m| m.len() != d * d)
+            || self.gate.as_ref().is_some_and(|g| g.dim != d)
             || self
                 .graph
                 .sources()
@@ -527,6 +597,9 @@ impl crate::retrievers::common::SavedState for LesegrState {
                 .any(|&s| s as usize >= self.chunks.len())
         {
             return Err("inconsistent sizes".into());
+        }
+        if let Some(g) = &self.gate {
+            g.validate().map_err(|e| e.to_string())?;
         }
         // The configuration drives retrieval (the layer count is the number of
         // propagation steps per query): the builder's checks apply to a loaded one too.
@@ -539,6 +612,8 @@ impl crate::retrievers::common::SavedState for LesegrState {
 pub struct LesegrRag {
     state: Arc<LesegrState>,
     encoder: Arc<dyn Encoder>,
+    /// The sparse encoder, refitted by updates.
+    sparse_encoder: Arc<dyn SparseEncoder>,
     sparse: Arc<dyn SparseIndex>,
 }
 
@@ -685,6 +760,7 @@ impl LesegrRag {
         Ok(Self {
             state: Arc::new(state),
             encoder,
+            sparse_encoder: sparse,
             sparse: index,
         })
     }

@@ -68,6 +68,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+mod update;
+
 use crate::retrievers::common::{
     blocking, embed_all, embed_all_queries, input_setters, labelled_queries, load_json_index,
     save_json_atomic, select_hits, BuildInputs, Labelled, Started,
@@ -309,70 +311,23 @@ impl GfmRagBuilder {
         let extractor = self.extractor.unwrap_or_else(|| {
             Arc::new(CooccurrenceExtractor::new(config.offline_extractor.clone()))
         });
-        progress.start("extract triples", Some(chunks.len() as u64));
-        let extractions = extractor.extract(&chunks).await?;
-        progress.finish("extract triples");
-        if extractions.len() != chunks.len() {
-            return Err(Error::invalid(
-                format!("triple extractor {:?}", extractor.name()),
-                format!(
-                    "returned {} extractions for {} chunks",
-                    extractions.len(),
-                    chunks.len()
-                ),
-            ));
-        }
-        let mut kg = KgBuilder::default();
-        for (c, ex) in extractions.iter().enumerate() {
-            for e in &ex.entities {
-                kg.mention(e, c);
-            }
-            for t in &ex.triples {
-                kg.triple(&t.subject, &t.relation, &t.object, c);
-            }
-        }
-        if kg.names.is_empty() {
-            return Err(Error::EmptyCorpus(format!(
-                "the triple extractor {:?} found no entity in {} chunks",
-                extractor.name(),
-                chunks.len()
-            )));
-        }
-        let entity_emb = embed_all(&*encoder, &kg.names, "embed entities", &*progress).await?;
-
-        // Entity resolution among each entity's nearest names.
-        let equivalent_pairs = if kg.names.len() > 1 {
-            let (emb, k, th) = (
-                entity_emb.clone(),
-                config.resolution_neighbors.max(1),
-                config.resolution_threshold,
-            );
-            let lists =
-                blocking(move || Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?)).await?;
-            let mut pairs = HashSet::new();
-            for (a, list) in lists.iter().enumerate() {
-                for &(b, cos) in list {
-                    if cos >= th {
-                        let (x, y) = (a.min(b as usize), a.max(b as usize));
-                        pairs.insert((x as u32, y as u32));
-                    }
-                }
-            }
-            let mut pairs: Vec<(u32, u32)> = pairs.into_iter().collect();
-            pairs.sort_unstable();
-            pairs
-        } else {
-            Vec::new()
-        };
-        if !equivalent_pairs.is_empty() {
-            let eq = kg.relation(EQUIVALENT);
-            for &(a, b) in &equivalent_pairs {
-                kg.triples.insert((a, eq, b));
-            }
-        }
-        let (edges, relation_names) = kg.edges()?;
-        let relation_emb =
-            embed_all(&*encoder, &relation_names, "embed relations", &*progress).await?;
+        let extractions = extract_checked(&*extractor, &chunks, &*progress).await?;
+        let Kg {
+            kg,
+            entity_emb,
+            equivalent_pairs,
+            edges,
+            relation_names,
+            relation_emb,
+        } = knowledge_graph(
+            &extractions,
+            extractor.name(),
+            &*encoder,
+            &config,
+            &*progress,
+            None,
+        )
+        .await?;
         let mut model = GfmModel::new(
             edges,
             relation_emb,
@@ -539,6 +494,7 @@ impl GfmRagBuilder {
                 relations: relation_names,
                 relation_emb: model.relations().clone(),
                 edges: model.edges().clone(),
+                extractions: Some(extractions),
                 stats,
             }),
             index: Arc::new(index),
@@ -546,6 +502,179 @@ impl GfmRagBuilder {
             encoder,
         })
     }
+}
+
+/// `extractor`'s findings in `chunks`, one per chunk (another count is an error naming the
+/// extractor).
+async fn extract_checked(
+    extractor: &dyn TripleExtractor,
+    chunks: &[Chunk],
+    progress: &dyn lprag_core::Progress,
+) -> Result<Vec<lprag_core::Extraction>> {
+    if chunks.is_empty() {
+        return Ok(Vec::new());
+    }
+    progress.start("extract triples", Some(chunks.len() as u64));
+    let extractions = extractor.extract(chunks).await?;
+    progress.finish("extract triples");
+    if extractions.len() != chunks.len() {
+        return Err(Error::invalid(
+            format!("triple extractor {:?}", extractor.name()),
+            format!(
+                "returned {} extractions for {} chunks",
+                extractions.len(),
+                chunks.len()
+            ),
+        ));
+    }
+    Ok(extractions)
+}
+
+/// A knowledge graph with its embeddings, as a build or an update makes it.
+struct Kg {
+    kg: KgBuilder,
+    entity_emb: Embeddings,
+    equivalent_pairs: Vec<(u32, u32)>,
+    edges: KgEdges,
+    relation_names: Vec<String>,
+    relation_emb: Embeddings,
+}
+
+/// Entity and relation embeddings already computed, by name (an update's old index).
+type KnownNames<'a> = (&'a [String], &'a Embeddings);
+
+/// The knowledge graph of `extractions` (one per chunk, by chunk id): entities merged by
+/// name, their embeddings (names in `known_entities` reuse their row), entity resolution,
+/// inverse edges, and the relations' embeddings (likewise reused from `known_relations`).
+/// A build and an update both come here, so an update makes the graph a build on the
+/// same chunks makes.
+async fn knowledge_graph(
+    extractions: &[lprag_core::Extraction],
+    extractor: &str,
+    encoder: &dyn Encoder,
+    config: &GfmConfig,
+    progress: &dyn lprag_core::Progress,
+    known: Option<(KnownNames<'_>, KnownNames<'_>)>,
+) -> Result<Kg> {
+    let mut kg = KgBuilder::default();
+    for (c, ex) in extractions.iter().enumerate() {
+        for e in &ex.entities {
+            kg.mention(e, c);
+        }
+        for t in &ex.triples {
+            kg.triple(&t.subject, &t.relation, &t.object, c);
+        }
+    }
+    if kg.names.is_empty() {
+        return Err(Error::EmptyCorpus(format!(
+            "the triple extractor {extractor:?} found no entity in {} chunks",
+            extractions.len()
+        )));
+    }
+    let entity_emb = embed_names(
+        encoder,
+        &kg.names,
+        known.map(|k| k.0),
+        "embed entities",
+        progress,
+    )
+    .await?;
+
+    // Entity resolution among each entity's nearest names.
+    let equivalent_pairs = if kg.names.len() > 1 {
+        let (emb, k, th) = (
+            entity_emb.clone(),
+            config.resolution_neighbors.max(1),
+            config.resolution_threshold,
+        );
+        let lists =
+            blocking(move || Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?)).await?;
+        let mut pairs = HashSet::new();
+        for (a, list) in lists.iter().enumerate() {
+            for &(b, cos) in list {
+                if cos >= th {
+                    let (x, y) = (a.min(b as usize), a.max(b as usize));
+                    pairs.insert((x as u32, y as u32));
+                }
+            }
+        }
+        let mut pairs: Vec<(u32, u32)> = pairs.into_iter().collect();
+        pairs.sort_unstable();
+        pairs
+    } else {
+        Vec::new()
+    };
+    if !equivalent_pairs.is_empty() {
+        let eq = kg.relation(EQUIVALENT);
+        for &(a, b) in &equivalent_pairs {
+            kg.triples.insert((a, eq, b));
+        }
+    }
+    let (edges, relation_names) = kg.edges()?;
+    let relation_emb = embed_names(
+        encoder,
+        &relation_names,
+        known.map(|k| k.1),
+        "embed relations",
+        progress,
+    )
+    .await?;
+    Ok(Kg {
+        kg,
+        entity_emb,
+        equivalent_pairs,
+        edges,
+        relation_names,
+        relation_emb,
+    })
+}
+
+/// Embeddings of `names`, rows of `known` names reused and only the others embedded.
+async fn embed_names(
+    encoder: &dyn Encoder,
+    names: &[String],
+    known: Option<KnownNames<'_>>,
+    stage: &str,
+    progress: &dyn lprag_core::Progress,
+) -> Result<Embeddings> {
+    let Some((known_names, known_emb)) = known else {
+        return embed_all(encoder, names, stage, progress).await;
+    };
+    let row: HashMap<&str, usize> = known_names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let fresh: Vec<String> = names
+        .iter()
+        .filter(|n| !row.contains_key(n.as_str()))
+        .cloned()
+        .collect();
+    let dim = known_emb.dim();
+    if fresh.is_empty() {
+        let rows: Vec<usize> = names.iter().map(|n| row[n.as_str()]).collect();
+        return Ok(known_emb.select(&rows));
+    }
+    let new_emb = embed_all(encoder, &fresh, stage, progress).await?;
+    if new_emb.dim() != dim {
+        return Err(Error::DimensionMismatch {
+            location: format!("encoder '{}' ({stage})", encoder.name()),
+            expected: dim,
+            actual: new_emb.dim(),
+        });
+    }
+    let mut next = 0;
+    let mut rows = Vec::with_capacity(names.len() * dim);
+    for n in names {
+        match row.get(n.as_str()) {
+            Some(&i) => rows.extend_from_slice(known_emb.row(i)),
+            None => {
+                rows.extend_from_slice(new_emb.row(next));
+                next += 1;
+            }
+        }
+    }
+    Embeddings::new(dim, rows)
 }
 
 /// KG-completion queries: the texts to embed and the examples (query vectors unset).
@@ -706,6 +835,11 @@ struct GfmState {
     relations: Vec<String>,
     relation_emb: Embeddings,
     edges: KgEdges,
+    /// What the extractor found in each chunk, by chunk id: an update rebuilds the
+    /// knowledge graph from these and the new chunks' (indexes saved before they were
+    /// kept have none and cannot be updated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    extractions: Option<Vec<lprag_core::Extraction>>,
     stats: GfmStats,
 }
 
@@ -723,6 +857,13 @@ impl crate::retrievers::common::SavedState for GfmState {
     crate::retrievers::common::saved_state_header!(GFM_FORMAT_VERSION, chunk_emb);
 
     fn check(&self) -> std::result::Result<(), String> {
+        if self
+            .extractions
+            .as_ref()
+            .is_some_and(|x| x.len() != self.chunks.len())
+        {
+            return Err("extractions and chunks differ in number".into());
+        }
         let n = self.entities.len();
         if self.chunk_emb.rows() != self.chunks.len()
             || self.entity_emb.rows() != n

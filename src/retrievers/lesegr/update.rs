@@ -1,0 +1,285 @@
+//! Incremental updates of a [`LesegrRag`] index: add, replace and remove documents without
+//! re-embedding the chunks already indexed, and without retraining.
+//!
+//! What an update redoes is what depends on the whole corpus: BM25 is refitted on all
+//! chunks (its idf changes with every document), the document links are recomputed
+//! (document k-NN; or the stored citations, kept between surviving documents and extended
+//! by the caller's), and so is the contextual chunk graph — by the build's own code, so the
+//! graph is the one a build on the same chunks makes. Only the new chunks are embedded.
+//! The gates: the lite variant recomputes `max(0, cos)`; the trained variant keeps the
+//! learned gate of every edge whose two chunks were already indexed and gates the others
+//! with the stored gate network ([`lprag_model::lesegr::LesegrGate`], the same function of
+//! `c_dst − c_src` training learned), and keeps its query transform. So the lite variant's
+//! update is exact (appending documents gives the index a build on all of them gives),
+//! and the trained one scores new chunks with a model that never saw them, as LP-RAG does;
+//! rebuild to retrain.
+//!
+//! The index changes only once every step has succeeded; an error leaves it as it was.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{Chunk, Chunker, Document, Error, Result, SparseIndex};
+use lprag_model::lesegr::lite_alpha;
+
+use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
+use crate::retrievers::common::{
+    blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown, renumber,
+    replaced_ids, update_chunks, Renumbered,
+};
+use crate::UpdateReport;
+
+impl LesegrRag {
+    /// Add documents with the builders' default chunker
+    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and no citations; see
+    /// [`LesegrRag::add_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`LesegrRag::add_documents_with`].
+    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        self.add_documents_with(documents, &crate::BoundedPassageChunker, &[])
+            .await
+    }
+
+    /// Add documents chunked by `chunker` (use the one the index was built with), with
+    /// `citations` as `(citing, cited)` document ids for an index built with
+    /// [`document_links`](super::LesegrRagBuilder::document_links) (either end may be an
+    /// old or a new document). An index linked by document k-NN recomputes its links.
+    ///
+    /// Only the new chunks are embedded; BM25, the document links and the chunk graph are
+    /// made again as a build makes them. The lite variant's update is therefore exact:
+    /// appended documents give the index a build on all of them gives. The trained variant
+    /// keeps its query transform and the learned gate of every edge between old chunks, and
+    /// gates the new edges with its gate network: new chunks are scored by a model that
+    /// never saw them, without retraining (rebuild to retrain).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
+    /// [`LesegrRag::update_documents_with`]), when a citation names an unknown document or
+    /// citations are given to a k-NN-linked index, or when a trained index was saved
+    /// without its gate network (by an older lprag; rebuild it); the errors of the
+    /// chunker and the encoder.
+    pub async fn add_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+        citations: &[(String, String)],
+    ) -> Result<UpdateReport> {
+        refuse_present(&self.document_ids(), documents, "LesegrRag::add_documents")?;
+        self.apply(&[], documents, chunker, citations).await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index, with the default chunker and no new citations; see
+    /// [`LesegrRag::update_documents_with`].
+    ///
+    /// # Errors
+    /// Those of [`LesegrRag::update_documents_with`].
+    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
+        self.update_documents_with(documents, &crate::BoundedPassageChunker, &[])
+            .await
+    }
+
+    /// Replace documents (matched by id) with new versions, and add those not yet in the
+    /// index, in one update. A replaced document keeps the stored citations that name it;
+    /// `citations` adds more.
+    ///
+    /// # Errors
+    /// Those of [`LesegrRag::add_documents_with`] (a repeated id included).
+    pub async fn update_documents_with(
+        &mut self,
+        documents: &[Document],
+        chunker: &dyn Chunker,
+        citations: &[(String, String)],
+    ) -> Result<UpdateReport> {
+        let replaced = replaced_ids(&self.document_ids(), documents);
+        self.apply(&replaced, documents, chunker, citations).await
+    }
+
+    /// Remove documents by id, with their chunks and the citations that name them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
+    /// removed then), or when every chunk would go (an index cannot be empty).
+    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
+        refuse_unknown(&self.document_ids(), ids, "LesegrRag::remove_documents")?;
+        self.apply(ids, &[], &crate::BoundedPassageChunker, &[])
+            .await
+    }
+
+    /// The ids of the documents in the index (those that produced a chunk).
+    pub fn document_ids(&self) -> HashSet<&str> {
+        document_ids(&self.state.chunks)
+    }
+
+    /// The `(citing, cited)` citations the index links documents by, or `None` when it
+    /// links them by document k-NN.
+    pub fn citations(&self) -> Option<&[(String, String)]> {
+        self.state.citations.as_deref()
+    }
+
+    /// Remove the chunks of `remove` (document ids), add `add` with `citations`.
+    async fn apply(
+        &mut self,
+        remove: &[String],
+        add: &[Document],
+        chunker: &dyn Chunker,
+        citations: &[(String, String)],
+    ) -> Result<UpdateReport> {
+        let old = self.state.clone();
+        let location = "LesegrRag update";
+        if old.citations.is_none() && !citations.is_empty() {
+            return Err(Error::invalid(
+                format!("{location} (citations)"),
+                "the index links documents by k-NN (it was built without document_links); \
+                 rebuild it with document_links to use citations",
+            ));
+        }
+        let no_gate = || {
+            Error::invalid(
+                location,
+                "this trained index was saved without its gate network (by an older lprag), \
+                 so new edges cannot be gated; rebuild it",
+            )
+        };
+        if old.config.variant == LesegrVariant::Trained && old.gate.is_none() {
+            return Err(no_gate());
+        }
+        let mut report = UpdateReport::default();
+        let mut t = Instant::now();
+        let mut lap = |report: &mut UpdateReport, stage: &str| {
+            report
+                .seconds
+                .push((stage.to_string(), t.elapsed().as_secs_f64()));
+            t = Instant::now();
+        };
+
+        // 1. The chunks: the kept ones renumbered, then the new ones.
+        let (new_chunks, keep) = update_chunks(
+            &old.chunks,
+            (remove, add),
+            chunker,
+            &self.encoder,
+            &mut report.warnings,
+            location,
+        )
+        .await?;
+        let Renumbered {
+            chunks,
+            kept,
+            new_id,
+            first_new,
+        } = renumber(&old.chunks, &keep, new_chunks);
+        report.added_documents = add.len();
+        report.added_chunks = chunks.len() - first_new;
+        report.removed_documents = remove.len();
+        report.removed_chunks = old.chunks.len() - kept.len();
+        lap(&mut report, "chunk");
+
+        // 2. Embeddings: the kept (normalised) rows, the new ones embedded and normalised.
+        let texts: Vec<String> = chunks[first_new..]
+            .iter()
+            .map(Chunk::embedding_text)
+            .collect();
+        let emb = extend_embeddings(&old.emb, &kept, &*self.encoder, &texts, true).await?;
+        lap(&mut report, "embed");
+
+        // 3. The corpus-wide parts, as a build makes them: BM25, document links, graph.
+        let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        let sparse_index: Arc<dyn SparseIndex> = {
+            let sparse = self.sparse_encoder.clone();
+            Arc::from(blocking(move || sparse.fit(&all_texts)).await?)
+        };
+        check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
+        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
+        let stored = old.citations.as_ref().map(|c| {
+            let mut kept: Vec<(String, String)> = c
+                .iter()
+                .filter(|(a, b)| {
+                    // A replaced document is re-added: its citations stay.
+                    let back = |id: &str| !gone.contains(id) || add.iter().any(|d| d.id == id);
+                    back(a) && back(b)
+                })
+                .cloned()
+                .collect();
+            kept.extend_from_slice(citations);
+            kept
+        });
+        let ChunkGraph {
+            links,
+            graph,
+            intra,
+            inter,
+            ..
+        } = chunk_graph(
+            &chunks,
+            &emb,
+            &*sparse_index,
+            &old.config,
+            stored.as_deref(),
+        )
+        .await?;
+        lap(&mut report, "graph");
+
+        // 4. The gates.
+        let alpha = match (&old.config.variant, &old.gate) {
+            (LesegrVariant::Lite, _) => lite_alpha(&emb, &graph),
+            (LesegrVariant::Trained, None) => return Err(no_gate()),
+            (LesegrVariant::Trained, Some(gate)) => {
+                let gate = gate.clone();
+                // The learned gate of every old edge between kept chunks, by new ids.
+                let mut known: HashMap<(u32, u32), f32> = HashMap::new();
+                let old_dst = old.graph.destinations();
+                for (e, (&s, &d)) in old.graph.sources().iter().zip(&old_dst).enumerate() {
+                    let (s, d) = (new_id[s as usize], new_id[d as usize]);
+                    if s != usize::MAX && d != usize::MAX {
+                        known.insert((s as u32, d as u32), old.alpha[e]);
+                    }
+                }
+                let dst = graph.destinations();
+                let pairs: Vec<(u32, u32)> = graph.sources().iter().copied().zip(dst).collect();
+                let fresh: Vec<(u32, u32)> = pairs
+                    .iter()
+                    .filter(|p| !known.contains_key(p))
+                    .copied()
+                    .collect();
+                let emb2 = emb.clone();
+                let gated = blocking(move || gate.alpha(&emb2, &fresh)).await?;
+                let mut gated = gated.into_iter();
+                pairs
+                    .iter()
+                    .map(|p| match known.get(p) {
+                        Some(&a) => a,
+                        None => gated.next().unwrap_or(0.0),
+                    })
+                    .collect()
+            }
+        };
+        lap(&mut report, "gates");
+
+        let mut stats = old.stats.clone();
+        stats.chunks = chunks.len();
+        stats.intra_edges = intra;
+        stats.inter_edges = inter;
+        stats.document_links = links.len();
+        report.chunks = chunks.len();
+        self.state = Arc::new(LesegrState {
+            version: old.version,
+            encoder: old.encoder.clone(),
+            encoder_fingerprint: old.encoder_fingerprint.clone(),
+            sparse: old.sparse.clone(),
+            config: old.config.clone(),
+            chunks,
+            emb,
+            graph,
+            alpha,
+            transform: old.transform.clone(),
+            gate: old.gate.clone(),
+            citations: stored,
+            stats,
+        });
+        self.sparse = sparse_index;
+        Ok(report)
+    }
+}
