@@ -81,7 +81,7 @@ async fn main() -> Result<(), lprag::Report> {
     // 3. Save and reopen: the KG as JSON, the GNN weights as burnpack.
     let dir = std::env::temp_dir().join("lprag-gfm-example");
     rag.save(&dir)?;
-    let back = GfmRag::load(&dir, rag.encoder().clone())?;
+    let mut back = GfmRag::load(&dir, rag.encoder().clone())?;
     let again = back
         .retrieve("Who invented dynamite?", Selection::TopK(1))
         .await?;
@@ -90,6 +90,21 @@ async fn main() -> Result<(), lprag::Report> {
         dir.display(),
         back.entities().len(),
         again[0].chunk.provenance.title
+    );
+
+    // 4. Add a document: only its chunk goes to the extractor; the knowledge graph is
+    //    rebuilt and the trained GNN scores it as it is (no retraining).
+    let report = back
+        .add_documents(&[lprag::Document::new(
+            "krakow",
+            "Kraków",
+            "Kraków lies on the Vistula River in southern Poland. Kraków was the capital of Poland until 1596.",
+        )])
+        .await?;
+    println!(
+        "added {} chunk(s); {} entities now",
+        report.added_chunks,
+        back.entities().len()
     );
     Ok(())
 }

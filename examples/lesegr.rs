@@ -99,12 +99,35 @@ async fn main() -> Result<(), lprag::Report> {
     // 4. Save and reopen (the BM25 index is refitted from the stored chunks).
     let dir = std::env::temp_dir().join("lprag-lesegr-example");
     trained.save(&dir)?;
-    let reopened = LesegrRag::load(&dir, encoder)?;
+    let mut reopened = LesegrRag::load(&dir, encoder)?;
     let again = reopened.retrieve(question, Selection::TopK(1)).await?;
     println!(
         "\nreopened from {}: top hit [{}]",
         dir.display(),
         again[0].chunk.provenance.title
     );
+
+    // 5. Add a document without retraining: only its chunk is embedded; the graph is
+    //    rebuilt and its new edges gated by the trained gate network.
+    let report = reopened
+        .add_documents(&[lprag::Document::new(
+            "krakow",
+            "Kraków",
+            "Kraków lies on the Vistula River in southern Poland. It was the capital of Poland until 1596.",
+        )])
+        .await?;
+    println!(
+        "added {} chunk(s) in {:.3} s; {} chunks now",
+        report.added_chunks,
+        report.seconds.iter().map(|(_, s)| s).sum::<f64>(),
+        report.chunks
+    );
+    let hit = reopened
+        .retrieve(
+            "Which city on the Vistula was Poland's capital before 1596?",
+            Selection::TopK(1),
+        )
+        .await?;
+    println!("  top hit [{}]", hit[0].chunk.provenance.title);
     Ok(())
 }

@@ -581,20 +581,21 @@ pub(crate) fn renumber(old: &[Chunk], keep: &[bool], new: Vec<Chunk>) -> Renumbe
     }
 }
 
-/// The rows `kept` of `old`, then `encoder`'s embeddings of `texts` (their width checked
-/// against `old`'s; L2-normalised when `normalize`, for an index that normalised its
-/// rows at build — the kept rows are left as they are, bit for bit).
+/// The rows `kept` of `old`, then `encoder`'s embeddings of the `new` chunks (their width
+/// checked against `old`'s; L2-normalised when `normalize`, for an index that normalised
+/// its rows at build — the kept rows are left as they are, bit for bit).
 pub(crate) async fn extend_embeddings(
     old: &Embeddings,
     kept: &[usize],
     encoder: &dyn Encoder,
-    texts: &[String],
+    new: &[Chunk],
     normalize: bool,
 ) -> Result<Embeddings> {
     let dim = old.dim();
     let mut rows = old.select(kept).into_vec();
-    if !texts.is_empty() {
-        let mut e = embed_all(encoder, texts, "embed chunks", &NoProgress).await?;
+    if !new.is_empty() {
+        let texts: Vec<String> = new.iter().map(Chunk::embedding_text).collect();
+        let mut e = embed_all(encoder, &texts, "embed chunks", &NoProgress).await?;
         if normalize {
             e.normalize();
         }
@@ -608,6 +609,48 @@ pub(crate) async fn extend_embeddings(
         rows.extend_from_slice(e.as_slice());
     }
     Embeddings::new(dim, rows)
+}
+
+/// Times an update's stages into its report.
+pub(crate) struct Laps(std::time::Instant);
+
+impl Laps {
+    /// Record the time since the last lap as `stage`.
+    pub(crate) fn lap(&mut self, report: &mut crate::UpdateReport, stage: &str) {
+        report
+            .seconds
+            .push((stage.to_string(), self.0.elapsed().as_secs_f64()));
+        self.0 = std::time::Instant::now();
+    }
+}
+
+/// The first stage (`chunk`) of a peer's update: [`update_chunks`], then [`renumber`],
+/// with the report's counts filled in and the stage timed.
+pub(crate) async fn begin_update(
+    old: &[Chunk],
+    (remove, add): (&[String], &[Document]),
+    chunker: &dyn Chunker,
+    encoder: &Arc<dyn Encoder>,
+    location: &str,
+) -> Result<(Renumbered, crate::UpdateReport, Laps)> {
+    let mut laps = Laps(std::time::Instant::now());
+    let mut report = crate::UpdateReport::default();
+    let (new_chunks, keep) = update_chunks(
+        old,
+        (remove, add),
+        chunker,
+        encoder,
+        &mut report.warnings,
+        location,
+    )
+    .await?;
+    let r = renumber(old, &keep, new_chunks);
+    report.added_documents = add.len();
+    report.added_chunks = r.chunks.len() - r.first_new;
+    report.removed_documents = remove.len();
+    report.removed_chunks = old.len() - r.kept.len();
+    laps.lap(&mut report, "chunk");
+    Ok((r, report, laps))
 }
 
 /// The start every peer retriever's build shares: chunk `documents` (an empty result is

@@ -16,15 +16,14 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
-use lprag_core::{Chunk, Chunker, Document, Error, NoProgress, Result, TripleExtractor};
+use lprag_core::{Chunker, Document, Error, NoProgress, Result, TripleExtractor};
 use lprag_text::CooccurrenceExtractor;
 
 use super::{extract_checked, knowledge_graph, EntityIndex, GfmRag, GfmState, Kg};
 use crate::retrievers::common::{
-    blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown, renumber,
-    replaced_ids, update_chunks, Renumbered,
+    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
+    replaced_ids, Renumbered,
 };
 use crate::UpdateReport;
 
@@ -125,50 +124,28 @@ impl GfmRag {
                  so its knowledge graph cannot be rebuilt; rebuild the index",
             ));
         };
-        let mut report = UpdateReport::default();
-        let mut t = Instant::now();
-        let mut lap = |report: &mut UpdateReport, stage: &str| {
-            report
-                .seconds
-                .push((stage.to_string(), t.elapsed().as_secs_f64()));
-            t = Instant::now();
-        };
-
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (new_chunks, keep) = update_chunks(
-            &old.chunks,
-            (remove, add),
-            chunker,
-            &self.encoder,
-            &mut report.warnings,
-            location,
-        )
-        .await?;
-        let Renumbered {
-            chunks,
-            kept,
-            first_new,
-            ..
-        } = renumber(&old.chunks, &keep, new_chunks);
-        report.added_documents = add.len();
-        report.added_chunks = chunks.len() - first_new;
-        report.removed_documents = remove.len();
-        report.removed_chunks = old.chunks.len() - kept.len();
-        lap(&mut report, "chunk");
+        let (
+            Renumbered {
+                chunks,
+                kept,
+                first_new,
+                ..
+            },
+            mut report,
+            mut laps,
+        ) = begin_update(&old.chunks, (remove, add), chunker, &self.encoder, location).await?;
 
         // 2. The new chunks' embeddings (dense padding) and extractions.
-        let texts: Vec<String> = chunks[first_new..]
-            .iter()
-            .map(Chunk::embedding_text)
-            .collect();
+        let new = &chunks[first_new..];
         let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, &texts, false).await?;
-        lap(&mut report, "embed");
-        let fresh = extract_checked(extractor, &chunks[first_new..], &NoProgress).await?;
+            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, new, false).await?;
+        laps.lap(&mut report, "embed");
+        let fresh = extract_checked(extractor, new, &NoProgress).await?;
         let mut extractions: Vec<lprag_core::Extraction> =
             kept.iter().map(|&i| old_extractions[i].clone()).collect();
         extractions.extend(fresh);
-        lap(&mut report, "extract");
+        laps.lap(&mut report, "extract");
 
         // 3. The knowledge graph, as a build makes it; known names keep their embeddings.
         let Kg {
@@ -190,14 +167,14 @@ impl GfmRag {
             )),
         )
         .await?;
-        lap(&mut report, "graph");
+        laps.lap(&mut report, "graph");
 
         // 4. The trained network on the new graph.
         let model = {
             let (model, edges, rel) = (self.model.clone(), edges, relation_emb);
             blocking(move || model.rebind(edges, rel)).await?
         };
-        lap(&mut report, "model");
+        laps.lap(&mut report, "model");
 
         let mentions = kg.mentions_sorted();
         let index = EntityIndex {

@@ -18,15 +18,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use lprag_core::{Chunk, Chunker, Document, Error, Result, SparseIndex};
 use lprag_model::lesegr::lite_alpha;
 
 use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
 use crate::retrievers::common::{
-    blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown, renumber,
-    replaced_ids, update_chunks, Renumbered,
+    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
+    replaced_ids, Renumbered,
 };
 use crate::UpdateReport;
 
@@ -146,44 +145,22 @@ impl LesegrRag {
         if old.config.variant == LesegrVariant::Trained && old.gate.is_none() {
             return Err(no_gate());
         }
-        let mut report = UpdateReport::default();
-        let mut t = Instant::now();
-        let mut lap = |report: &mut UpdateReport, stage: &str| {
-            report
-                .seconds
-                .push((stage.to_string(), t.elapsed().as_secs_f64()));
-            t = Instant::now();
-        };
-
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (new_chunks, keep) = update_chunks(
-            &old.chunks,
-            (remove, add),
-            chunker,
-            &self.encoder,
-            &mut report.warnings,
-            location,
-        )
-        .await?;
-        let Renumbered {
-            chunks,
-            kept,
-            new_id,
-            first_new,
-        } = renumber(&old.chunks, &keep, new_chunks);
-        report.added_documents = add.len();
-        report.added_chunks = chunks.len() - first_new;
-        report.removed_documents = remove.len();
-        report.removed_chunks = old.chunks.len() - kept.len();
-        lap(&mut report, "chunk");
+        let (
+            Renumbered {
+                chunks,
+                kept,
+                new_id,
+                first_new,
+            },
+            mut report,
+            mut laps,
+        ) = begin_update(&old.chunks, (remove, add), chunker, &self.encoder, location).await?;
 
         // 2. Embeddings: the kept (normalised) rows, the new ones embedded and normalised.
-        let texts: Vec<String> = chunks[first_new..]
-            .iter()
-            .map(Chunk::embedding_text)
-            .collect();
-        let emb = extend_embeddings(&old.emb, &kept, &*self.encoder, &texts, true).await?;
-        lap(&mut report, "embed");
+        let new = &chunks[first_new..];
+        let emb = extend_embeddings(&old.emb, &kept, &*self.encoder, new, true).await?;
+        laps.lap(&mut report, "embed");
 
         // 3. The corpus-wide parts, as a build makes them: BM25, document links, graph.
         let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
@@ -220,7 +197,7 @@ impl LesegrRag {
             stored.as_deref(),
         )
         .await?;
-        lap(&mut report, "graph");
+        laps.lap(&mut report, "graph");
 
         // 4. The gates.
         let alpha = match (&old.config.variant, &old.gate) {
@@ -256,7 +233,7 @@ impl LesegrRag {
                     .collect()
             }
         };
-        lap(&mut report, "gates");
+        laps.lap(&mut report, "gates");
 
         let mut stats = old.stats.clone();
         stats.chunks = chunks.len();

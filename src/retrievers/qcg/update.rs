@@ -14,17 +14,15 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, NoProgress, QueryGenerator, Result,
-    SyntheticQuery,
+    ChunkId, Chunker, Document, Embeddings, NoProgress, QueryGenerator, Result, SyntheticQuery,
 };
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
 use crate::retrievers::common::{
-    blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown, renumber,
-    replaced_ids, update_chunks, Renumbered,
+    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
+    replaced_ids, Renumbered,
 };
 use crate::UpdateReport;
 
@@ -113,46 +111,31 @@ impl QcgRag {
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
         let old = self.state.clone();
-        let mut report = UpdateReport::default();
-        let mut t = Instant::now();
-        let mut lap = |report: &mut UpdateReport, stage: &str| {
-            report
-                .seconds
-                .push((stage.to_string(), t.elapsed().as_secs_f64()));
-            t = Instant::now();
-        };
-
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (new_chunks, keep) = update_chunks(
+        let (
+            Renumbered {
+                chunks,
+                kept,
+                new_id,
+                first_new,
+            },
+            mut report,
+            mut laps,
+        ) = begin_update(
             &old.chunks,
             (remove, add),
             chunker,
             &self.encoder,
-            &mut report.warnings,
             "QcgRag update",
         )
         .await?;
-        let Renumbered {
-            chunks,
-            kept,
-            new_id,
-            first_new,
-        } = renumber(&old.chunks, &keep, new_chunks);
-        report.added_documents = add.len();
-        report.added_chunks = chunks.len() - first_new;
-        report.removed_documents = remove.len();
-        report.removed_chunks = old.chunks.len() - kept.len();
-        lap(&mut report, "chunk");
 
         // 2. Their embeddings.
-        let texts: Vec<String> = chunks[first_new..]
-            .iter()
-            .map(Chunk::embedding_text)
-            .collect();
+        let new = &chunks[first_new..];
         let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, &texts, false).await?;
+            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, new, false).await?;
         let dim = chunk_emb.dim();
-        lap(&mut report, "embed");
+        laps.lap(&mut report, "embed");
 
         // 3. The new chunks' questions, and the kept chunks' old ones remapped.
         let targets: Vec<ChunkId> = (first_new..chunks.len()).collect();
@@ -187,7 +170,7 @@ impl QcgRag {
         let mut qrows = old.query_emb.select(&kept_rows).into_vec();
         qrows.extend_from_slice(new_query_emb.as_slice());
         let query_emb = Embeddings::new(dim, qrows)?;
-        lap(&mut report, "queries");
+        laps.lap(&mut report, "queries");
 
         // 4. The query–query k-NN lists, repaired.
         let (k, old_emb, old_lists) = (
@@ -226,7 +209,7 @@ impl QcgRag {
                 .collect())
         })
         .await?;
-        lap(&mut report, "graph");
+        laps.lap(&mut report, "graph");
 
         let mut stats = old.stats.clone();
         stats.chunks = chunks.len();
