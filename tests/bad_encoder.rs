@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag::{Embeddings, Encoder, HashingEncoder, Result, Selection};
 
-mod common;
+use crate::common;
 
 const OK: u8 = 0;
 const NAN: u8 = 1;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use lprag::{HashingEncoder, LpRag, Retriever, ScoredChunk, Selection};
 
-mod common;
+use crate::common;
 
 const QUERIES: [&str; 8] = [
     "Which river flows through Warsaw?",

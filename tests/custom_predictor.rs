@@ -10,7 +10,7 @@ use lprag::{
     NoProgress, Progress, Retriever, ScoreContext, Selection, TrainReport,
 };
 
-mod common;
+use crate::common;
 use common::corpus;
 
 fn encoder() -> Arc<HashingEncoder> {

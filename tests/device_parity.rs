@@ -5,8 +5,8 @@
 //! Needs a GPU and a build with its backend, so it runs only where one is named:
 //!
 //! ```text
-//! LPRAG_TEST_DEVICE=wgpu:0 cargo test --release --features wgpu --test device_parity
-//! LPRAG_TEST_DEVICE=cuda:0 cargo test --release --features cuda --test device_parity
+//! LPRAG_TEST_DEVICE=wgpu:0 cargo test --release --features wgpu --test integration device_parity::
+//! LPRAG_TEST_DEVICE=cuda:0 cargo test --release --features cuda --test integration device_parity::
 //! ```
 //!
 //! Without `LPRAG_TEST_DEVICE` each test prints that it was skipped and passes (as the
@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 use lprag::{
     ComputeDevice, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection, SentenceChunker,

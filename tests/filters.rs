@@ -9,7 +9,7 @@ use lprag::{
     TrainConfig,
 };
 
-mod common;
+use crate::common;
 
 /// The shared corpus with a `region` on every document and a `year` on some.
 fn corpus() -> Vec<Document> {

@@ -2,7 +2,7 @@
 //! each fixture under `tests/fixtures/v1/` opens with today's code and answers as it did
 //! when it was written (`expected.json`, the top chunk ids per query at that time).
 //!
-//! The fixtures are committed. `cargo test --test fixtures -- --ignored` rewrites them,
+//! The fixtures are committed. `cargo test --test integration fixtures:: -- --ignored` rewrites them,
 //! which is only right when a format version changes on purpose (then add a `v2`
 //! directory and keep `v1` readable or say why not in the CHANGELOG).
 
@@ -15,7 +15,7 @@ use lprag::{
     LesegrVariant, LpRag, LpRagConfig, ModelConfig, QcgRag, Retriever, Selection, TrainConfig,
 };
 
-mod common;
+use crate::common;
 
 const QUERIES: [&str; 3] = [
     "Which river flows through Warsaw?",

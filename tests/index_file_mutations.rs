@@ -3,8 +3,8 @@
 //! queried. No panic, no NaN score, hits best first. The coverage-guided runs of the same
 //! harness (millions of inputs) are by hand; docs/reliability.md has the commands.
 
-#[path = "../fuzz/loaders/harness/mutate.rs"]
-mod mutate;
+// The harness names its mutator `crate::mutate`: it is declared in tests/integration.rs.
+use crate::mutate;
 
 #[path = "../fuzz/loaders/harness/index_files.rs"]
 mod index_files;

@@ -8,8 +8,7 @@ use lprag::{
     Selection, SentenceChunker,
 };
 
-#[path = "../examples/data/mini_corpus.rs"]
-mod mini_corpus;
+use crate::mini_corpus;
 
 fn encoder() -> Arc<HashingEncoder> {
     Arc::new(HashingEncoder::default())

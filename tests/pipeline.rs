@@ -1,6 +1,6 @@
 //! End-to-end behaviour of the `LpRag` pipeline with the offline defaults.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! scripts/llm-server.sh install && eval "$(scripts/llm-server.sh start)"
-//! LPRAG_TEST_LLM_BASE_URL=$LPRAG_LLM_BASE_URL cargo test --release --test real_llm
+//! LPRAG_TEST_LLM_BASE_URL=$LPRAG_LLM_BASE_URL cargo test --release --test integration real_llm::
 //! scripts/llm-server.sh stop
 //! ```
 //!
@@ -28,8 +28,7 @@ use lprag::{
     Retriever, Selection,
 };
 
-#[path = "../examples/data/mini_corpus.rs"]
-mod mini_corpus;
+use crate::mini_corpus;
 
 /// The configured model behind a response cache in a fresh temporary directory (so
 /// repeated identical requests within one test, e.g. a component and then the retriever

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use lprag::{Error, HashingEncoder, Retriever, Selection};
 
-mod common;
+use crate::common;
 
 async fn retrievers() -> Vec<Arc<dyn Retriever>> {
     common::retrievers_with(|| Arc::new(HashingEncoder::default()))

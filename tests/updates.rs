@@ -9,7 +9,7 @@ use lprag::{
     core::EdgeKind, Document, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection, TrainConfig,
 };
 
-mod common;
+use crate::common;
 
 const QUERIES: [&str; 4] = [
     "Which river flows through Warsaw?",

@@ -3,8 +3,8 @@
 //! Whatever loads is consistent. The coverage-guided runs of the same harness (millions
 //! of inputs) are by hand; docs/reliability.md has the commands.
 
-#[path = "../../../fuzz/loaders/harness/mutate.rs"]
-mod mutate;
+// The harness names its mutator `crate::mutate`: it is declared in tests/integration.rs.
+use crate::mutate;
 
 #[path = "../../../fuzz/loaders/harness/datasets.rs"]
 mod datasets;
