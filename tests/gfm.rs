@@ -371,12 +371,7 @@ const GFM_QUESTIONS: [&str; 3] = [
 ];
 
 async fn scored(rag: &GfmRag, q: &str) -> Vec<(usize, f32)> {
-    rag.retrieve(q, Selection::TopK(3))
-        .await
-        .unwrap()
-        .iter()
-        .map(|h| (h.chunk.id, h.score))
-        .collect()
+    crate::common::ranked(rag, q, 3).await
 }
 
 #[tokio::test]

@@ -228,12 +228,7 @@ const UPDATE_QUESTIONS: [&str; 3] = [
 ];
 
 async fn hits(rag: &LesegrRag, q: &str) -> Vec<(usize, f32)> {
-    rag.retrieve(q, Selection::TopK(4))
-        .await
-        .unwrap()
-        .iter()
-        .map(|h| (h.chunk.id, h.score))
-        .collect()
+    crate::common::ranked(rag, q, 4).await
 }
 
 #[tokio::test]

@@ -134,3 +134,15 @@ pub async fn retrievers_with(
 ) -> Result<Vec<Arc<dyn Retriever>>> {
     build_each(enc).await.into_iter().map(|(_, r)| r).collect()
 }
+
+/// The top `k` of `retriever` for `query` as `(chunk id, score)`, best first.
+#[allow(dead_code)]
+pub async fn ranked(retriever: &dyn lprag::Retriever, query: &str, k: usize) -> Vec<(usize, f32)> {
+    retriever
+        .retrieve(query, lprag::Selection::TopK(k))
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.chunk.id, h.score))
+        .collect()
+}
