@@ -14,6 +14,7 @@ mod mini_corpus;
 mod mutate;
 
 mod bad_encoder;
+mod candidate_index;
 mod chunk_limits;
 mod concurrency;
 mod custom_predictor;

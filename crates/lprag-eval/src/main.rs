@@ -82,6 +82,11 @@ struct ScaleArgs {
     /// every chunk); default: the configured pool only.
     #[arg(long, value_name = "P[,P...]")]
     pools: Option<String>,
+    /// LP-RAG candidate searches to evaluate on the same index, comma separated: `exact`
+    /// (every chunk scanned) or a number of probed lists of an inverted-file index
+    /// (`LpRagConfig::candidate_index`, √chunks lists); default: the configured search.
+    #[arg(long, value_name = "exact|PROBES[,...]")]
+    ivf_probes: Option<String>,
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
@@ -297,7 +302,7 @@ async fn main() -> ExitCode {
 }
 
 async fn scale(args: ScaleArgs) -> Result<()> {
-    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown};
+    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown, Variants};
     let sizes: Vec<usize> = args
         .sizes
         .split(',')
@@ -323,6 +328,20 @@ async fn scale(args: ScaleArgs) -> Result<()> {
                     .parse::<usize>()
                     .map(Some)
                     .map_err(|e| Error::invalid("--pools", format!("{n}: {e}"))),
+            })
+            .collect::<Result<_>>()?,
+    };
+    let probes: Vec<Option<usize>> = match &args.ivf_probes {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|p| match p.trim() {
+                "exact" => Ok(None),
+                n => match n.parse::<usize>() {
+                    Ok(0) => Err(Error::invalid("--ivf-probes", "0: at least 1 list")),
+                    Ok(k) => Ok(Some(k)),
+                    Err(e) => Err(Error::invalid("--ivf-probes", format!("{n}: {e}"))),
+                },
             })
             .collect::<Result<_>>()?,
     };
@@ -353,7 +372,18 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             dataset.corpus.len()
         );
         let progress = Bars::new(false);
-        let got = run_scale(&dataset, &names, encoder, &options, &pools, &progress).await?;
+        let got = run_scale(
+            &dataset,
+            &names,
+            encoder,
+            &options,
+            &Variants {
+                pools: &pools,
+                probes: &probes,
+            },
+            &progress,
+        )
+        .await?;
         for r in &got {
             eprintln!(
                 "  {} at {n}: p50 {:.2} ms, index {:.1} s",

@@ -87,16 +87,26 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// LP-RAG's candidate-stage settings [`run_scale`] evaluates on one index.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Variants<'a> {
+    /// Candidate pools (`None` = every chunk); empty = the configured pool.
+    pub pools: &'a [Option<usize>],
+    /// Probed lists of an inverted-file candidate index (`None` = the exact scan); empty =
+    /// the configured search.
+    pub probes: &'a [Option<usize>],
+}
+
 /// Build and evaluate each retriever of `names` on `dataset`, one after the other (each is
-/// dropped before the next is built). `lprag` is evaluated once per entry of `pools` (its
-/// candidate pool, `None` = every chunk; empty = its configured pool), on the same index;
-/// those rows are named `lprag` plus the pool (`lprag P=200`, `lprag all`).
+/// dropped before the next is built). `lprag` is evaluated once per combination of
+/// `variants` (pool × candidate search), on the same index; those rows are named `lprag`
+/// plus the pool and the search (`lprag P=200`, `lprag all`, `lprag P=20 ivf16`).
 pub async fn run_scale(
     dataset: &Dataset,
     names: &[String],
     encoder: Arc<dyn Encoder>,
     options: &EvalOptions,
-    pools: &[Option<usize>],
+    variants: &Variants<'_>,
     progress: &dyn Progress,
 ) -> Result<Vec<ScaleResult>> {
     let mut out = Vec::with_capacity(names.len());
@@ -121,29 +131,54 @@ pub async fn run_scale(
                 eprintln!("lprag: added {add} documents: {report:?}");
             }
             let neighbours = rag.config().candidate_neighbours;
-            let variants: Vec<Option<Option<usize>>> = if pools.is_empty() {
+            let pools: Vec<Option<Option<usize>>> = if variants.pools.is_empty() {
                 vec![None]
             } else {
-                pools.iter().map(|&p| Some(p)).collect()
+                variants.pools.iter().map(|&p| Some(p)).collect()
             };
-            for variant in variants {
-                if let Some(pool) = variant {
-                    rag.set_candidates(pool, neighbours);
+            let probes: Vec<Option<Option<usize>>> = if variants.probes.is_empty() {
+                vec![None]
+            } else {
+                variants.probes.iter().map(|&p| Some(p)).collect()
+            };
+            for probe in probes {
+                let mut ivf_seconds = None;
+                if let Some(probe) = probe {
+                    let t = Instant::now();
+                    rag.set_candidate_index(probe.map(|probes| lprag::graph::IvfParams {
+                        probes,
+                        ..lprag::graph::IvfParams::default()
+                    }))?;
+                    ivf_seconds = probe.map(|_| t.elapsed().as_secs_f64());
                 }
-                let mut result =
-                    evaluate_retrieval(&rag, dataset, index_seconds, options, progress).await?;
-                if let Some(pool) = variant {
-                    result.retriever = match pool {
-                        Some(p) => format!("lprag P={p}"),
-                        None => "lprag all".into(),
+                for &pool in &pools {
+                    if let Some(pool) = pool {
+                        rag.set_candidates(pool, neighbours);
+                    }
+                    let mut result =
+                        evaluate_retrieval(&rag, dataset, index_seconds, options, progress).await?;
+                    let mut name = match pool {
+                        Some(Some(p)) => format!("lprag P={p}"),
+                        Some(None) => "lprag all".into(),
+                        None => result.retriever.clone(),
                     };
+                    match probe {
+                        Some(Some(k)) => name.push_str(&format!(" ivf{k}")),
+                        Some(None) => name.push_str(" exact"),
+                        None => {}
+                    }
+                    result.retriever = name;
+                    let mut stages = stages.clone();
+                    if let Some(s) = ivf_seconds {
+                        stages.push(("ivf".into(), s));
+                    }
+                    out.push(ScaleResult {
+                        passages: dataset.corpus.len(),
+                        stages,
+                        peak_rss_bytes: if can_reset { peak_rss_bytes() } else { None },
+                        result,
+                    });
                 }
-                out.push(ScaleResult {
-                    passages: dataset.corpus.len(),
-                    stages: stages.clone(),
-                    peak_rss_bytes: if can_reset { peak_rss_bytes() } else { None },
-                    result,
-                });
             }
             continue;
         }

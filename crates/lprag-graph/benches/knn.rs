@@ -1,18 +1,27 @@
-//! Mutual k-NN build time (k = 5) on random 384-d vectors, exact vs HNSW.
+//! Mutual k-NN build time (k = 5): exact, HNSW and IVF, with each approximate backend's
+//! recall of the exact k-NN lists.
 //!
 //! ```text
 //! cargo bench -p lprag-graph --bench knn
 //! LPRAG_BENCH_SIZES=10000 cargo bench -p lprag-graph --bench knn   # only 10k
 //! LPRAG_BENCH_HNSW_100K=1 cargo bench -p lprag-graph --bench knn   # also HNSW at 100k (minutes)
+//! # real text: the first N passages of a corpus.json (HippoRAG format, e.g. from
+//! # ../shared/tools/scale-corpus.py), embedded by the 1024-d hashing encoder
+//! LPRAG_BENCH_CORPUS=target/scale/musique-100000/corpus.json LPRAG_BENCH_SIZES=100000 \
+//!     cargo bench -p lprag-graph --bench knn
+//! # real sentence embeddings: the first N vectors of an `lprag-eval --embedding-cache` file
+//! LPRAG_BENCH_EMBEDDINGS=target/emb-minilm/musique-30000-minilm.bin LPRAG_BENCH_SIZES=30000 \
+//!     cargo bench -p lprag-graph --bench knn
 //! ```
 //!
-//! Vectors are drawn around 100 random centres (like clustered sentence embeddings), so
-//! neighbourhoods are meaningful. Prints a Markdown table.
+//! Synthetic vectors (384-d) are drawn around 100 random centres (like clustered sentence
+//! embeddings), so neighbourhoods are meaningful. Prints a Markdown table; recall is the
+//! share of the exact lists' neighbours an approximate backend found.
 
 use std::time::Instant;
 
 use lprag_core::Embeddings;
-use lprag_graph::{mutual_knn_edges, HnswParams, KnnBackend, DEFAULT_K};
+use lprag_graph::{knn, mutual_edges_of, HnswParams, IvfParams, KnnBackend, DEFAULT_K};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -33,37 +42,121 @@ fn clustered(n: usize, seed: u64) -> Embeddings {
     Embeddings::new(DIM, data).expect("valid buffer")
 }
 
+/// The first `n` passages of a HippoRAG `corpus.json` ("title\ntext"), hashing-encoded.
+fn corpus(path: &str, n: usize) -> Embeddings {
+    let raw = std::fs::read_to_string(path).expect("LPRAG_BENCH_CORPUS is readable");
+    let items: Vec<serde_json::Value> = serde_json::from_str(&raw).expect("a JSON array");
+    let texts: Vec<String> = items
+        .iter()
+        .take(n)
+        .map(|p| {
+            format!(
+                "{}\n{}",
+                p["title"].as_str().unwrap_or(""),
+                p["text"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let config = lprag_text::HashingEncoderConfig::default();
+    let encoder = lprag_text::HashingEncoder::fitted(config, &texts).expect("fitted");
+    encoder.embed_sync(&texts).expect("embedded")
+}
+
+/// The first `n` vectors of an embedding cache file written by `lprag-eval
+/// --embedding-cache` (`LPEMBC01`, dimension, then `(u32 length, text, dim × f32)` records).
+fn cache_file(path: &str, n: usize) -> Embeddings {
+    let bytes = std::fs::read(path).expect("LPRAG_BENCH_EMBEDDINGS is readable");
+    assert!(
+        bytes.starts_with(b"LPEMBC01"),
+        "not an lprag-eval embedding cache"
+    );
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let dim = u32_at(8) as usize;
+    let (mut at, mut data) = (12usize, Vec::new());
+    while data.len() < n * dim && at + 4 <= bytes.len() {
+        let len = u32_at(at) as usize;
+        let start = at + 4 + len;
+        if start + 4 * dim > bytes.len() {
+            break;
+        }
+        data.extend(
+            bytes[start..start + 4 * dim]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+        );
+        at = start + 4 * dim;
+    }
+    Embeddings::new(dim, data).expect("whole rows")
+}
+
 fn main() {
     let sizes: Vec<usize> = std::env::var("LPRAG_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
     let hnsw_100k = std::env::var("LPRAG_BENCH_HNSW_100K").is_ok_and(|v| v == "1");
+    let real = std::env::var("LPRAG_BENCH_CORPUS").ok();
+    let cached = std::env::var("LPRAG_BENCH_EMBEDDINGS").ok();
     println!(
-        "mutual k-NN, k = {DEFAULT_K}, d = {DIM}, {} rayon threads\n",
-        rayon::current_num_threads()
+        "mutual k-NN, k = {DEFAULT_K}, {} rayon threads, data: {}\n",
+        rayon::current_num_threads(),
+        cached
+            .as_deref()
+            .or(real.as_deref())
+            .unwrap_or("clustered random, d = 384")
     );
-    println!("| rows | backend | seconds | points/s | edges | isolated |");
-    println!("|---:|---|---:|---:|---:|---:|");
+    println!(
+        "| rows | d | backend | seconds | rows/s | recall of exact lists | edges | isolated |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|");
     for &n in &sizes {
-        let emb = clustered(n, n as u64);
-        let mut backends = vec![("exact", KnnBackend::Exact)];
+        let emb = match (&cached, &real) {
+            (Some(path), _) => cache_file(path, n),
+            (None, Some(path)) => corpus(path, n),
+            (None, None) => clustered(n, n as u64),
+        };
+        let n = emb.rows();
+        let mut backends = vec![("exact".to_string(), KnnBackend::Exact)];
         if n < 50_000 || hnsw_100k {
             backends.push((
-                "hnsw M16/efc200/ef64",
+                "hnsw M16/efc200/ef64".into(),
                 KnnBackend::Hnsw(HnswParams::default()),
             ));
         }
+        for probes in [8, 16, 32] {
+            let p = IvfParams {
+                probes,
+                ..IvfParams::default()
+            };
+            backends.push((
+                format!("ivf {} lists/{probes} probes", p.lists_for(n)),
+                KnnBackend::Ivf(p),
+            ));
+        }
+        let mut exact: Option<Vec<Vec<(u32, f32)>>> = None;
         for (name, backend) in backends {
             let t = Instant::now();
-            let edges = match mutual_knn_edges(&emb, DEFAULT_K, &backend) {
-                Ok(e) => e,
+            let lists = match knn(&emb, DEFAULT_K, &backend) {
+                Ok(l) => l,
                 Err(e) => {
-                    println!("| {n} | {name} | error: {e} | | | |");
+                    println!("| {n} | {} | {name} | error: {e} | | | | |", emb.dim());
                     continue;
                 }
             };
             let s = t.elapsed().as_secs_f64();
+            let recall = match &exact {
+                None => "1.0000".to_string(),
+                Some(ex) => {
+                    let hits: usize = ex
+                        .iter()
+                        .zip(&lists)
+                        .map(|(e, a)| e.iter().filter(|x| a.iter().any(|y| y.0 == x.0)).count())
+                        .sum();
+                    let total: usize = ex.iter().map(Vec::len).sum();
+                    format!("{:.4}", hits as f64 / total.max(1) as f64)
+                }
+            };
+            let edges = mutual_edges_of(&lists).expect("valid lists");
             let mut touched = vec![false; n];
             for e in &edges {
                 touched[e.a as usize] = true;
@@ -71,10 +164,14 @@ fn main() {
             }
             let isolated = touched.iter().filter(|&&t| !t).count();
             println!(
-                "| {n} | {name} | {s:.2} | {:.0} | {} | {isolated} |",
+                "| {n} | {} | {name} | {s:.2} | {:.0} | {recall} | {} | {isolated} |",
+                emb.dim(),
                 n as f64 / s,
                 edges.len()
             );
+            if exact.is_none() {
+                exact = Some(lists);
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ use lprag_core::{EdgeKind, Embeddings, LinkEdge};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::ivf::IvfParams;
 use crate::GraphError;
 use lprag_core::dot;
 
@@ -94,6 +95,9 @@ pub enum KnnBackend {
     Exact,
     /// Approximate search with an HNSW index.
     Hnsw(HnswParams),
+    /// Approximate search in an inverted-file index ([`crate::IvfIndex`]): k-means lists,
+    /// each list's rows searched exactly among the rows of its nearest lists.
+    Ivf(IvfParams),
 }
 
 impl Default for KnnBackend {
@@ -148,8 +152,10 @@ pub fn knn(
         ));
     }
     let backend = backend.resolve(n);
-    if let KnnBackend::Hnsw(p) = &backend {
-        p.validate()?;
+    match &backend {
+        KnnBackend::Hnsw(p) => p.validate()?,
+        KnnBackend::Ivf(p) => p.validate()?,
+        _ => {}
     }
     let x = normalized_rows(emb, "embeddings")?;
     let k = k.min(n.saturating_sub(1));
@@ -159,6 +165,7 @@ pub fn knn(
     let d = emb.dim();
     match backend {
         KnnBackend::Hnsw(p) => hnsw_knn(&x, n, d, k, &p),
+        KnnBackend::Ivf(p) => Ok(crate::ivf::ivf_knn(&x, n, d, k, &p)),
         _ => Ok(exact_knn(&x, n, d, k)),
     }
 }
@@ -410,15 +417,15 @@ fn better(s: f32, j: u32, t: f32, i: u32) -> bool {
 }
 
 /// A row's running top k, sorted best first.
-struct TopK {
+pub(crate) struct TopK {
     k: usize,
-    items: Vec<(u32, f32)>,
+    pub(crate) items: Vec<(u32, f32)>,
     /// Score of the worst kept item once full (fast rejection), else −∞.
-    floor: f32,
+    pub(crate) floor: f32,
 }
 
 impl TopK {
-    fn new(k: usize) -> Self {
+    pub(crate) fn new(k: usize) -> Self {
         Self {
             k,
             items: Vec::with_capacity(k + 1),
@@ -426,7 +433,7 @@ impl TopK {
         }
     }
 
-    fn offer(&mut self, idx: u32, s: f32) {
+    pub(crate) fn offer(&mut self, idx: u32, s: f32) {
         if self.items.len() == self.k {
             let (li, ls) = self.items[self.k - 1];
             if !better(s, idx, ls, li) {
@@ -456,10 +463,10 @@ impl TopK {
 }
 
 /// Columns per GEMM tile.
-const COL_TILE: usize = 2048;
+pub(crate) const COL_TILE: usize = 2048;
 
 /// `c (m × n) = a (m × d) · bᵀ` where `b` is `n × d` row-major.
-fn gemm_abt(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, c: &mut [f32]) {
+pub(crate) fn gemm_abt(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, c: &mut [f32]) {
     assert!(a.len() == m * d && b.len() == n * d && c.len() == m * n);
     // SAFETY: the assertion above guarantees that every element addressed through the
     // strides below lies inside `a`, `b` and `c`: A is m×d with strides (d, 1), B (= bᵀ) is
@@ -486,7 +493,7 @@ fn gemm_abt(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, c: &mut [f32]) {
 }
 
 /// Exact top-k over unit rows `x` (`n × d`), `1 <= k < n`.
-fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
+pub(crate) fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     // Enough blocks to keep every thread busy, but at most 256 rows so a tile stays small.
     let block = n.div_ceil(rayon::current_num_threads() * 4).clamp(32, 256);
     let tile_cols = COL_TILE.min(n);

@@ -4,7 +4,7 @@
 //!
 //! * **Chunk graph**: [`knn`] and [`mutual_knn_edges`] connect chunks that are in each
 //!   other's top-k by cosine (LP-RAG: k = [`DEFAULT_K`] = 5), exactly by blocked GEMM or
-//!   approximately with HNSW ([`KnnBackend`]).
+//!   approximately with HNSW or an inverted-file index ([`KnnBackend`], [`IvfIndex`]).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
 //!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
@@ -75,6 +75,7 @@ mod bridge;
 mod components;
 mod error;
 mod graph;
+mod ivf;
 mod kg;
 mod knn;
 mod link;
@@ -88,6 +89,7 @@ pub use bridge::{bridge_edges, BridgeConfig};
 pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
+pub use ivf::{IvfIndex, IvfParams};
 pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,

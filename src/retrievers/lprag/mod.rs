@@ -12,7 +12,7 @@ use lprag_core::{
     LinkPredictor, LinkScorer, Progress, QueryGenerator, Result, Retriever, ScoreContext,
     ScoredChunk, Selection, SyntheticQuery, TrainReport, RETRIEVE_BATCH_CONCURRENCY,
 };
-use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
+use lprag_graph::{BridgeConfig, ChunkGraph, IvfIndex, IvfParams, KnnBackend};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, StageUsage, TokenMeter};
 use lprag_model::peg::{peg_predictor, restore_peg};
 use lprag_model::seal::{restore_seal, seal_predictor};
@@ -84,6 +84,16 @@ pub struct LpRagConfig {
     /// Add the chunk-graph neighbours of the pool's chunks to the candidates (a chunk
     /// reached through a bridge or k-NN edge can outrank its dense score).
     pub candidate_neighbours: bool,
+    /// Where the candidate stage finds the query's nearest chunks (the pool and the
+    /// join): `None` (default) scans every chunk exactly; `Some(params)` searches an
+    /// inverted-file index over the chunk embeddings ([`IvfIndex`]: k-means lists, the
+    /// `probes` nearest lists scanned), which is made when the index is built, opened or
+    /// updated (seeded, so the same every time; about 1.5 s at 100,000 chunks). Approximate:
+    /// a nearest chunk in a list that is not probed is missed. It suits semantic
+    /// embeddings, which cluster; `docs/benchmarks.md` ("Candidate index") measures the
+    /// recall it costs with MiniLM and with the hashing encoder, whose features do not
+    /// cluster well.
+    pub candidate_index: Option<IvfParams>,
 }
 
 /// The built-in link predictors an [`LpRag`] can train by itself (a custom one goes to
@@ -277,6 +287,7 @@ impl Default for LpRagConfig {
             train: TrainConfig::default(),
             candidate_pool: Some(DEFAULT_CANDIDATE_POOL),
             candidate_neighbours: true,
+            candidate_index: None,
         }
     }
 }
@@ -841,7 +852,7 @@ impl LpRagBuilder {
         // 5. Train the link predictor on a blocking thread (a training-free scorer is
         //    only given the graph).
         let graph = Arc::new(graph);
-        let search = Arc::new(ChunkSearch::new(&graph));
+        let search = Arc::new(ChunkSearch::for_config(&graph, &config)?);
         let (predictor, source): (Arc<dyn LinkPredictor>, PredictorSource) = match model {
             Some(ModelChoice::Scorer(scorer)) => (
                 Arc::new(ScorerPredictor {
@@ -1041,15 +1052,30 @@ pub struct LpRag {
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
 pub(crate) type KnnLists = Vec<Vec<(u32, f32)>>;
 
-/// What the candidate stage reads: inverse norms of the chunk embeddings and the chunk
-/// graph's neighbour lists.
+/// What the candidate stage reads: inverse norms of the chunk embeddings, the chunk
+/// graph's neighbour lists and, when configured, an inverted-file index of the chunks.
 #[derive(Debug)]
 pub(crate) struct ChunkSearch {
     inv_norms: Vec<f32>,
     neighbours: Vec<Vec<u32>>,
+    ivf: Option<IvfIndex>,
 }
 
 impl ChunkSearch {
+    /// The search over `graph`'s chunks, with the inverted-file index `config` asks for.
+    pub(crate) fn for_config(graph: &LinkGraph, config: &LpRagConfig) -> Result<Self> {
+        let mut search = Self::new(graph);
+        if let Some(params) = &config.candidate_index {
+            search.ivf = Some(IvfIndex::build_prefix(
+                &graph.features,
+                graph.num_chunks,
+                params,
+            )?);
+        }
+        Ok(search)
+    }
+
+    /// The search over `graph`'s chunks by exact scans.
     pub(crate) fn new(graph: &LinkGraph) -> Self {
         let nc = graph.num_chunks;
         let mut neighbours = vec![Vec::new(); nc];
@@ -1062,6 +1088,7 @@ impl ChunkSearch {
         Self {
             inv_norms: lprag_graph::inverse_norms(&graph.features, nc),
             neighbours,
+            ivf: None,
         }
     }
 }
@@ -1146,6 +1173,22 @@ impl LpRag {
     pub fn set_candidates(&mut self, pool: Option<usize>, neighbours: bool) {
         self.config.candidate_pool = pool;
         self.config.candidate_neighbours = neighbours;
+    }
+
+    /// Change where the candidate stage finds the nearest chunks (see
+    /// [`LpRagConfig::candidate_index`]) without rebuilding: `Some` makes the
+    /// inverted-file index now, `None` goes back to exact scans. Saved with the index.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for invalid [`IvfParams`] (the index is left as it was).
+    pub fn set_candidate_index(&mut self, index: Option<IvfParams>) -> Result<()> {
+        let config = LpRagConfig {
+            candidate_index: index,
+            ..self.config.clone()
+        };
+        self.search = Arc::new(ChunkSearch::for_config(&self.graph, &config)?);
+        self.config = config;
+        Ok(())
     }
 
     /// Rank chunks for an already embedded query (the encoder's vector).
@@ -1514,11 +1557,12 @@ impl Parts {
         } else {
             None
         };
+        let search = Arc::new(ChunkSearch::for_config(&graph, &manifest.config)?);
         Ok(Self {
             manifest,
             chunks,
             queries,
-            search: Arc::new(ChunkSearch::new(&graph)),
+            search,
             graph: Arc::new(graph),
             encoder,
             knn,
@@ -1619,6 +1663,15 @@ fn candidates(
     let n = graph.num_chunks;
     let pool = pool.filter(|&p| p < n).map(|p| p.max(1));
     let nearest_where = |m: usize, keep: &dyn Fn(usize) -> bool| -> Vec<ChunkId> {
+        if let Some(ivf) = &search.ivf {
+            // Too few admitted chunks in the probed lists (a selective filter): scan all.
+            match ivf.search(&graph.features, query, m, keep) {
+                Ok(hits) if hits.len() >= m.min(n) => {
+                    return hits.into_iter().map(|(i, _)| i as ChunkId).collect()
+                }
+                _ => {}
+            }
+        }
         lprag_graph::nearest_by_cosine_where(&graph.features, &search.inv_norms, query, m, keep)
             .into_iter()
             .map(|(i, _)| i as ChunkId)

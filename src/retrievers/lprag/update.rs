@@ -228,7 +228,7 @@ impl LpRag {
             }
         };
         self.predictor = predictor;
-        self.search = Arc::new(ChunkSearch::new(&graph));
+        self.search = Arc::new(ChunkSearch::for_config(&graph, &self.config)?);
         self.stats.queries = queries.len();
         self.stats.query_edges = graph.edges.len() - chunk_edges.len();
         self.stats.train = report.clone();
@@ -425,7 +425,7 @@ impl LpRag {
         }
         lap(&mut report, "attach");
 
-        self.search = Arc::new(ChunkSearch::new(&graph));
+        self.search = Arc::new(ChunkSearch::for_config(&graph, &self.config)?);
         self.stats.documents = chunks
             .iter()
             .map(|c| c.provenance.document_id.as_str())

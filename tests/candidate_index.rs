@@ -1,0 +1,175 @@
+//! LP-RAG's inverted-file candidate index (`LpRagConfig::candidate_index`): exact when
+//! every list is probed, kept through save/open and updates, refused when invalid.
+
+use std::sync::Arc;
+
+use lprag::graph::IvfParams;
+use lprag::{
+    Document, Encoder, Filter, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection,
+    TrainConfig,
+};
+
+use crate::common;
+
+const QUERIES: [&str; 4] = [
+    "Which river flows through Warsaw?",
+    "Who won the Nobel Prize in Physics?",
+    "What is the tallest mountain?",
+    "Where was the physicist born?",
+];
+
+fn hashing() -> Arc<dyn Encoder> {
+    Arc::new(HashingEncoder::default())
+}
+
+fn config(index: Option<IvfParams>) -> LpRagConfig {
+    LpRagConfig {
+        train: TrainConfig {
+            epochs: 2,
+            ..TrainConfig::default()
+        },
+        candidate_pool: Some(3),
+        candidate_index: index,
+        ..LpRagConfig::default()
+    }
+}
+
+/// Every list probed: the same lists as few as 2 chunks each.
+fn all_lists() -> IvfParams {
+    IvfParams {
+        lists: 4,
+        probes: usize::MAX,
+        ..IvfParams::default()
+    }
+}
+
+async fn hits(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
+    rag.retrieve(query, Selection::TopK(10))
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.chunk.id, h.score))
+        .collect()
+}
+
+fn assert_same(a: &[(usize, f32)], b: &[(usize, f32)], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: {a:?} vs {b:?}");
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x.0, y.0, "{what}: {a:?} vs {b:?}");
+        assert!((x.1 - y.1).abs() <= 1e-5, "{what}: {a:?} vs {b:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_list_probed_ranks_as_the_exact_scan_does_and_survives_save_and_open() {
+    let docs = common::corpus();
+    let mut rag = LpRag::builder()
+        .encoder(hashing())
+        .config(config(None))
+        .build(&docs)
+        .await
+        .unwrap();
+    let mut exact = Vec::new();
+    for q in QUERIES {
+        exact.push(hits(&rag, q).await);
+    }
+    rag.set_candidate_index(Some(all_lists())).unwrap();
+    assert_eq!(rag.config().candidate_index, Some(all_lists()));
+    for (q, want) in QUERIES.iter().zip(&exact) {
+        assert_same(&hits(&rag, q).await, want, q);
+    }
+    // One probe of four lists: fewer chunks are looked at, the answers stay well-formed.
+    rag.set_candidate_index(Some(IvfParams {
+        probes: 1,
+        ..all_lists()
+    }))
+    .unwrap();
+    for q in QUERIES {
+        let h = hits(&rag, q).await;
+        assert!(!h.is_empty() && h.len() <= 10, "{q}: {h:?}");
+        assert!(h.windows(2).all(|w| w[0].1 >= w[1].1), "{q}: {h:?}");
+    }
+    rag.set_candidate_index(Some(all_lists())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    let reopened = LpRag::load(dir.path(), hashing()).unwrap();
+    assert_eq!(reopened.config().candidate_index, Some(all_lists()));
+    for (q, want) in QUERIES.iter().zip(&exact) {
+        assert_same(&hits(&reopened, q).await, want, q);
+    }
+}
+
+#[tokio::test]
+async fn a_selective_filter_falls_back_to_the_exact_scan() {
+    let docs: Vec<Document> = common::corpus()
+        .into_iter()
+        .map(|d| {
+            let tag = if d.id == "everest" { "yes" } else { "no" };
+            d.with_metadata("pick", tag)
+        })
+        .collect();
+    let rag = LpRag::builder()
+        .encoder(hashing())
+        .config(config(Some(IvfParams {
+            lists: 4,
+            probes: 1,
+            ..IvfParams::default()
+        })))
+        .build(&docs)
+        .await
+        .unwrap();
+    let only = Filter::eq("pick", "yes");
+    let wanted = docs.iter().find(|d| d.id == "everest").unwrap();
+    let got = rag
+        .retrieve_filtered(
+            "Which river flows through Warsaw?",
+            Selection::TopK(3),
+            &only,
+        )
+        .await
+        .unwrap();
+    assert!(!got.is_empty(), "the admitted chunks were not found");
+    for h in &got {
+        assert_eq!(h.chunk.provenance.document_id, wanted.id);
+    }
+}
+
+#[tokio::test]
+async fn updates_rebuild_the_index_and_invalid_parameters_are_refused() {
+    let docs = common::corpus();
+    let mut rag = LpRag::builder()
+        .encoder(hashing())
+        .config(config(Some(all_lists())))
+        .build(&docs[..docs.len() - 1])
+        .await
+        .unwrap();
+    let last = docs.last().unwrap().clone();
+    rag.add_documents(std::slice::from_ref(&last))
+        .await
+        .unwrap();
+    // The added document's own text finds it: its chunks are in the rebuilt index.
+    let top = rag.retrieve(&last.text, Selection::TopK(1)).await.unwrap();
+    assert_eq!(top[0].chunk.provenance.document_id, last.id);
+
+    let before = rag.config().candidate_index;
+    for bad in [
+        IvfParams {
+            probes: 0,
+            ..IvfParams::default()
+        },
+        IvfParams {
+            iterations: 0,
+            ..IvfParams::default()
+        },
+    ] {
+        let e = rag.set_candidate_index(Some(bad)).unwrap_err().to_string();
+        assert!(e.contains("IvfParams"), "{e}");
+        assert_eq!(rag.config().candidate_index, before);
+    }
+    rag.set_candidate_index(None).unwrap();
+    assert!(!rag
+        .retrieve(&last.text, Selection::TopK(1))
+        .await
+        .unwrap()
+        .is_empty());
+}
