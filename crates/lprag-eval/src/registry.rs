@@ -117,13 +117,13 @@ pub async fn build_retriever(
 }
 
 /// A retriever reported under another name (one index type, two table rows).
-struct Renamed<R> {
+struct Renamed {
     name: &'static str,
-    inner: R,
+    inner: Box<dyn Retriever>,
 }
 
 #[async_trait::async_trait]
-impl<R: Retriever> Retriever for Renamed<R> {
+impl Retriever for Renamed {
     fn name(&self) -> &str {
         self.name
     }
@@ -202,27 +202,121 @@ fn halves(docs: &[Document]) -> (Vec<Document>, Vec<Document>) {
     )
 }
 
-/// `qcg-incremental`: QCG-RAG built on every other document, the rest added with
-/// [`lprag::QcgRag::add_documents_with`] (same chunker and question writer), for
-/// comparison with `qcg` built on everything.
-pub async fn build_qcg_incremental(
+/// The peers that take incremental updates, as `lprag-eval` adds documents to them: with
+/// the build's own chunker and question writer.
+#[async_trait::async_trait]
+trait Updatable: Retriever + 'static {
+    async fn add(
+        &mut self,
+        docs: &[Document],
+        options: &RetrieverOptions,
+    ) -> Result<lprag::UpdateReport>;
+}
+
+#[async_trait::async_trait]
+impl Updatable for lprag::QcgRag {
+    async fn add(
+        &mut self,
+        docs: &[Document],
+        options: &RetrieverOptions,
+    ) -> Result<lprag::UpdateReport> {
+        Ok(
+            match query_writer(options, lprag::llm::LlmQueryGenerator::doc2query) {
+                Some((generator, _)) => {
+                    self.add_documents_with(docs, &lprag::BoundedPassageChunker, &*generator)
+                        .await?
+                }
+                None => self.add_documents(docs).await?,
+            },
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl Updatable for lprag::LesegrRag {
+    async fn add(
+        &mut self,
+        docs: &[Document],
+        _: &RetrieverOptions,
+    ) -> Result<lprag::UpdateReport> {
+        Ok(self.add_documents(docs).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Updatable for lprag::GfmRag {
+    async fn add(
+        &mut self,
+        docs: &[Document],
+        _: &RetrieverOptions,
+    ) -> Result<lprag::UpdateReport> {
+        Ok(self.add_documents(docs).await?)
+    }
+}
+
+/// What [`build_then_add`] made: the retriever, the update's report (none when nothing was
+/// added) and the seconds the build took.
+pub type BuiltThenAdded = (Box<dyn Retriever>, Option<lprag::UpdateReport>, f64);
+
+/// Build the updatable peer `name` (`qcg`, `lesegr`, `lesegr-lite` or `gfm`, as
+/// [`build_retriever_with`] does) on `base`, then add `later` through its `add_documents`
+/// with the build's chunker and question writer.
+///
+/// # Errors
+/// [`Error::Invalid`] for a retriever without updates here; the build's and the update's
+/// errors.
+pub async fn build_then_add(
+    name: &str,
+    base: &[Document],
+    later: &[Document],
+    encoder: Arc<dyn Encoder>,
+    options: &RetrieverOptions,
+) -> Result<BuiltThenAdded> {
+    async fn add<R: Updatable>(
+        mut rag: R,
+        later: &[Document],
+        options: &RetrieverOptions,
+        started: std::time::Instant,
+    ) -> Result<BuiltThenAdded> {
+        let build = started.elapsed().as_secs_f64();
+        let report = if later.is_empty() {
+            None
+        } else {
+            Some(rag.add(later, options).await?)
+        };
+        Ok((Box::new(rag), report, build))
+    }
+    let t = std::time::Instant::now();
+    match name {
+        "qcg" => add(build_qcg(base, encoder, options).await?, later, options, t).await,
+        "gfm" => add(build_gfm(base, encoder, options).await?, later, options, t).await,
+        "lesegr" | "lesegr-lite" => {
+            let rag = build_lesegr(name, base, encoder, options).await?;
+            add(rag, later, options, t).await
+        }
+        other => Err(Error::invalid(
+            "retriever",
+            format!("{other} takes no incremental updates here"),
+        )),
+    }
+}
+
+/// `qcg-incremental`, `lesegr-incremental`, `lesegr-lite-incremental`, `gfm-incremental`:
+/// the peer built (and trained) on every other document, the rest added
+/// ([`build_then_add`]), for comparison with the build on everything.
+async fn build_incremental(
+    name: &'static str,
     docs: &[Document],
     encoder: Arc<dyn Encoder>,
     options: &RetrieverOptions,
-) -> Result<lprag::QcgRag> {
+) -> Result<Box<dyn Retriever>> {
     let (first, later) = halves(docs);
-    let mut rag = build_qcg(&first, encoder, options).await?;
-    if !later.is_empty() {
-        let report = match query_writer(options, lprag::llm::LlmQueryGenerator::doc2query) {
-            Some((generator, _)) => {
-                rag.add_documents_with(&later, &lprag::BoundedPassageChunker, &*generator)
-                    .await?
-            }
-            None => rag.add_documents(&later).await?,
-        };
-        eprintln!("qcg-incremental: {:?}", report);
+    let peer = name.trim_end_matches("-incremental");
+    let (inner, report, _) = build_then_add(peer, &first, &later, encoder, options).await?;
+    if let Some(report) = report {
+        eprintln!("{name}: {report:?}");
     }
-    Ok(rag)
+    Ok(Box::new(Renamed { name, inner }))
 }
 
 /// Build `lesegr` or `lesegr-lite` (`name`) as [`build_retriever_with`] does, keeping its
@@ -250,24 +344,6 @@ pub async fn build_lesegr(
     Ok(rag)
 }
 
-/// `lesegr-incremental` / `lesegr-lite-incremental`: LeSeGR built (and, trained, trained)
-/// on every other document, the rest added with [`lprag::LesegrRag::add_documents`], for
-/// comparison with the build on everything.
-pub async fn build_lesegr_incremental(
-    name: &str,
-    docs: &[Document],
-    encoder: Arc<dyn Encoder>,
-    options: &RetrieverOptions,
-) -> Result<lprag::LesegrRag> {
-    let (first, later) = halves(docs);
-    let mut rag = build_lesegr(name, &first, encoder, options).await?;
-    if !later.is_empty() {
-        let report = rag.add_documents(&later).await?;
-        eprintln!("{name}: {report:?}");
-    }
-    Ok(rag)
-}
-
 /// Build `gfm` as [`build_retriever_with`] does, keeping its type.
 pub async fn build_gfm(
     docs: &[Document],
@@ -286,22 +362,6 @@ pub async fn build_gfm(
         .await?;
     if options.verbose {
         eprintln!("gfm index: {:?}", rag.stats());
-    }
-    Ok(rag)
-}
-
-/// `gfm-incremental`: GFM-RAG built (and trained) on every other document, the rest added
-/// with [`lprag::GfmRag::add_documents`], for comparison with `gfm` built on everything.
-pub async fn build_gfm_incremental(
-    docs: &[Document],
-    encoder: Arc<dyn Encoder>,
-    options: &RetrieverOptions,
-) -> Result<lprag::GfmRag> {
-    let (first, later) = halves(docs);
-    let mut rag = build_gfm(&first, encoder, options).await?;
-    if !later.is_empty() {
-        let report = rag.add_documents(&later).await?;
-        eprintln!("gfm-incremental: {report:?}");
     }
     Ok(rag)
 }
@@ -414,22 +474,17 @@ pub async fn build_retriever_with(
         "lprag" => Box::new(build_lprag(docs, encoder, options).await?),
         "lprag-incremental" => Box::new(Renamed {
             name: "lprag-incremental",
-            inner: build_lprag_incremental(docs, encoder, options).await?,
+            inner: Box::new(build_lprag_incremental(docs, encoder, options).await?),
         }),
         "qcg" => Box::new(build_qcg(docs, encoder, options).await?),
-        "qcg-incremental" => Box::new(Renamed {
-            name: "qcg-incremental",
-            inner: build_qcg_incremental(docs, encoder, options).await?,
-        }),
+        "qcg-incremental" => build_incremental("qcg-incremental", docs, encoder, options).await?,
         "lesegr" | "lesegr-lite" => Box::new(build_lesegr(name, docs, encoder, options).await?),
-        "lesegr-incremental" | "lesegr-lite-incremental" => Box::new(Renamed {
-            name: if name == "lesegr-incremental" {
-                "lesegr-incremental"
-            } else {
-                "lesegr-lite-incremental"
-            },
-            inner: build_lesegr_incremental(name, docs, encoder, options).await?,
-        }),
+        "lesegr-incremental" => {
+            build_incremental("lesegr-incremental", docs, encoder, options).await?
+        }
+        "lesegr-lite-incremental" => {
+            build_incremental("lesegr-lite-incremental", docs, encoder, options).await?
+        }
         "g2" => {
             let rag = lprag::G2Rag::builder()
                 .encoder(encoder)
@@ -443,10 +498,7 @@ pub async fn build_retriever_with(
             Box::new(rag)
         }
         "gfm" => Box::new(build_gfm(docs, encoder, options).await?),
-        "gfm-incremental" => Box::new(Renamed {
-            name: "gfm-incremental",
-            inner: build_gfm_incremental(docs, encoder, options).await?,
-        }),
+        "gfm-incremental" => build_incremental("gfm-incremental", docs, encoder, options).await?,
         other => {
             return Err(Error::UnknownRetriever {
                 name: other.to_string(),

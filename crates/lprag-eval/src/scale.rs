@@ -188,27 +188,19 @@ pub async fn run_scale(
         let retriever: Box<dyn lprag_core::Retriever> = if updatable && add > 0 {
             let corpus = &dataset.corpus;
             let (base, later) = corpus.split_at(corpus.len() - add.min(corpus.len() - 1));
-            let opts = &options.retrievers;
-            let (retriever, report): (Box<dyn lprag_core::Retriever>, _) = if name == "qcg" {
-                let mut rag = crate::registry::build_qcg(base, encoder.clone(), opts).await?;
-                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
-                let report = rag.add_documents(later).await?;
-                (Box::new(rag), report)
-            } else if name == "gfm" {
-                let mut rag = crate::registry::build_gfm(base, encoder.clone(), opts).await?;
-                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
-                let report = rag.add_documents(later).await?;
-                (Box::new(rag), report)
-            } else {
-                let mut rag =
-                    crate::registry::build_lesegr(name, base, encoder.clone(), opts).await?;
-                stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
-                let report = rag.add_documents(later).await?;
-                (Box::new(rag), report)
-            };
-            let build = stages[0].1;
+            let (retriever, report, build) = crate::registry::build_then_add(
+                name,
+                base,
+                later,
+                encoder.clone(),
+                &options.retrievers,
+            )
+            .await?;
+            stages.push(("build".to_string(), build));
             stages.push(("add".into(), t.elapsed().as_secs_f64() - build));
-            eprintln!("{name}: added {} documents: {report:?}", later.len());
+            if let Some(report) = report {
+                eprintln!("{name}: added {} documents: {report:?}", later.len());
+            }
             retriever
         } else {
             let r =
