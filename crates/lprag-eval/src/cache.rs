@@ -129,13 +129,17 @@ impl CachedEncoder {
 /// name, and every call is an error. Wrapped in a [`CachedEncoder`] over that file
 /// (`lprag-eval --embedding-cache-only`), every text comes from the cache and the first
 /// text the cache lacks stops the run with an error that names it, so a machine without
-/// the encoder's weights reruns a benchmark whose texts were embedded elsewhere. It has no
-/// tokenizer: [`Encoder::max_input_tokens`] is `None`, so passages are not split to fit.
+/// the encoder's weights reruns a benchmark whose texts were embedded elsewhere. Without a
+/// tokenizer ([`CacheOnly::with_tokens`]) [`Encoder::max_input_tokens`] is `None`, so
+/// passages are not split to fit; with the encoder's own tokenizer they are split exactly
+/// where the encoder would split them (`lprag-eval --embedding-cache-only --model-dir DIR`,
+/// DIR holding `tokenizer.json` and `config.json`, not the weights).
 #[derive(Debug, Clone)]
 pub struct CacheOnly {
     name: String,
     dim: usize,
     path: PathBuf,
+    tokens: Option<lprag::model::bert::TokenCounter>,
 }
 
 impl CacheOnly {
@@ -161,7 +165,16 @@ impl CacheOnly {
             name: name.to_string(),
             dim,
             path,
+            tokens: None,
         })
+    }
+
+    /// Count tokens and bound inputs as the encoder whose tokenizer `tokens` reads
+    /// ([`lprag::model::bert::TokenCounter::from_dir`]), so chunkers bounded by the
+    /// encoder's input split passages as they would with the encoder itself.
+    pub fn with_tokens(mut self, tokens: lprag::model::bert::TokenCounter) -> Self {
+        self.tokens = Some(tokens);
+        self
     }
 }
 
@@ -188,6 +201,14 @@ impl Encoder for CacheOnly {
                 self.path.display()
             ),
         ))
+    }
+
+    fn max_input_tokens(&self) -> Option<usize> {
+        self.tokens.as_ref().map(|t| t.max_seq_length())
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.tokens.as_ref().and_then(|t| t.count(text))
     }
 }
 
@@ -379,6 +400,76 @@ mod tests {
         std::fs::write(dir.path().join("bad.bin"), b"LPEMBC01\0\0\0\0").unwrap();
         let zero = CacheOnly::for_file("x", dir.path().join("bad.bin")).unwrap_err();
         assert!(zero.to_string().contains("dimension 0"), "{zero}");
+    }
+
+    /// A weightless model directory: a word-level tokenizer with `[CLS]`/`[SEP]` and a
+    /// 6-token input.
+    fn tokenizer_only_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let words = [
+            "[UNK]", "[CLS]", "[SEP]", "one", "two", "three", "four", "five",
+        ];
+        let vocab: serde_json::Map<String, serde_json::Value> = words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.to_string(), serde_json::json!(i)))
+            .collect();
+        let tokenizer = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[CLS]", 1]},
+            "decoder": null,
+            "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+        });
+        let config = serde_json::json!({
+            "hidden_size": 4, "intermediate_size": 8, "max_position_embeddings": 64,
+            "num_attention_heads": 1, "num_hidden_layers": 1, "vocab_size": words.len(),
+            "type_vocab_size": 2
+        });
+        let sbert = serde_json::json!({"max_seq_length": 6, "do_lower_case": false});
+        for (name, v) in [
+            ("tokenizer.json", tokenizer),
+            ("config.json", config),
+            ("sentence_bert_config.json", sbert),
+        ] {
+            std::fs::write(dir.path().join(name), v.to_string()).unwrap();
+        }
+        dir
+    }
+
+    #[tokio::test]
+    async fn cache_only_with_a_tokenizer_splits_passages_as_the_encoder_would() {
+        use lprag_core::Chunker;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.bin");
+        CachedEncoder::open(Arc::new(Counting(AtomicUsize::new(0))), &path)
+            .unwrap()
+            .embed(&["one".into()])
+            .await
+            .unwrap();
+        let model = tokenizer_only_dir();
+        let tokens = lprag::model::bert::TokenCounter::from_dir(model.path()).unwrap();
+        let only = CacheOnly::for_file("counting", &path)
+            .unwrap()
+            .with_tokens(tokens);
+        assert_eq!(only.max_input_tokens(), Some(6));
+        assert_eq!(only.count_tokens("one two three"), Some(5));
+        assert_eq!(only.count_tokens("one two three four five"), Some(7));
+
+        // A passage of 7 tokens does not fit 6: the bounded chunker splits it.
+        let doc = lprag_core::Document::new("d", "", "one two. three four five.");
+        let encoder: Arc<dyn Encoder> = Arc::new(only);
+        let chunks = lprag_text::TokenChunker::new(encoder.clone())
+            .chunk(std::slice::from_ref(&doc))
+            .await
+            .unwrap();
+        assert!(chunks.len() >= 2, "{chunks:?}");
+        for c in &chunks {
+            let n = encoder.count_tokens(&c.embedding_text()).unwrap();
+            assert!(n <= 6, "{n} tokens in {:?}", c.embedding_text());
+        }
+        let bare = CacheOnly::for_file("counting", &path).unwrap();
+        assert_eq!(bare.count_tokens("one"), None);
     }
 
     #[test]

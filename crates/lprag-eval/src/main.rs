@@ -136,7 +136,8 @@ struct RetrievalArgs {
     /// `hashing-unfitted`, or `minilm`.
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     encoder: String,
-    /// Model directory for encoders with weights (`--encoder minilm`).
+    /// Model directory for encoders with weights (`--encoder minilm`); with
+    /// `--embedding-cache-only`, only its tokenizer is read.
     #[arg(long, value_name = "DIR")]
     model_dir: Option<PathBuf>,
     /// Also write the results as JSON to this file.
@@ -212,7 +213,9 @@ struct RetrievalArgs {
     embedding_cache: Option<PathBuf>,
     /// With `--embedding-cache`: answer every text from the cache and fail on the first
     /// text it lacks, without loading the encoder (a machine without the encoder's weights
-    /// reruns a benchmark whose texts were embedded elsewhere).
+    /// reruns a benchmark whose texts were embedded elsewhere). With `--model-dir`, the
+    /// tokenizer of that directory (no weights needed) splits long passages as the encoder
+    /// would; without it, passages are not split.
     #[arg(long, requires = "embedding_cache")]
     embedding_cache_only: bool,
     /// Where LP-RAG trains and scores: `cpu` (default), `cuda:N` (a build with the `cuda`
@@ -613,9 +616,14 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
         .as_ref()
         .map(|dir| dir.join(format!("{}-{}.bin", dataset.name, encoder_kind.as_str())));
     let mut encoder = match &cache_file {
-        Some(file) if args.embedding_cache_only => std::sync::Arc::new(
-            lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?,
-        ),
+        Some(file) if args.embedding_cache_only => {
+            let mut only = lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?;
+            // The tokenizer alone (no weights) makes passages split as with the encoder.
+            if let (EncoderKind::MiniLm, Some(dir)) = (encoder_kind, &args.model_dir) {
+                only = only.with_tokens(lprag::model::bert::TokenCounter::from_dir(dir)?);
+            }
+            std::sync::Arc::new(only)
+        }
         _ => build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?,
     };
     if let Some(file) = &cache_file {

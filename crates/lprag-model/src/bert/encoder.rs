@@ -8,9 +8,10 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Encoder, Error, Result};
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
-use super::config::{read_json_opt, BertConfig, Pipeline, PoolingConfig, SentenceBertConfig};
+use super::config::{BertConfig, Pipeline, PoolingConfig};
 use super::model::BertModel;
 use super::resolve::{resolve_model_dir, DEFAULT_MODEL_ID};
+use super::tokens::TokenCounter;
 
 /// Texts per forward pass unless [`SentenceEncoder::with_batch_size`] says otherwise
 /// (sentence-transformers' default).
@@ -44,13 +45,12 @@ pub struct SentenceEncoder {
 struct Inner {
     model: BertModel,
     tokenizer: Tokenizer,
-    /// The same tokenizer without truncation, to count what an input would take.
-    counter: Tokenizer,
+    /// The same tokenizer without truncation, to count what an input would take, with
+    /// `max_seq_length` and `do_lower_case`.
+    counter: TokenCounter,
     config: BertConfig,
     device: Device,
     dir: PathBuf,
-    max_seq_length: usize,
-    do_lower_case: bool,
     pooling: PoolingConfig,
     normalize: bool,
     /// Run several batches at once (the flex CPU backend).
@@ -63,7 +63,7 @@ impl std::fmt::Debug for SentenceEncoder {
             .field("name", &self.name)
             .field("dir", &self.inner.dir)
             .field("dimension", &self.dimension())
-            .field("max_seq_length", &self.inner.max_seq_length)
+            .field("max_seq_length", &self.inner.counter.max_seq_length())
             .field("pooling", &self.inner.pooling)
             .field("normalize", &self.inner.normalize)
             .field("batch_size", &self.batch_size)
@@ -141,27 +141,9 @@ impl SentenceEncoder {
         }
         let normalize = pipeline.as_ref().is_some_and(|p| p.normalize);
 
-        let sbert_path = dir.join("sentence_bert_config.json");
-        let sbert: Option<SentenceBertConfig> = read_json_opt(&sbert_path)?;
-        let max_seq_length = sbert
-            .as_ref()
-            .and_then(|s| s.max_seq_length)
-            .unwrap_or(config.max_position_embeddings)
-            .min(config.max_position_embeddings);
-        let do_lower_case = sbert.as_ref().is_some_and(|s| s.do_lower_case);
-
-        let tokenizer_path = dir.join("tokenizer.json");
-        let bytes = std::fs::read(&tokenizer_path).map_err(|e| Error::io(&tokenizer_path, e))?;
-        let tokenizer = Tokenizer::from_bytes(&bytes)
-            .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
-        drop(bytes);
-        let mut counter = tokenizer.clone();
-        counter.with_padding(None);
-        counter
-            .with_truncation(None)
-            .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
-        let tokenizer = configure_tokenizer(tokenizer, max_seq_length)
-            .map_err(|m| Error::format(&sbert_path, m))?;
+        let counter = TokenCounter::with_config(dir, &config)?;
+        let tokenizer = configure_tokenizer(counter.tokenizer().clone(), counter.max_seq_length())
+            .map_err(|m| Error::format(dir.join("sentence_bert_config.json"), m))?;
 
         let weights_path = dir.join("model.safetensors");
         let on_cpu = *device == Device::flex();
@@ -176,8 +158,6 @@ impl SentenceEncoder {
                 config,
                 device: device.clone(),
                 dir: dir.to_path_buf(),
-                max_seq_length,
-                do_lower_case,
                 pooling,
                 normalize,
                 parallel_batches: on_cpu,
@@ -284,7 +264,7 @@ impl SentenceEncoder {
 
     /// Inputs are truncated to this many tokens, `[CLS]` and `[SEP]` included.
     pub fn max_seq_length(&self) -> usize {
-        self.inner.max_seq_length
+        self.inner.counter.max_seq_length()
     }
 
     /// Whether output rows are L2-normalised.
@@ -363,7 +343,7 @@ struct Tokens {
 
 impl Inner {
     fn tokenize<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<Tokens>> {
-        let encodings = if self.do_lower_case {
+        let encodings = if self.counter.do_lower_case() {
             let lower: Vec<String> = texts.iter().map(|t| t.as_ref().to_lowercase()).collect();
             self.tokenizer
                 .encode_batch_fast(lower.iter().map(String::as_str).collect(), true)
@@ -525,20 +505,16 @@ impl Encoder for SentenceEncoder {
     }
 
     fn max_input_tokens(&self) -> Option<usize> {
-        Some(self.inner.max_seq_length)
+        Some(self.inner.counter.max_seq_length())
     }
 
     fn count_tokens(&self, text: &str) -> Option<usize> {
-        let text = format!("{}{text}", self.document_prefix);
-        let text = if self.inner.do_lower_case {
-            text.to_lowercase()
+        if self.document_prefix.is_empty() {
+            self.inner.counter.count(text)
         } else {
-            text
-        };
-        self.inner
-            .counter
-            .encode_fast(text.as_str(), true)
-            .ok()
-            .map(|e| e.get_ids().len())
+            self.inner
+                .counter
+                .count(&format!("{}{text}", self.document_prefix))
+        }
     }
 }

@@ -19,6 +19,7 @@
 //!   Hugging Face cache, or — with the `hf-hub` feature — a download).
 //! - [`SentenceEncoder`] loads it ([`SentenceEncoder::from_dir`] /
 //!   [`SentenceEncoder::load`]) and embeds texts, batched and sorted by length.
+//! - [`TokenCounter`] reads only the tokenizer, to count tokens as the encoder would.
 //! - [`BertModel`] is the transformer itself as a burn module, loaded from
 //!   `model.safetensors` with the architecture of [`BertConfig`].
 //!
@@ -29,6 +30,7 @@ mod config;
 mod encoder;
 mod model;
 mod resolve;
+mod tokens;
 mod weights;
 
 #[cfg(test)]
@@ -38,3 +40,4 @@ pub use config::{BertConfig, HiddenAct, PoolingConfig};
 pub use encoder::{SentenceEncoder, DEFAULT_BATCH_SIZE};
 pub use model::{BertAttention, BertEmbeddings, BertLayer, BertModel};
 pub use resolve::{hf_hub_cache_dir, resolve_model_dir, DEFAULT_MODEL_ID, MODEL_DIR_ENV};
+pub use tokens::TokenCounter;

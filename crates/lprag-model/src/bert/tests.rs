@@ -263,6 +263,43 @@ fn bert_tiny_loads_and_reads_the_pipeline() {
 }
 
 #[test]
+fn bert_token_counter_reads_no_weights_and_counts_as_the_encoder() {
+    let dir = tiny_model_dir();
+    let enc = SentenceEncoder::from_dir(dir.path(), &cpu()).unwrap();
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let counter = TokenCounter::from_dir(dir.path()).unwrap();
+    assert_eq!(counter.max_seq_length(), 12);
+    assert_eq!(Some(counter.max_seq_length()), enc.max_input_tokens());
+    let long = "cat ".repeat(40);
+    for text in sentences()
+        .iter()
+        .map(String::as_str)
+        .chain([long.as_str(), "The CATS"])
+    {
+        assert_eq!(counter.count(text), enc.count_tokens(text), "{text:?}");
+    }
+    // Counted before the cut: 40 words and [CLS]/[SEP], not max_seq_length.
+    assert_eq!(counter.count(&long), Some(42));
+    assert_eq!(counter.count("The cats sat"), Some(6));
+
+    // Lower-casing follows sentence_bert_config.json.
+    write_json(
+        &dir.path().join("sentence_bert_config.json"),
+        &json!({"max_seq_length": 8, "do_lower_case": true}),
+    );
+    let lower = TokenCounter::from_dir(dir.path()).unwrap();
+    assert!(lower.do_lower_case());
+    assert_eq!(lower.max_seq_length(), 8);
+    assert_eq!(lower.count("THE CATS SAT"), counter.count("the cats sat"));
+
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    match TokenCounter::from_dir(dir.path()).unwrap_err() {
+        Error::Io { path, .. } => assert!(path.ends_with("tokenizer.json"), "{path:?}"),
+        other => panic!("expected an Io error, got {other:?}"),
+    }
+}
+
+#[test]
 fn bert_tiny_batches_agree_with_single_texts_in_input_order() {
     let dir = tiny_model_dir();
     let enc = SentenceEncoder::from_dir(dir.path(), &cpu())
