@@ -12,6 +12,8 @@
 //! # real sentence embeddings: the first N vectors of an `lprag-eval --embedding-cache` file
 //! LPRAG_BENCH_EMBEDDINGS=target/emb-minilm/musique-30000-minilm.bin LPRAG_BENCH_SIZES=30000 \
 //!     cargo bench -p lprag-graph --bench knn
+//! # HNSW at several ef_construction values, hashing width 256, no IVF rows
+//! LPRAG_BENCH_HNSW_EFC=200,50,25 LPRAG_BENCH_HASH_DIM=256 LPRAG_BENCH_IVF=0 ...
 //! ```
 //!
 //! Synthetic vectors (384-d) are drawn around 100 random centres (like clustered sentence
@@ -57,7 +59,13 @@ fn corpus(path: &str, n: usize) -> Embeddings {
             )
         })
         .collect();
-    let config = lprag_text::HashingEncoderConfig::default();
+    let config = lprag_text::HashingEncoderConfig {
+        dim: env_list("LPRAG_BENCH_HASH_DIM")
+            .first()
+            .copied()
+            .unwrap_or(1024),
+        ..lprag_text::HashingEncoderConfig::default()
+    };
     let encoder = lprag_text::HashingEncoder::fitted(config, &texts).expect("fitted");
     encoder.embed_sync(&texts).expect("embedded")
 }
@@ -89,11 +97,24 @@ fn cache_file(path: &str, n: usize) -> Embeddings {
     Embeddings::new(dim, data).expect("whole rows")
 }
 
-fn main() {
-    let sizes: Vec<usize> = std::env::var("LPRAG_BENCH_SIZES")
+/// A comma-separated list of numbers in the environment variable `key` (empty if unset).
+fn env_list(key: &str) -> Vec<usize> {
+    std::env::var(key)
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![10_000, 100_000]);
+        .unwrap_or_default()
+}
+
+fn main() {
+    let mut sizes = env_list("LPRAG_BENCH_SIZES");
+    if sizes.is_empty() {
+        sizes = vec![10_000, 100_000];
+    }
+    let mut efcs = env_list("LPRAG_BENCH_HNSW_EFC");
+    if efcs.is_empty() {
+        efcs = vec![HnswParams::default().ef_construction];
+    }
+    let ivf = std::env::var("LPRAG_BENCH_IVF").map_or(true, |v| v != "0");
     let hnsw_100k = std::env::var("LPRAG_BENCH_HNSW_100K").is_ok_and(|v| v == "1");
     let real = std::env::var("LPRAG_BENCH_CORPUS").ok();
     let cached = std::env::var("LPRAG_BENCH_EMBEDDINGS").ok();
@@ -118,12 +139,19 @@ fn main() {
         let n = emb.rows();
         let mut backends = vec![("exact".to_string(), KnnBackend::Exact)];
         if n < 50_000 || hnsw_100k {
-            backends.push((
-                "hnsw M16/efc200/ef64".into(),
-                KnnBackend::Hnsw(HnswParams::default()),
-            ));
+            for &ef_construction in &efcs {
+                let p = HnswParams {
+                    ef_construction,
+                    ..HnswParams::default()
+                };
+                backends.push((
+                    format!("hnsw M{}/efc{}/ef{}", p.m, p.ef_construction, p.ef_search),
+                    KnnBackend::Hnsw(p),
+                ));
+            }
         }
-        for probes in [8, 16, 32] {
+        let probe_rows: &[usize] = if ivf { &[8, 16, 32] } else { &[] };
+        for &probes in probe_rows {
             let p = IvfParams {
                 probes,
                 ..IvfParams::default()
