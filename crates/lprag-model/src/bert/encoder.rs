@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Encoder, Error, Result};
-use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use super::config::{BertConfig, Pipeline, PoolingConfig};
 use super::model::BertModel;
@@ -143,7 +143,7 @@ impl SentenceEncoder {
 
         let counter = TokenCounter::with_config(dir, &config)?;
         let tokenizer = configure_tokenizer(counter.tokenizer().clone(), counter.max_seq_length())
-            .map_err(|m| Error::format(dir.join("sentence_bert_config.json"), m))?;
+            .map_err(|m| Error::format(dir.join("tokenizer.json"), m))?;
 
         let weights_path = dir.join("model.safetensors");
         let on_cpu = *device == Device::flex();
@@ -312,19 +312,11 @@ impl SentenceEncoder {
 }
 
 /// Truncate at `max_len` tokens, no tokenizer-side padding (batches are padded here).
+/// `max_len` leaves room beside the special tokens ([`TokenCounter`] checked it).
 fn configure_tokenizer(
     mut tokenizer: Tokenizer,
     max_len: usize,
 ) -> std::result::Result<Tokenizer, String> {
-    let special = tokenizer
-        .get_post_processor()
-        .map(|p| p.added_tokens(false))
-        .unwrap_or(0);
-    if max_len <= special {
-        return Err(format!(
-            "max_seq_length {max_len} leaves no room beside {special} special tokens"
-        ));
-    }
     tokenizer
         .with_truncation(Some(TruncationParams {
             max_length: max_len,

@@ -292,6 +292,18 @@ fn bert_token_counter_reads_no_weights_and_counts_as_the_encoder() {
     assert_eq!(lower.max_seq_length(), 8);
     assert_eq!(lower.count("THE CATS SAT"), counter.count("the cats sat"));
 
+    // No room beside [CLS] and [SEP]: refused as the encoder refuses it.
+    write_json(
+        &dir.path().join("sentence_bert_config.json"),
+        &json!({"max_seq_length": 2}),
+    );
+    match TokenCounter::from_dir(dir.path()).unwrap_err() {
+        Error::Format { path, .. } => {
+            assert!(path.ends_with("sentence_bert_config.json"), "{path:?}")
+        }
+        other => panic!("expected a Format error, got {other:?}"),
+    }
+
     std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
     match TokenCounter::from_dir(dir.path()).unwrap_err() {
         Error::Io { path, .. } => assert!(path.ends_with("tokenizer.json"), "{path:?}"),

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use lprag_core::{Error, Result};
-use tokenizers::Tokenizer;
+use tokenizers::{PostProcessor, Tokenizer};
 
 use super::config::{read_json_opt, BertConfig, SentenceBertConfig};
 
@@ -41,7 +41,8 @@ impl TokenCounter {
     ///
     /// # Errors
     /// [`Error::Io`] naming the missing or unreadable file; [`Error::Format`] naming the
-    /// malformed one.
+    /// malformed one, or `sentence_bert_config.json` when its `max_seq_length` leaves no
+    /// room beside the special tokens.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let config = BertConfig::from_file(&dir.join("config.json"))?;
@@ -67,6 +68,16 @@ impl TokenCounter {
         tokenizer
             .with_truncation(None)
             .map_err(|e| Error::format(&tokenizer_path, e.to_string()))?;
+        let special = tokenizer
+            .get_post_processor()
+            .map(|p| p.added_tokens(false))
+            .unwrap_or(0);
+        if max_seq_length <= special {
+            return Err(Error::format(
+                &sbert_path,
+                format!("max_seq_length {max_seq_length} leaves no room beside {special} special tokens"),
+            ));
+        }
         Ok(Self {
             tokenizer,
             max_seq_length,
