@@ -248,6 +248,11 @@ struct RetrievalArgs {
     /// model writing 2,000 Doc2Query tokens needs more than the default).
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     llm_timeout: u64,
+    /// Keep answers that stayed unreadable after their retries in --llm-cache (default:
+    /// deleted, so a rerun asks anew). At temperature 0 the model writes them again, so
+    /// keeping them makes a rerun free, fallbacks included.
+    #[arg(long)]
+    llm_keep_unreadable: bool,
 }
 
 /// `--lprag-config`: a preset name or a JSON file.
@@ -498,7 +503,8 @@ fn open_llm(
     eprintln!("{what}: {} at {}", config.model, config.base_url);
     let chat = OpenAiChat::new(config).map_err(lprag_core::Error::from)?;
     Ok(CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
-        .map_err(lprag_core::Error::from)?)
+        .map_err(lprag_core::Error::from)?
+        .keep_unreadable(args.llm_keep_unreadable))
 }
 
 async fn qa(args: QaArgs) -> Result<()> {

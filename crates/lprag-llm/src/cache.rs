@@ -218,7 +218,9 @@ impl ResponseCache {
 /// A [`ChatModel`] that answers from a [`ResponseCache`] when it can and stores every new
 /// answer before returning it. Failed calls are not cached, and an answer the jobs could
 /// not parse even after their retries is deleted again ([`ChatModel::forget`]), so a rerun
-/// asks anew. Keys are the backend kind, the model name and the request, not the server's
+/// asks anew; with a deterministic model (temperature 0, the library's default) that only
+/// pays again for the same answer, so [`CachedChat::keep_unreadable`] keeps them and a
+/// rerun replays the same fallbacks without a call. Keys are the backend kind, the model name and the request, not the server's
 /// address: a local server restarted on another port keeps its cache (serve two different
 /// models under one name from two cache directories).
 pub struct CachedChat {
@@ -226,6 +228,7 @@ pub struct CachedChat {
     cache: Arc<ResponseCache>,
     progress: Option<Arc<dyn Progress>>,
     warnings: Mutex<Vec<String>>,
+    keep_unreadable: bool,
 }
 
 impl std::fmt::Debug for CachedChat {
@@ -246,7 +249,17 @@ impl CachedChat {
             cache,
             progress: None,
             warnings: Mutex::new(Vec::new()),
+            keep_unreadable: false,
         }
+    }
+
+    /// Keep answers that stayed unreadable after their retries instead of deleting them
+    /// (default: `false`, delete). With temperature 0 a model writes the same answer again,
+    /// so asking anew only repeats the cost; keeping them makes a rerun free, fallbacks
+    /// included. Calls to [`ChatModel::forget`] still reach the wrapped model.
+    pub fn keep_unreadable(mut self, keep: bool) -> Self {
+        self.keep_unreadable = keep;
+        self
     }
 
     /// Cache `inner`'s answers in a cache opened at `dir`.
@@ -295,8 +308,10 @@ impl ChatModel for CachedChat {
     }
 
     fn forget(&self, request: &ChatRequest) {
-        let key = ResponseCache::key(self.inner.backend(), self.inner.name(), request);
-        self.cache.remove(&key);
+        if !self.keep_unreadable {
+            let key = ResponseCache::key(self.inner.backend(), self.inner.name(), request);
+            self.cache.remove(&key);
+        }
         self.inner.forget(request);
     }
 

@@ -433,8 +433,11 @@ pub(crate) fn classify(
     retry_after: Option<Duration>,
 ) -> LlmError {
     let text = format!("{message} {}", code.unwrap_or("")).to_lowercase();
-    const CONTEXT: [&str; 8] = [
+    const CONTEXT: [&str; 10] = [
         "context_length",
+        // llama.cpp's server: "request (4155 tokens) exceeds the available context size".
+        "available context size",
+        "exceed_context_size",
         "context length",
         "maximum context",
         "context window",

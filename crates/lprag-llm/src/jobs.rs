@@ -88,7 +88,10 @@ pub(crate) fn fallback_items<T>(
 }
 
 /// Run `call(i)` for `i in 0..n`, at most `concurrency` at once, reporting progress under
-/// `stage`. All calls run even when some fail; results come back in order.
+/// `stage`. All calls run even when some fail; results come back in order. Calls finish in
+/// any order: a slow answer holds back neither the next calls nor the progress count (an
+/// ordered buffer would keep its finished successors queued behind it, and with them the
+/// free places for new calls).
 pub(crate) async fn run_all<T, F, Fut>(
     n: usize,
     concurrency: usize,
@@ -103,11 +106,12 @@ where
     progress.start(stage, Some(n as u64));
     let mut done = 0u64;
     let mut failed = 0u64;
-    let mut out = Vec::with_capacity(n);
+    let mut out: Vec<Option<Result<T, LlmError>>> = (0..n).map(|_| None).collect();
+    let call = &call;
     let mut stream = futures::stream::iter(0..n)
-        .map(&call)
-        .buffered(concurrency.max(1));
-    while let Some(r) = stream.next().await {
+        .map(|i| async move { (i, call(i).await) })
+        .buffer_unordered(concurrency.max(1));
+    while let Some((i, r)) = stream.next().await {
         done += 1;
         if r.is_err() {
             failed += 1;
@@ -118,10 +122,10 @@ where
             String::new()
         };
         progress.update(stage, done, &msg);
-        out.push(r);
+        out[i] = Some(r);
     }
     progress.finish(stage);
-    out
+    out.into_iter().flatten().collect()
 }
 
 /// Split results into successes, or an [`LlmError::Stage`] naming the first failure.
@@ -223,7 +227,11 @@ impl Settings {
     ///
     /// Returns `Ok(Parsed::Unreadable)` for an answer still unreadable under
     /// [`OnUnparseable::Fallback`], and the [`LlmError::Parse`] of the last answer under
-    /// [`OnUnparseable::Fail`]. Transport errors are returned as they are.
+    /// [`OnUnparseable::Fail`]. A request the server refuses as longer than the model's
+    /// context ([`LlmError::ContextLength`]: typically a retry that carries a long unreadable
+    /// first answer) also counts as unreadable under [`OnUnparseable::Fallback`]: that item
+    /// cannot be answered by this model, the others can. Other transport errors are
+    /// returned as they are.
     pub(crate) async fn call_parsed<T>(
         &self,
         stage: &str,
@@ -235,7 +243,26 @@ impl Settings {
         let mut attempt = 0;
         let mut asked: Vec<crate::ChatRequest> = Vec::new();
         loop {
-            let response = self.call(stage, &request).await?;
+            let response = match self.call(stage, &request).await {
+                Ok(r) => r,
+                Err(LlmError::ContextLength(why))
+                    if self.on_unparseable == OnUnparseable::Fallback =>
+                {
+                    for r in &asked {
+                        self.model.forget(r);
+                    }
+                    let after = if attempt > 0 {
+                        format!(" (asking again after {attempt} unreadable answer(s))")
+                    } else {
+                        String::new()
+                    };
+                    return Ok(Parsed::Unreadable(format!(
+                        "{}: the request is longer than the model's context{after}: {why}",
+                        what()
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
             asked.push(request.clone());
             match parse(&response.content) {
                 Ok(v) => return Ok(Parsed::Read(v)),
@@ -353,3 +380,60 @@ macro_rules! settings_methods {
     };
 }
 pub(crate) use settings_methods;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    /// Progress that records every count it is shown.
+    #[derive(Default)]
+    struct Counts(Mutex<Vec<u64>>);
+
+    impl Progress for Counts {
+        fn update(&self, _stage: &str, done: u64, _message: &str) {
+            self.0.lock().unwrap().push(done);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_call_holds_back_neither_later_calls_nor_the_progress_count() {
+        // Call 0 finishes only after call 5 has run. With two places, an ordered buffer
+        // keeps call 1's finished result queued behind call 0, never starts call 5, and
+        // hangs; the timeout turns that into a failure.
+        let last_ran = tokio::sync::Notify::new();
+        let started = AtomicU64::new(0);
+        let progress = Counts::default();
+        let results = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            run_all(6, 2, "test", &progress, |i| {
+                let (last_ran, started) = (&last_ran, &started);
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    match i {
+                        0 => last_ran.notified().await,
+                        5 => last_ran.notify_one(),
+                        _ => tokio::task::yield_now().await,
+                    }
+                    if i == 3 {
+                        Err(LlmError::transient("HTTP 503"))
+                    } else {
+                        Ok(i * 10)
+                    }
+                }
+            }),
+        )
+        .await
+        .expect("run_all waited on its slowest call");
+        let values: Vec<Option<usize>> = results.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(
+            values,
+            vec![Some(0), Some(10), Some(20), None, Some(40), Some(50)],
+            "results come back in call order"
+        );
+        assert_eq!(started.load(Ordering::SeqCst), 6);
+        // The count rose with every finished call, before the slow first one was done.
+        assert_eq!(*progress.0.lock().unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    }
+}

@@ -882,3 +882,94 @@ async fn an_unreadable_answer_is_not_replayed_from_the_cache_on_a_rerun() {
     assert_eq!(third, second);
     assert_eq!(server.received_requests().await.unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn kept_unreadable_answers_make_a_rerun_free_and_fall_back_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let documents = docs(1);
+    // Every answer unreadable: the first and its reformat retry.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("I'm sorry, I can't help with that.")),
+        )
+        .mount(&server)
+        .await;
+    let cached = Arc::new(
+        CachedChat::open(Arc::new(openai(&server, fast())), dir.path())
+            .unwrap()
+            .keep_unreadable(true),
+    );
+    let first = LlmChunker::new(cached.clone())
+        .chunk(&documents)
+        .await
+        .unwrap();
+    assert_eq!(
+        cached.cache().disk_usage().unwrap().0,
+        2,
+        "both unreadable answers are kept"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+    let second = LlmChunker::new(cached).chunk(&documents).await.unwrap();
+    assert_eq!(second, first, "the rerun falls back exactly as run 1 did");
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        2,
+        "the rerun asks nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_longer_than_the_context_falls_back_for_that_item_only() {
+    // llama.cpp's server refuses the retry, which carries the first unreadable answer, with
+    // its own wording; the other document is read.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let messages = body["messages"].as_array().unwrap();
+            let user = messages[1]["content"].as_str().unwrap();
+            if messages.len() > 2 {
+                return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                    "code": 400,
+                    "message": "request (4155 tokens) exceeds the available context size (4096 tokens), try increasing it",
+                    "type": "exceed_context_size_error"}}));
+            }
+            let answer = if user.contains("Warsaw") {
+                "[Sentence 1]\nd0 text.\n[Extracted Chunks in Sentence 1]\n[Document d0 is about Warsaw.]"
+            } else {
+                "I'm sorry, I can't."
+            };
+            ResponseTemplate::new(200).set_body_json(completion(answer))
+        })
+        .mount(&server)
+        .await;
+    let documents = vec![
+        lprag_core::Document::new("d0", "", "Document d0 is about Warsaw."),
+        lprag_core::Document::new("d1", "", "Document d1 is about Krakow."),
+    ];
+    let meter = Arc::new(TokenMeter::new());
+    let warnings = Arc::new(Warnings::default());
+    let chunks = LlmChunker::new(Arc::new(openai(&server, fast())))
+        .with_meter(meter.clone())
+        .with_progress(warnings.clone())
+        .chunk(&documents)
+        .await
+        .expect("the build survives a retry the server refuses as too long");
+    assert_eq!(chunks[0].text, "Document d0 is about Warsaw.");
+    assert!(
+        chunks.iter().any(|c| c.text.contains("Krakow")),
+        "d1 comes from the offline chunker: {chunks:?}"
+    );
+    assert_eq!(meter.snapshot()["chunking"].fallbacks, 1);
+    let said = warnings.0.lock().unwrap().join("\n");
+    assert!(said.contains("longer than the model's context"), "{said}");
+
+    let err = LlmChunker::new(Arc::new(openai(&server, fast())))
+        .on_unparseable(OnUnparseable::Fail)
+        .chunk(&documents)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("context"), "{err}");
+}
