@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lprag-eval retrieval --dataset DIR --retriever dense,bm25,hybrid \
-//!     [--encoder hashing|hashing-unfitted|minilm] [--model-dir DIR] [--json OUT]
+//!     [--encoder hashing|hashing-unfitted|minilm] [--hashing-dim N] [--model-dir DIR] [--json OUT]
 //!     [--format hipporag|multihop-rag|jsonl] [--limit N] [--no-progress]
 //! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--limit N] [--json OUT]
 //! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
@@ -24,7 +24,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lprag_core::{NoProgress, Progress};
 use lprag_eval::datasets::{load_dir, DatasetFormat};
 use lprag_eval::harness::{run_retrieval, EvalOptions};
-use lprag_eval::registry::{build_encoder, parse_retriever_list, EncoderKind, RETRIEVERS};
+use lprag_eval::registry::{build_encoder_sized, parse_retriever_list, EncoderKind, RETRIEVERS};
 use lprag_eval::{Error, Result};
 
 /// Benchmark lprag retrievers on multi-hop QA data (HippoRAG protocol).
@@ -67,6 +67,10 @@ struct ScaleArgs {
     /// Encoder (`hashing`, `hashing-unfitted`, `minilm`).
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     encoder: String,
+    /// Width of the hashing encoder (default 1,024): narrower makes the dense scans and
+    /// the exact k-NN graph proportionally cheaper, at a recall cost to measure.
+    #[arg(long, value_name = "DIM")]
+    hashing_dim: Option<usize>,
     /// Run only the first N questions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -136,6 +140,10 @@ struct RetrievalArgs {
     /// `hashing-unfitted`, or `minilm`.
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     encoder: String,
+    /// Width of the hashing encoder (default 1,024; the embedding cache file is named
+    /// after it when set).
+    #[arg(long, value_name = "DIM")]
+    hashing_dim: Option<usize>,
     /// Model directory for encoders with weights (`--encoder minilm`); with
     /// `--embedding-cache-only`, only its tokenizer is read.
     #[arg(long, value_name = "DIR")]
@@ -368,7 +376,7 @@ async fn scale(args: ScaleArgs) -> Result<()> {
         if let Some(limit) = args.limit {
             dataset.truncate_questions(limit);
         }
-        let encoder = build_encoder(encoder_kind, &dataset.corpus, None)?;
+        let encoder = build_encoder_sized(encoder_kind, &dataset.corpus, None, args.hashing_dim)?;
         options.retrievers.lprag_work_dir = args
             .lprag_work_dir
             .as_ref()
@@ -401,8 +409,11 @@ async fn scale(args: ScaleArgs) -> Result<()> {
         rows.extend(got);
     }
     println!(
-        "\nscale benchmark, encoder {}; passage-level Recall@k in %, latency per question\n",
-        encoder_kind
+        "\nscale benchmark, encoder {}{}; passage-level Recall@k in %, latency per question\n",
+        encoder_kind,
+        args.hashing_dim
+            .map(|d| format!(" ({d} dimensions)"))
+            .unwrap_or_default()
     );
     print!("{}", scale_markdown(&rows, &names[0]));
     if let Some(path) = &args.json {
@@ -617,10 +628,17 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
 
     let t = Instant::now();
     let device: lprag::ComputeDevice = args.device.parse()?;
-    let cache_file = args
-        .embedding_cache
-        .as_ref()
-        .map(|dir| dir.join(format!("{}-{}.bin", dataset.name, encoder_kind.as_str())));
+    let cache_file = args.embedding_cache.as_ref().map(|dir| {
+        let width = args
+            .hashing_dim
+            .map(|d| format!("-{d}"))
+            .unwrap_or_default();
+        dir.join(format!(
+            "{}-{}{width}.bin",
+            dataset.name,
+            encoder_kind.as_str()
+        ))
+    });
     let mut encoder = match &cache_file {
         Some(file) if args.embedding_cache_only => {
             let mut only = lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?;
@@ -630,7 +648,12 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
             }
             std::sync::Arc::new(only)
         }
-        _ => build_encoder(encoder_kind, &dataset.corpus, args.model_dir.as_deref())?,
+        _ => build_encoder_sized(
+            encoder_kind,
+            &dataset.corpus,
+            args.model_dir.as_deref(),
+            args.hashing_dim,
+        )?,
     };
     if let Some(file) = &cache_file {
         let cached = lprag_eval::cache::CachedEncoder::open(encoder, file)?;

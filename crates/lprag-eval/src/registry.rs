@@ -584,18 +584,40 @@ pub fn build_encoder(
     docs: &[Document],
     model_dir: Option<&Path>,
 ) -> Result<Arc<dyn Encoder>> {
+    build_encoder_sized(kind, docs, model_dir, None)
+}
+
+/// [`build_encoder`] with the hashing encoders' width set to `hashing_dim` (`None`: the
+/// default, [`HashingEncoderConfig::default`]'s 1,024). A narrower width makes every dense
+/// scan and the exact k-NN graph proportionally cheaper and collides more features per
+/// bucket; measure the recall it costs (`lprag-eval … --hashing-dim 256`). Asking for a
+/// width with [`EncoderKind::MiniLm`] (whose width is the model's) is an error.
+pub fn build_encoder_sized(
+    kind: EncoderKind,
+    docs: &[Document],
+    model_dir: Option<&Path>,
+    hashing_dim: Option<usize>,
+) -> Result<Arc<dyn Encoder>> {
+    let hashing = || {
+        let mut config = HashingEncoderConfig::default();
+        if let Some(dim) = hashing_dim {
+            config.dim = dim;
+        }
+        config
+    };
     match kind {
         EncoderKind::Hashing => {
             let texts: Vec<String> = passage_chunks(docs)?
                 .iter()
                 .map(Chunk::embedding_text)
                 .collect();
-            Ok(Arc::new(HashingEncoder::fitted(
-                HashingEncoderConfig::default(),
-                &texts,
-            )?))
+            Ok(Arc::new(HashingEncoder::fitted(hashing(), &texts)?))
         }
-        EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::default())),
+        EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::new(hashing())?)),
+        EncoderKind::MiniLm if hashing_dim.is_some() => Err(Error::invalid(
+            "--hashing-dim",
+            "applies to the hashing encoders only (MiniLM's width is the model's)",
+        )),
         EncoderKind::MiniLm => {
             let model = model_dir.map(|d| d.display().to_string());
             Ok(Arc::new(lprag::SentenceEncoder::load(model.as_deref())?))
@@ -607,6 +629,26 @@ pub fn build_encoder(
 mod tests {
     use super::*;
     use crate::test_support::KeywordEncoder;
+
+    #[tokio::test]
+    async fn hashing_width_is_chosen_and_refused_for_minilm() {
+        let docs = vec![Document::new("0", "Apple", "apple pie")];
+        for kind in [EncoderKind::Hashing, EncoderKind::HashingUnfitted] {
+            let e = build_encoder_sized(kind, &docs, None, Some(256)).unwrap();
+            assert_eq!(e.dimension(), 256, "{kind}");
+            let v = e.embed(&["apple pie".to_string()]).await.unwrap();
+            assert_eq!(v.dim(), 256, "{kind}");
+            assert_eq!(build_encoder(kind, &docs, None).unwrap().dimension(), 1024);
+        }
+        let err = build_encoder_sized(EncoderKind::HashingUnfitted, &docs, None, Some(0))
+            .err()
+            .expect("a zero width is refused");
+        assert!(err.to_string().contains("dim"), "{err}");
+        let err = build_encoder_sized(EncoderKind::MiniLm, &docs, None, Some(256))
+            .err()
+            .expect("MiniLM has its own width");
+        assert!(err.to_string().contains("--hashing-dim"), "{err}");
+    }
 
     #[tokio::test]
     async fn builds_known_names_and_rejects_others() {
