@@ -1,4 +1,4 @@
-//! Mutual k-NN build time (k = 5): exact, HNSW and IVF, with each approximate backend's
+//! Mutual k-NN build time (k = 5): exact, HNSW, NN-descent and IVF, with each approximate backend's
 //! recall of the exact k-NN lists.
 //!
 //! ```text
@@ -14,6 +14,9 @@
 //!     cargo bench -p lprag-graph --bench knn
 //! # HNSW at several ef_construction values, hashing width 256, no IVF rows
 //! LPRAG_BENCH_HNSW_EFC=200,50,25 LPRAG_BENCH_HASH_DIM=256 LPRAG_BENCH_IVF=0 ...
+//! # NN-descent with candidate lists of 12 and 20; 0 leaves a backend out
+//! # (LPRAG_BENCH_HNSW_EFC=0, LPRAG_BENCH_NND=0, LPRAG_BENCH_EXACT=0: then no recall)
+//! LPRAG_BENCH_NND=12,20 LPRAG_BENCH_NND_ITERATIONS=20 LPRAG_BENCH_NND_INIT=8 ...
 //! ```
 //!
 //! Synthetic vectors (384-d) are drawn around 100 random centres (like clustered sentence
@@ -23,7 +26,9 @@
 use std::time::Instant;
 
 use lprag_core::Embeddings;
-use lprag_graph::{knn, mutual_edges_of, HnswParams, IvfParams, KnnBackend, DEFAULT_K};
+use lprag_graph::{
+    knn, mutual_edges_of, HnswParams, IvfParams, KnnBackend, NnDescentParams, DEFAULT_K,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -115,6 +120,16 @@ fn main() {
         efcs = vec![HnswParams::default().ef_construction];
     }
     let ivf = std::env::var("LPRAG_BENCH_IVF").map_or(true, |v| v != "0");
+    let mut nnd = env_list("LPRAG_BENCH_NND");
+    if nnd.is_empty() {
+        nnd = vec![NnDescentParams::default().list];
+    }
+    let nnd_iterations = env_list("LPRAG_BENCH_NND_ITERATIONS").first().copied();
+    let nnd_init = env_list("LPRAG_BENCH_NND_INIT")
+        .first()
+        .copied()
+        .unwrap_or(0);
+    let exact_rows = std::env::var("LPRAG_BENCH_EXACT").map_or(true, |v| v != "0");
     let hnsw_100k = std::env::var("LPRAG_BENCH_HNSW_100K").is_ok_and(|v| v == "1");
     let real = std::env::var("LPRAG_BENCH_CORPUS").ok();
     let cached = std::env::var("LPRAG_BENCH_EMBEDDINGS").ok();
@@ -137,9 +152,12 @@ fn main() {
             (None, None) => clustered(n, n as u64),
         };
         let n = emb.rows();
-        let mut backends = vec![("exact".to_string(), KnnBackend::Exact)];
+        let mut backends = Vec::new();
+        if exact_rows {
+            backends.push(("exact".to_string(), KnnBackend::Exact));
+        }
         if n < 50_000 || hnsw_100k {
-            for &ef_construction in &efcs {
+            for &ef_construction in efcs.iter().filter(|&&e| e > 0) {
                 let p = HnswParams {
                     ef_construction,
                     ..HnswParams::default()
@@ -149,6 +167,23 @@ fn main() {
                     KnnBackend::Hnsw(p),
                 ));
             }
+        }
+        for &list in nnd.iter().filter(|&&l| l > 0) {
+            let p = NnDescentParams {
+                list,
+                max_iterations: nnd_iterations.unwrap_or(NnDescentParams::default().max_iterations),
+                init_probes: nnd_init,
+                ..NnDescentParams::default()
+            };
+            let init = if nnd_init > 0 {
+                format!(", ivf start {nnd_init} probes")
+            } else {
+                String::new()
+            };
+            backends.push((
+                format!("nn-descent list {list}{init}"),
+                KnnBackend::NnDescent(p),
+            ));
         }
         let probe_rows: &[usize] = if ivf { &[8, 16, 32] } else { &[] };
         for &probes in probe_rows {
@@ -173,7 +208,8 @@ fn main() {
             };
             let s = t.elapsed().as_secs_f64();
             let recall = match &exact {
-                None => "1.0000".to_string(),
+                None if backend == KnnBackend::Exact => "1.0000".to_string(),
+                None => "—".to_string(),
                 Some(ex) => {
                     let hits: usize = ex
                         .iter()
@@ -197,7 +233,7 @@ fn main() {
                 n as f64 / s,
                 edges.len()
             );
-            if exact.is_none() {
+            if backend == KnnBackend::Exact {
                 exact = Some(lists);
             }
         }

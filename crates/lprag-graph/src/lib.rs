@@ -79,6 +79,7 @@ mod ivf;
 mod kg;
 mod knn;
 mod link;
+mod nndescent;
 mod persist;
 mod sampling;
 mod search;
@@ -93,9 +94,10 @@ pub use ivf::{IvfIndex, IvfParams};
 pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
-    DEFAULT_HNSW_THRESHOLD, DEFAULT_K,
+    DEFAULT_APPROXIMATE_FROM, DEFAULT_K,
 };
 pub use link::{build_link_graph, link_graph_from_features};
+pub use nndescent::NnDescentParams;
 pub use persist::{
     chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes, link_graph_from_bytes, load_chunk_graph,
     load_knn_lists, load_link_graph, save_chunk_graph, save_knn_lists, save_link_graph,
