@@ -15,7 +15,8 @@
 //! # HNSW at several ef_construction values, hashing width 256, no IVF rows
 //! LPRAG_BENCH_HNSW_EFC=200,50,25 LPRAG_BENCH_HASH_DIM=256 LPRAG_BENCH_IVF=0 ...
 //! # NN-descent with candidate lists of 12 and 20; 0 leaves a backend out
-//! # (LPRAG_BENCH_HNSW_EFC=0, LPRAG_BENCH_NND=0, LPRAG_BENCH_EXACT=0: then no recall)
+//! # (LPRAG_BENCH_HNSW_EFC=0, LPRAG_BENCH_NND=0, LPRAG_BENCH_EXACT=0: then no recall, unless
+//! # LPRAG_BENCH_RECALL_SAMPLE=1000 finds exact lists for 1,000 rows by brute force)
 //! LPRAG_BENCH_NND=12,20 LPRAG_BENCH_NND_ITERATIONS=20 LPRAG_BENCH_NND_INIT=8 ...
 //! ```
 //!
@@ -102,6 +103,47 @@ fn cache_file(path: &str, n: usize) -> Embeddings {
     Embeddings::new(dim, data).expect("whole rows")
 }
 
+/// Recall of `lists` against exact lists of `m` evenly spaced rows, found by brute force
+/// (for sizes where exact search of every row takes hours), printed with the sample size.
+fn sample_recall(emb: &Embeddings, lists: &[Vec<(u32, f32)>], m: usize) -> String {
+    use rayon::prelude::*;
+    let (n, d) = (emb.rows(), emb.dim());
+    let unit: Vec<f32> = (0..n)
+        .into_par_iter()
+        .flat_map_iter(|i| {
+            let r = emb.row(i);
+            let norm = lprag_core::dot(r, r).sqrt();
+            let inv = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+            r.iter().map(move |v| v * inv)
+        })
+        .collect();
+    let row = |i: usize| &unit[i * d..(i + 1) * d];
+    let rows: Vec<usize> = (0..m.min(n)).map(|j| j * n / m.min(n)).collect();
+    let hits: usize = rows
+        .par_iter()
+        .map(|&i| {
+            let mut best: Vec<(f32, u32)> = Vec::with_capacity(DEFAULT_K + 1);
+            for j in (0..n).filter(|&j| j != i) {
+                let s = lprag_core::dot(row(i), row(j));
+                if best.len() == DEFAULT_K && s <= best[DEFAULT_K - 1].0 {
+                    continue;
+                }
+                let pos = best.partition_point(|&(t, _)| t >= s);
+                best.insert(pos, (s, j as u32));
+                best.truncate(DEFAULT_K);
+            }
+            best.iter()
+                .filter(|&&(_, j)| lists[i].iter().any(|x| x.0 == j))
+                .count()
+        })
+        .sum();
+    format!(
+        "{:.4} (sample of {})",
+        hits as f64 / (rows.len() * DEFAULT_K).max(1) as f64,
+        rows.len()
+    )
+}
+
 /// A comma-separated list of numbers in the environment variable `key` (empty if unset).
 fn env_list(key: &str) -> Vec<usize> {
     std::env::var(key)
@@ -126,6 +168,10 @@ fn main() {
     }
     let nnd_iterations = env_list("LPRAG_BENCH_NND_ITERATIONS").first().copied();
     let nnd_init = env_list("LPRAG_BENCH_NND_INIT")
+        .first()
+        .copied()
+        .unwrap_or(0);
+    let sample = env_list("LPRAG_BENCH_RECALL_SAMPLE")
         .first()
         .copied()
         .unwrap_or(0);
@@ -209,6 +255,7 @@ fn main() {
             let s = t.elapsed().as_secs_f64();
             let recall = match &exact {
                 None if backend == KnnBackend::Exact => "1.0000".to_string(),
+                None if sample > 0 => sample_recall(&emb, &lists, sample),
                 None => "—".to_string(),
                 Some(ex) => {
                     let hits: usize = ex
