@@ -628,6 +628,8 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
 
     let t = Instant::now();
     let device: lprag::ComputeDevice = args.device.parse()?;
+    // Checked before the cache-only path, which builds no encoder.
+    lprag_eval::registry::check_hashing_dim(encoder_kind, args.hashing_dim)?;
     let cache_file = args.embedding_cache.as_ref().map(|dir| {
         let width = args
             .hashing_dim

@@ -587,6 +587,17 @@ pub fn build_encoder(
     build_encoder_sized(kind, docs, model_dir, None)
 }
 
+/// Refuse a hashing width (`--hashing-dim`) for an encoder that has its own (MiniLM).
+pub fn check_hashing_dim(kind: EncoderKind, hashing_dim: Option<usize>) -> Result<()> {
+    if kind == EncoderKind::MiniLm && hashing_dim.is_some() {
+        return Err(Error::invalid(
+            "--hashing-dim",
+            "applies to the hashing encoders only (MiniLM's width is the model's)",
+        ));
+    }
+    Ok(())
+}
+
 /// [`build_encoder`] with the hashing encoders' width set to `hashing_dim` (`None`: the
 /// default, [`HashingEncoderConfig::default`]'s 1,024). A narrower width makes every dense
 /// scan and the exact k-NN graph proportionally cheaper and collides more features per
@@ -598,6 +609,7 @@ pub fn build_encoder_sized(
     model_dir: Option<&Path>,
     hashing_dim: Option<usize>,
 ) -> Result<Arc<dyn Encoder>> {
+    check_hashing_dim(kind, hashing_dim)?;
     let hashing = || {
         let mut config = HashingEncoderConfig::default();
         if let Some(dim) = hashing_dim {
@@ -614,10 +626,6 @@ pub fn build_encoder_sized(
             Ok(Arc::new(HashingEncoder::fitted(hashing(), &texts)?))
         }
         EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::new(hashing())?)),
-        EncoderKind::MiniLm if hashing_dim.is_some() => Err(Error::invalid(
-            "--hashing-dim",
-            "applies to the hashing encoders only (MiniLM's width is the model's)",
-        )),
         EncoderKind::MiniLm => {
             let model = model_dir.map(|d| d.display().to_string());
             Ok(Arc::new(lprag::SentenceEncoder::load(model.as_deref())?))

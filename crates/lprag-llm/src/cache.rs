@@ -220,9 +220,10 @@ impl ResponseCache {
 /// not parse even after their retries is deleted again ([`ChatModel::forget`]), so a rerun
 /// asks anew; with a deterministic model (temperature 0, the library's default) that only
 /// pays again for the same answer, so [`CachedChat::keep_unreadable`] keeps them and a
-/// rerun replays the same fallbacks without a call. Keys are the backend kind, the model name and the request, not the server's
-/// address: a local server restarted on another port keeps its cache (serve two different
-/// models under one name from two cache directories).
+/// rerun replays the same fallbacks without a call. Keys are the backend kind, the model
+/// name and the request, not the server's address: a local server restarted on another
+/// port keeps its cache (serve two different models under one name from two cache
+/// directories).
 pub struct CachedChat {
     inner: Arc<dyn ChatModel>,
     cache: Arc<ResponseCache>,

@@ -242,15 +242,15 @@ impl Settings {
         let mut request = request;
         let mut attempt = 0;
         let mut asked: Vec<crate::ChatRequest> = Vec::new();
+        // Nothing of a conversation that ends unreadable is kept: a rerun asks again.
+        let forget = |asked: &[crate::ChatRequest]| asked.iter().for_each(|r| self.model.forget(r));
         loop {
             let response = match self.call(stage, &request).await {
                 Ok(r) => r,
                 Err(LlmError::ContextLength(why))
                     if self.on_unparseable == OnUnparseable::Fallback =>
                 {
-                    for r in &asked {
-                        self.model.forget(r);
-                    }
+                    forget(&asked);
                     let after = if attempt > 0 {
                         format!(" (asking again after {attempt} unreadable answer(s))")
                     } else {
@@ -278,10 +278,7 @@ impl Settings {
                     request.messages.push(crate::ChatMessage::user(again));
                 }
                 Err(reason) => {
-                    // Nothing of this conversation is kept: a rerun asks again.
-                    for r in &asked {
-                        self.model.forget(r);
-                    }
+                    forget(&asked);
                     let e = parse_error(what(), reason, &response);
                     return match self.on_unparseable {
                         OnUnparseable::Fail => Err(e),
