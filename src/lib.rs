@@ -72,5 +72,5 @@ pub use retrievers::common::{DefaultEncoder, Labelled};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{
     BuiltinPredictor, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,
-    INDEX_FORMAT_VERSION,
+    DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION,
 };

@@ -86,11 +86,13 @@ struct ScaleArgs {
     /// every chunk); default: the configured pool only.
     #[arg(long, value_name = "P[,P...]")]
     pools: Option<String>,
-    /// LP-RAG candidate searches to evaluate on the same index, comma separated: `exact`
-    /// (every chunk scanned) or a number of probed lists of an inverted-file index
-    /// (`LpRagConfig::candidate_index`, √chunks lists); default: the configured search.
-    #[arg(long, value_name = "exact|PROBES[,...]")]
-    ivf_probes: Option<String>,
+    /// LP-RAG candidate searches to evaluate on the same index, comma separated: `rows`
+    /// (alias `exact`: every chunk's row scanned), `columns` (the same chunks from the
+    /// column-wise copy, `LpRagConfig::column_scan_from`) or a number of probed lists of an
+    /// inverted-file index (`LpRagConfig::candidate_index`, √chunks lists); default: the
+    /// configured search.
+    #[arg(long, alias = "ivf-probes", value_name = "rows|columns|PROBES[,...]")]
+    candidate_search: Option<String>,
     /// Print LP-RAG's indexing progress.
     #[arg(long)]
     verbose: bool,
@@ -318,7 +320,7 @@ async fn main() -> ExitCode {
 }
 
 async fn scale(args: ScaleArgs) -> Result<()> {
-    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown, Variants};
+    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown, CandidateSearch, Variants};
     let sizes: Vec<usize> = args
         .sizes
         .split(',')
@@ -347,19 +349,9 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?,
     };
-    let probes: Vec<Option<usize>> = match &args.ivf_probes {
+    let searches: Vec<CandidateSearch> = match &args.candidate_search {
         None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|p| match p.trim() {
-                "exact" => Ok(None),
-                n => match n.parse::<usize>() {
-                    Ok(0) => Err(Error::invalid("--ivf-probes", "0: at least 1 list")),
-                    Ok(k) => Ok(Some(k)),
-                    Err(e) => Err(Error::invalid("--ivf-probes", format!("{n}: {e}"))),
-                },
-            })
-            .collect::<Result<_>>()?,
+        Some(list) => list.split(',').map(str::parse).collect::<Result<_>>()?,
     };
     let encoder_kind: EncoderKind = args.encoder.parse()?;
     let mut options = EvalOptions::default();
@@ -395,7 +387,7 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             &options,
             &Variants {
                 pools: &pools,
-                probes: &probes,
+                searches: &searches,
             },
             &progress,
         )

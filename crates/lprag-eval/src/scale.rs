@@ -92,15 +92,49 @@ pub fn peak_rss_bytes() -> Option<u64> {
 pub struct Variants<'a> {
     /// Candidate pools (`None` = every chunk); empty = the configured pool.
     pub pools: &'a [Option<usize>],
-    /// Probed lists of an inverted-file candidate index (`None` = the exact scan); empty =
-    /// the configured search.
-    pub probes: &'a [Option<usize>],
+    /// Candidate searches; empty = the configured search.
+    pub searches: &'a [CandidateSearch],
+}
+
+/// How LP-RAG's candidate stage finds the query's nearest chunks (one row variant each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateSearch {
+    /// The exact scan over the embedding rows.
+    Rows,
+    /// The exact scan over the column-wise copy (`LpRagConfig::column_scan_from`).
+    Columns,
+    /// An inverted-file index with this many probed lists (`LpRagConfig::candidate_index`).
+    Ivf(usize),
+}
+
+impl std::str::FromStr for CandidateSearch {
+    type Err = crate::Error;
+
+    /// `rows` (or `exact`), `columns`, or a number of probed inverted-file lists.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "rows" | "exact" => Ok(Self::Rows),
+            "columns" => Ok(Self::Columns),
+            n => match n.parse::<usize>() {
+                Ok(0) => Err(crate::Error::invalid(
+                    "--candidate-search",
+                    "0 probes: at least 1 list",
+                )),
+                Ok(k) => Ok(Self::Ivf(k)),
+                Err(_) => Err(crate::Error::invalid(
+                    "--candidate-search",
+                    format!("`{n}`: expected rows, columns or a number of probed lists"),
+                )),
+            },
+        }
+    }
 }
 
 /// Build and evaluate each retriever of `names` on `dataset`, one after the other (each is
 /// dropped before the next is built). `lprag` is evaluated once per combination of
 /// `variants` (pool × candidate search), on the same index; those rows are named `lprag`
-/// plus the pool and the search (`lprag P=200`, `lprag all`, `lprag P=20 ivf16`).
+/// plus the pool and the search (`lprag P=200`, `lprag all`, `lprag P=20 ivf16`,
+/// `lprag P=20 columns`).
 pub async fn run_scale(
     dataset: &Dataset,
     names: &[String],
@@ -136,20 +170,32 @@ pub async fn run_scale(
             } else {
                 variants.pools.iter().map(|&p| Some(p)).collect()
             };
-            let probes: Vec<Option<Option<usize>>> = if variants.probes.is_empty() {
+            let searches: Vec<Option<CandidateSearch>> = if variants.searches.is_empty() {
                 vec![None]
             } else {
-                variants.probes.iter().map(|&p| Some(p)).collect()
+                variants.searches.iter().map(|&p| Some(p)).collect()
             };
-            for probe in probes {
-                let mut ivf_seconds = None;
-                if let Some(probe) = probe {
+            for search in searches {
+                let mut made = None;
+                if let Some(search) = search {
                     let t = Instant::now();
-                    rag.set_candidate_index(probe.map(|probes| lprag::graph::IvfParams {
-                        probes,
-                        ..lprag::graph::IvfParams::default()
-                    }))?;
-                    ivf_seconds = probe.map(|_| t.elapsed().as_secs_f64());
+                    match search {
+                        CandidateSearch::Rows | CandidateSearch::Columns => {
+                            rag.set_candidate_index(None)?;
+                            let columns = search == CandidateSearch::Columns;
+                            rag.set_column_scan_from(columns.then_some(0))?;
+                            if columns {
+                                made = Some(("columns", t.elapsed().as_secs_f64()));
+                            }
+                        }
+                        CandidateSearch::Ivf(probes) => {
+                            rag.set_candidate_index(Some(lprag::graph::IvfParams {
+                                probes,
+                                ..lprag::graph::IvfParams::default()
+                            }))?;
+                            made = Some(("ivf", t.elapsed().as_secs_f64()));
+                        }
+                    }
                 }
                 for &pool in &pools {
                     if let Some(pool) = pool {
@@ -162,15 +208,16 @@ pub async fn run_scale(
                         Some(None) => "lprag all".into(),
                         None => result.retriever.clone(),
                     };
-                    match probe {
-                        Some(Some(k)) => name.push_str(&format!(" ivf{k}")),
-                        Some(None) => name.push_str(" exact"),
+                    match search {
+                        Some(CandidateSearch::Ivf(k)) => name.push_str(&format!(" ivf{k}")),
+                        Some(CandidateSearch::Rows) => name.push_str(" rows"),
+                        Some(CandidateSearch::Columns) => name.push_str(" columns"),
                         None => {}
                     }
                     result.retriever = name;
                     let mut stages = stages.clone();
-                    if let Some(s) = ivf_seconds {
-                        stages.push(("ivf".into(), s));
+                    if let Some((stage, s)) = made {
+                        stages.push((stage.into(), s));
                     }
                     out.push(ScaleResult {
                         passages: dataset.corpus.len(),
@@ -280,6 +327,33 @@ pub fn scale_markdown(rows: &[ScaleResult], baseline: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn candidate_searches_parse_and_bad_ones_say_what() {
+        assert_eq!(
+            "rows".parse::<CandidateSearch>().unwrap(),
+            CandidateSearch::Rows
+        );
+        assert_eq!(
+            "exact".parse::<CandidateSearch>().unwrap(),
+            CandidateSearch::Rows
+        );
+        assert_eq!(
+            " columns".parse::<CandidateSearch>().unwrap(),
+            CandidateSearch::Columns
+        );
+        assert_eq!(
+            "16".parse::<CandidateSearch>().unwrap(),
+            CandidateSearch::Ivf(16)
+        );
+        let e = "0".parse::<CandidateSearch>().unwrap_err().to_string();
+        assert!(
+            e.contains("--candidate-search") && e.contains("at least 1"),
+            "{e}"
+        );
+        let e = "cols".parse::<CandidateSearch>().unwrap_err().to_string();
+        assert!(e.contains("`cols`") && e.contains("rows, columns"), "{e}");
+    }
 
     fn row(passages: usize, name: &str, p50: f64) -> ScaleResult {
         ScaleResult {

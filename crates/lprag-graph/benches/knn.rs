@@ -24,7 +24,11 @@
 //! embeddings), so neighbourhoods are meaningful. Prints a Markdown table; recall is the
 //! share of the exact lists' neighbours an approximate backend found.
 
+mod common;
+
 use std::time::Instant;
+
+use common::env_list;
 
 use lprag_core::Embeddings;
 use lprag_graph::{
@@ -48,32 +52,6 @@ fn clustered(n: usize, seed: u64) -> Embeddings {
         }
     }
     Embeddings::new(DIM, data).expect("valid buffer")
-}
-
-/// The first `n` passages of a HippoRAG `corpus.json` ("title\ntext"), hashing-encoded.
-fn corpus(path: &str, n: usize) -> Embeddings {
-    let raw = std::fs::read_to_string(path).expect("LPRAG_BENCH_CORPUS is readable");
-    let items: Vec<serde_json::Value> = serde_json::from_str(&raw).expect("a JSON array");
-    let texts: Vec<String> = items
-        .iter()
-        .take(n)
-        .map(|p| {
-            format!(
-                "{}\n{}",
-                p["title"].as_str().unwrap_or(""),
-                p["text"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
-    let config = lprag_text::HashingEncoderConfig {
-        dim: env_list("LPRAG_BENCH_HASH_DIM")
-            .first()
-            .copied()
-            .unwrap_or(1024),
-        ..lprag_text::HashingEncoderConfig::default()
-    };
-    let encoder = lprag_text::HashingEncoder::fitted(config, &texts).expect("fitted");
-    encoder.embed_sync(&texts).expect("embedded")
 }
 
 /// The first `n` vectors of an embedding cache file written by `lprag-eval
@@ -145,13 +123,6 @@ fn sample_recall(emb: &Embeddings, lists: &[Vec<(u32, f32)>], m: usize) -> Strin
 }
 
 /// A comma-separated list of numbers in the environment variable `key` (empty if unset).
-fn env_list(key: &str) -> Vec<usize> {
-    std::env::var(key)
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_default()
-}
-
 fn main() {
     let mut sizes = env_list("LPRAG_BENCH_SIZES");
     if sizes.is_empty() {
@@ -194,7 +165,7 @@ fn main() {
     for &n in &sizes {
         let emb = match (&cached, &real) {
             (Some(path), _) => cache_file(path, n),
-            (None, Some(path)) => corpus(path, n),
+            (None, Some(path)) => common::hashing_corpus(path, n).1,
             (None, None) => clustered(n, n as u64),
         };
         let n = emb.rows();

@@ -5,6 +5,9 @@
 //! * **Chunk graph**: [`knn`] and [`mutual_knn_edges`] connect chunks that are in each
 //!   other's top-k by cosine (LP-RAG: k = [`DEFAULT_K`] = 5), exactly by blocked GEMM or
 //!   approximately with HNSW or an inverted-file index ([`KnnBackend`], [`IvfIndex`]).
+//! * **Nearest rows for one query**: [`nearest_by_cosine`] scans the rows; [`ColumnIndex`]
+//!   gives the same answer from a 16-bit column-wise copy, reading only the query's
+//!   non-zero columns and rescoring exactly every row near the cut.
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
 //!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
@@ -72,6 +75,7 @@
 
 mod adjacency;
 mod bridge;
+mod columns;
 mod components;
 mod error;
 mod graph;
@@ -87,6 +91,7 @@ mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
 pub use bridge::{bridge_edges, BridgeConfig};
+pub use columns::ColumnIndex;
 pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};

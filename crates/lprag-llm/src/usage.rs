@@ -25,6 +25,14 @@ pub struct StageUsage {
     /// ([`crate::OnUnparseable::Fallback`]).
     #[serde(default)]
     pub fallbacks: u64,
+    /// Prompt tokens the cached answers cost when they were paid, as their backend reported
+    /// them then (answers cached without counts add nothing): what a rerun saved, and
+    /// what a run resumed from a cache cost in all.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+    /// Completion tokens the cached answers cost when they were paid.
+    #[serde(default)]
+    pub cached_completion_tokens: u64,
 }
 
 impl StageUsage {
@@ -54,6 +62,10 @@ impl TokenMeter {
         s.calls += 1;
         if response.cached {
             s.cached_calls += 1;
+            if let Some(u) = response.usage {
+                s.cached_prompt_tokens += u.prompt_tokens;
+                s.cached_completion_tokens += u.completion_tokens;
+            }
         } else if let Some(u) = response.usage {
             s.prompt_tokens += u.prompt_tokens;
             s.completion_tokens += u.completion_tokens;
@@ -86,6 +98,8 @@ impl TokenMeter {
             t.completion_tokens += s.completion_tokens;
             t.calls_without_usage += s.calls_without_usage;
             t.fallbacks += s.fallbacks;
+            t.cached_prompt_tokens += s.cached_prompt_tokens;
+            t.cached_completion_tokens += s.cached_completion_tokens;
         }
         t
     }
@@ -112,7 +126,17 @@ mod tests {
         assert_eq!(s["chunking"].calls, 2);
         assert_eq!(s["chunking"].cached_calls, 1);
         assert_eq!(s["chunking"].total_tokens(), 13);
+        // The cached answer's original cost is kept apart from what was paid now.
+        assert_eq!(s["chunking"].cached_prompt_tokens, 10);
+        assert_eq!(s["chunking"].cached_completion_tokens, 3);
         assert_eq!(s["queries"].calls_without_usage, 1);
         assert_eq!(m.total().calls, 3);
+        assert_eq!(m.total().cached_completion_tokens, 3);
+        // A cached answer stored without counts adds nothing.
+        let mut bare = ChatResponse::text("z");
+        bare.cached = true;
+        m.record("queries", &bare);
+        assert_eq!(m.snapshot()["queries"].cached_calls, 1);
+        assert_eq!(m.total().cached_prompt_tokens, 10);
     }
 }
