@@ -1207,13 +1207,10 @@ impl LpRag {
     /// # Errors
     /// [`Error::InvalidInput`] for invalid [`IvfParams`] (the index is left as it was).
     pub fn set_candidate_index(&mut self, index: Option<IvfParams>) -> Result<()> {
-        let config = LpRagConfig {
+        self.set_search(LpRagConfig {
             candidate_index: index,
             ..self.config.clone()
-        };
-        self.search = Arc::new(ChunkSearch::for_config(&self.graph, &config)?);
-        self.config = config;
-        Ok(())
+        })
     }
 
     /// Change [`LpRagConfig::column_scan_from`] without rebuilding (the column-wise copy is
@@ -1224,10 +1221,14 @@ impl LpRag {
     /// [`Error::InvalidInput`] for chunk embeddings with a non-finite value (the index is
     /// left as it was).
     pub fn set_column_scan_from(&mut self, from: Option<usize>) -> Result<()> {
-        let config = LpRagConfig {
+        self.set_search(LpRagConfig {
             column_scan_from: from,
             ..self.config.clone()
-        };
+        })
+    }
+
+    /// Make the candidate search `config` asks for, then keep `config` (unchanged on error).
+    fn set_search(&mut self, config: LpRagConfig) -> Result<()> {
         self.search = Arc::new(ChunkSearch::for_config(&self.graph, &config)?);
         self.config = config;
         Ok(())
