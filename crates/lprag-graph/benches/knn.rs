@@ -122,7 +122,6 @@ fn sample_recall(emb: &Embeddings, lists: &[Vec<(u32, f32)>], m: usize) -> Strin
     )
 }
 
-/// A comma-separated list of numbers in the environment variable `key` (empty if unset).
 fn main() {
     let mut sizes = env_list("LPRAG_BENCH_SIZES");
     if sizes.is_empty() {
