@@ -44,6 +44,7 @@ use crate::dense::{to_vec, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
+use crate::seeding::seed_generator;
 
 /// The network's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -476,10 +477,13 @@ impl GfmModel {
                 actual: relations.rows(),
             });
         }
-        device.seed(seed);
         let d_in = relations.dim();
+        // Held until the export has drawn the parameters (in its order, as before the
+        // lock existed).
+        let draws = seed_generator(device, seed);
         let net = GfmNet::new(d_in, &config, device);
         let host = HostNet::export(&net, &relations)?;
+        draws.finish(&net);
         Ok(Self {
             net,
             host,
@@ -655,7 +659,6 @@ impl GfmModel {
         let val_neg: Vec<&[Vec<u32>]> = val_neg.chunks(cfg.batch_size).collect();
 
         let ad = self.device.clone().autodiff();
-        ad.seed(cfg.seed);
         let g_ad = DeviceKg::new(&self.edges, &self.relations, &ad);
         let mut optim = AdamWConfig::new()
             .with_weight_decay(cfg.weight_decay)

@@ -41,6 +41,7 @@ use crate::dense::{mlp, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
+use crate::seeding::seed_generator;
 
 /// The untrained gate: `α_e = max(0, cos(c_dst, c_src))` per edge of `graph`.
 pub fn lite_alpha(emb: &Embeddings, graph: &InEdges) -> Vec<f32> {
@@ -546,7 +547,8 @@ pub fn train_lesegr(
     let (val_idx, train_idx) = split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
 
     let ad = device.clone().autodiff();
-    ad.seed(cfg.seed);
+    // Held through the first step: parameters are drawn at their first use.
+    let mut draws = Some(seed_generator(&ad, cfg.seed));
     let g_ad = DeviceGraph::new(x, graph, &ad);
     let g_val = DeviceGraph::new(x, graph, device);
     let mut optim = AdamWConfig::new()
@@ -571,10 +573,17 @@ pub fn train_lesegr(
             let loss = batch_loss(&net, &g_ad, &pick(idx), cfg.layers, &ad);
             let grads = GradientsParams::from_grads(loss.backward(), &net);
             let value = scalar(loss.detach());
-            (optim.step(cfg.learning_rate, net, grads), value)
+            let net = optim.step(cfg.learning_rate, net, grads);
+            if let Some(d) = draws.take() {
+                d.finish(&net);
+            }
+            (net, value)
         },
         |valid, idx, _| scalar(batch_loss(valid, &g_val, &pick(idx), cfg.layers, device)),
     )?;
+    if let Some(d) = draws.take() {
+        d.finish(&net);
+    }
     let weights = export(&net, &g_val, d, device)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))

@@ -33,6 +33,7 @@ pub mod peg;
 mod positional;
 mod predictor;
 pub mod seal;
+mod seeding;
 mod training;
 pub mod vgae;
 mod weights;

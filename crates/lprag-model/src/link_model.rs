@@ -26,24 +26,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{ChunkId, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Checkpoints;
 use crate::config::{InferenceMode, TrainConfig};
-use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph};
 use crate::positional::{laplacian_eigenmaps, mean_rows, ITERATIONS as PE_ITERATIONS};
 use crate::predictor::{
     bce, normalize_vec, rows_tensor, scalar, unit_rows, ChunkContext, NegativeDraw,
 };
-use crate::training::{epoch_rng, read_versioned, step_pairs, write_json, Schedule, Split};
+use crate::seeding::{seed_generator, seeded};
+use crate::training::{read_versioned, run_link_epochs, write_json, LinkLoop, Split};
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -83,6 +80,7 @@ pub struct GraphBatch {
     gcn_coef: Tensor<2>,
     gcn_self: Tensor<2>,
     positional: Option<Tensor<2>>,
+    noise_seed: u64,
     host: Arc<BatchHost>,
 }
 
@@ -183,6 +181,20 @@ impl GraphBatch {
     /// at inference.
     pub fn positional(&self) -> Option<Tensor<2>> {
         self.positional.clone()
+    }
+
+    /// Standard-normal noise shaped like `like`, on its device: what a sampling model
+    /// (VGAE's reparameterisation) draws in [`LinkModel::encode_train`]. The trainer seeds
+    /// it per step from [`TrainConfig::seed`], so the draws are the same on every run,
+    /// whatever else trains in the process; burn's `random_like` shares one generator
+    /// across the process and would not be.
+    ///
+    /// # Shapes
+    /// `like: [R, C] → [R, C]`
+    pub fn standard_normal_like(&self, like: &Tensor<2>) -> Tensor<2> {
+        let [r, c] = like.dims();
+        let values = crate::seeding::standard_normal(self.noise_seed, r * c);
+        Tensor::<2>::from_data(TensorData::new(values, [r, c]), &like.device())
     }
 
     fn scatter(&self, h: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
@@ -344,7 +356,9 @@ pub trait LinkModel: Module + Sync + 'static {
     /// Node representations during training, and an extra loss term the trainer adds to
     /// the link loss (for example VGAE's KL divergence, with representations sampled
     /// around their means). The default is [`LinkModel::encode`] and no extra term;
-    /// validation and scoring always use [`LinkModel::encode`].
+    /// validation and scoring always use [`LinkModel::encode`]. Draw noise with
+    /// [`GraphBatch::standard_normal_like`] (seeded per training step), not burn's
+    /// `random_like`, whose generator the whole process shares.
     ///
     /// # Shapes
     /// `x: [N, d_in] → ([N, hidden], [1])`
@@ -520,6 +534,7 @@ impl LocalGraph {
             gcn_coef: col(gcn_coef, e),
             gcn_self: col(gcn_self, n),
             positional: None,
+            noise_seed: 0,
             host: Arc::new(BatchHost {
                 nodes: self.nodes.clone(),
                 src: self.src.clone(),
@@ -1096,10 +1111,9 @@ fn train<M: PairModel>(
         val_pos,
     } = Split::new(graph, tc, &mut rng);
 
-    device.seed(tc.seed);
     if nc < 2 || targets.is_empty() {
         // Nothing to learn from: the initial weights, no epochs.
-        let model = init(d_in, device);
+        let model = seeded(device, tc.seed, || init(d_in, device));
         return Ok((
             model,
             TrainReport {
@@ -1110,12 +1124,10 @@ fn train<M: PairModel>(
         ));
     }
     let ad = device.clone().autodiff();
-    ad.seed(tc.seed);
-    let mut model = init(d_in, &ad);
+    // Held through the first step: parameters are drawn at their first use.
+    let draws = seed_generator(&ad, tc.seed);
+    let model = init(d_in, &ad);
     let hops = model.pair_hops();
-    let mut optim = AdamConfig::new()
-        .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
-        .init();
     let xh = unit_rows(&graph.features);
     let host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
     let wsum = host.weight_sums();
@@ -1182,46 +1194,34 @@ fn train<M: PairModel>(
         .filter(|h| h.positives > 0)
         .collect();
 
-    let bs = if tc.batch_size == 0 {
-        targets.len()
-    } else {
-        tc.batch_size
-    };
-    let schedule = Schedule::new(targets.len(), bs, tc);
-    let mut report = TrainReport::default();
-    let mut stopping = EarlyStopping::new(tc.patience);
     let checkpoints = run
         .checkpoints
         .map(|dir| Checkpoints::open(dir, graph, &(run.name, tc)))
         .transpose()?;
-    let (mut start, mut finished) = (0, false);
-    if let Some(c) = &checkpoints {
-        let best = init(d_in, device);
-        (start, finished) = c.resume(&mut model, best, &mut stopping, &mut report)?;
-    }
-    progress.start("train", Some(schedule.planned_epochs as u64));
-    if start > 0 {
-        progress.update(
-            "train",
-            start as u64,
-            &format!("resumed from the checkpoint after epoch {start}"),
-        );
-    }
-    for epoch in start..tc.epochs {
-        if finished {
-            break;
-        }
-        let mut rng = epoch_rng(tc.seed, epoch);
-        let mut order = targets.clone();
-        order.shuffle(&mut rng);
-        let done_before = schedule.done_before(epoch);
-        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
-        for batch in order.chunks(bs).take(schedule.budget(epoch)) {
-            let (pairs, masked) = step_pairs(batch, tc, &sampler, &mut rng);
+    let lp = LinkLoop {
+        location: "BurnLinkPredictor::fit",
+        train: tc,
+        targets: &targets,
+        sampler: &sampler,
+        checkpoints: checkpoints.as_ref(),
+        validates: !held.is_empty(),
+        progress,
+    };
+    let chunks = ChunkSide {
+        ctx: &ctx,
+        wsum: &ctx_wsum,
+        positions: &positions,
+    };
+    let (model, mut report) = run_link_epochs(
+        &lp,
+        model,
+        || init(d_in, device),
+        draws,
+        |model, step| {
             // Masked targets no longer count towards degrees (summed in sorted order, so
             // that runs are reproducible: hash-set order differs between processes).
             let mut less: HashMap<u32, f32> = HashMap::new();
-            let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
+            let mut sorted: Vec<(u32, u32)> = step.masked.iter().copied().collect();
             sorted.sort_unstable();
             for &(a, b) in &sorted {
                 if let Some(&(_, w)) = host.neighbors(a).iter().find(|&&(j, _)| j == b) {
@@ -1229,75 +1229,42 @@ fn train<M: PairModel>(
                     *less.entry(b).or_default() += w.max(0.0);
                 }
             }
-            let seeds: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-            let g =
-                LocalGraph::build(
-                    &seeds,
-                    hops,
-                    &|i, out| {
-                        out.extend(host.neighbors(i).iter().filter(|&&(j, _)| {
-                            masked.is_empty() || !masked.contains(&pair_key(i, j))
-                        }))
-                    },
-                    &|i| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0),
-                );
+            let seeds: Vec<u32> = step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+            let g = LocalGraph::build(
+                &seeds,
+                hops,
+                &|i, out| {
+                    out.extend(host.neighbors(i).iter().filter(|&&(j, _)| {
+                        step.masked.is_empty() || !step.masked.contains(&pair_key(i, j))
+                    }))
+                },
+                &|i| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0),
+            );
             let x = g.features(d_in, |i| xh.row(i as usize), &ad);
-            let local: Vec<(u32, u32)> = pairs
+            let local: Vec<(u32, u32)> = step
+                .pairs
                 .iter()
                 .map(|&(a, b)| (g.local[&a], g.local[&b]))
                 .collect();
-            let gb = g.to_device_with(
+            let mut gb = g.to_device_with(
                 n,
                 pdim,
                 |i| &train_pos[i as usize * pdim..(i as usize + 1) * pdim],
                 &ad,
             );
+            // The step's own noise seed (the epoch's generator is left as it was).
+            gb.noise_seed = tc.seed
+                ^ (step.epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                ^ (step.index as u64 + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
             let (logits, extra) = model.score_pairs_train(x, &gb, &Pairs::new(&local, &ad));
-            let mut loss = bce(logits, batch.len());
+            let mut loss = bce(logits, step.targets.len());
             if let Some(extra) = extra {
                 loss = loss + extra;
             }
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            epoch_loss += scalar(loss.detach());
-            steps += 1;
-            model = optim.step(tc.learning_rate, model, grads);
-        }
-        let train_loss = epoch_loss / steps.max(1) as f32;
-        if !train_loss.is_finite() {
-            return Err(Error::invalid(
-                "BurnLinkPredictor::fit",
-                format!("training loss became {train_loss} in epoch {}", epoch + 1),
-            ));
-        }
-        report.train_loss.push(train_loss);
-        report.epochs_run = epoch + 1;
-        report.steps = done_before + steps;
-        let at_limit = schedule.at_limit(report.steps);
-        let mut message = format!("loss {train_loss:.4}");
-        if !held.is_empty() {
-            let valid = model.valid();
-            let chunks = ChunkSide {
-                ctx: &ctx,
-                wsum: &ctx_wsum,
-                positions: &positions,
-            };
-            let vloss = validation_loss(&valid, &held, &chunks, hops, d_in, device);
-            message.push_str(&format!(", val {vloss:.4}"));
-            finished = stopping.observe(epoch, vloss, valid, &mut report);
-        } else {
-            report.best_epoch = epoch + 1;
-        }
-        if at_limit && !finished {
-            report.stopped_at_max_steps = true;
-        }
-        finished |= at_limit || epoch + 1 == tc.epochs;
-        if let Some(c) = &checkpoints {
-            c.record(epoch + 1, finished, &report, &stopping, &model)?;
-        }
-        progress.update("train", (epoch + 1) as u64, &message);
-    }
-    progress.finish("train");
-    let model = stopping.into_best().unwrap_or_else(|| model.valid());
+            Ok(loss)
+        },
+        |valid| Ok(validation_loss(valid, &held, &chunks, hops, d_in, device)),
+    )?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((model, report, Some(positions)))
 }

@@ -3,9 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::module::Module;
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::activation::log_sigmoid;
 use burn::tensor::{Device, Tensor, TensorData};
 use lprag_core::{
@@ -15,7 +12,6 @@ use lprag_core::{
 // (that made the validation joins of a 100,000-chunk training run take about 40 s).
 use lprag_core::dot;
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
@@ -26,10 +22,10 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{
     Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, TrainConfig,
 };
-use crate::early_stop::EarlyStopping;
 use crate::host::{pair_key, HostGraph, MessagePassing, PairBatch};
 use crate::net::LinkNet;
-use crate::training::{epoch_rng, read_versioned, step_pairs, write_json, Schedule, Split};
+use crate::seeding::{seed_generator, seeded};
+use crate::training::{read_versioned, run_link_epochs, write_json, LinkLoop, Split};
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -526,8 +522,9 @@ impl LinkPredictor for GnnLinkPredictor {
         } = Split::new(graph, &tc, &mut rng);
         if nc < 2 || targets.is_empty() {
             // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
-            self.device.seed(tc.seed);
-            let net = LinkNet::new(&mc, d_in, &self.device);
+            let net = seeded(&self.device, tc.seed, || {
+                LinkNet::new(&mc, d_in, &self.device)
+            });
             self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
             return Ok(TrainReport {
                 seconds: started.elapsed().as_secs_f64(),
@@ -536,11 +533,9 @@ impl LinkPredictor for GnnLinkPredictor {
         }
 
         let ad = self.device.clone().autodiff();
-        ad.seed(tc.seed);
-        let mut net = LinkNet::new(&mc, d_in, &ad);
-        let mut optim = AdamConfig::new()
-            .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
-            .init();
+        // Held through the first step: parameters are drawn at their first use.
+        let draws = seed_generator(&ad, tc.seed);
+        let net = LinkNet::new(&mc, d_in, &ad);
         // Normalised features stay on the host; full-graph steps upload them once,
         // neighbourhood steps only the rows a step needs.
         let xh = unit_rows(&graph.features);
@@ -588,49 +583,30 @@ impl LinkPredictor for GnnLinkPredictor {
                 })
                 .collect()
         };
-        let bs = if tc.batch_size == 0 {
-            targets.len()
-        } else {
-            tc.batch_size
-        };
-        let mut report = TrainReport::default();
-        let mut stopping = EarlyStopping::new(tc.patience);
         let checkpoints = self
             .checkpoints
             .as_deref()
             .map(|dir| Checkpoints::open(dir, graph, &(&mc, &tc)))
             .transpose()?;
-        let (mut start, mut finished) = (0, false);
-        if let Some(c) = &checkpoints {
-            let best = LinkNet::new(&mc, d_in, &self.device);
-            (start, finished) = c.resume(&mut net, best, &mut stopping, &mut report)?;
-        }
-        let schedule = Schedule::new(targets.len(), bs, &tc);
-        progress.start("train", Some(schedule.planned_epochs as u64));
-        if start > 0 {
-            progress.update(
-                "train",
-                start as u64,
-                &format!("resumed from the checkpoint after epoch {start}"),
-            );
-        }
-        let base_targets = targets;
-        for epoch in start..tc.epochs {
-            if finished {
-                break;
-            }
-            let mut rng = epoch_rng(tc.seed, epoch);
-            let mut targets = base_targets.clone();
-            targets.shuffle(&mut rng);
-            let mut epoch_loss = 0.0f32;
-            let mut steps = 0usize;
-            let done_before = schedule.done_before(epoch);
-            for batch in targets.chunks(bs).take(schedule.budget(epoch)) {
-                let (pairs, masked) = step_pairs(batch, &tc, &sampler, &mut rng);
+        let run = LinkLoop {
+            location: "GnnLinkPredictor::fit",
+            train: &tc,
+            targets: &targets,
+            sampler: &sampler,
+            checkpoints: checkpoints.as_ref(),
+            validates: !val_set.is_empty(),
+            progress,
+        };
+        let (net, mut report) = run_link_epochs(
+            &run,
+            net,
+            || LinkNet::new(&mc, d_in, &self.device),
+            draws,
+            |net, step| {
                 let with_cn = net.uses_common_neighbors();
                 let (h, x, pb) = match tc.step_graph {
                     StepGraph::Full => {
-                        let host = if masked.is_empty() {
+                        let host = if step.masked.is_empty() {
                             full_host.clone()
                         } else {
                             HostGraph::from_edges(
@@ -638,22 +614,23 @@ impl LinkPredictor for GnnLinkPredictor {
                                 msg_edges
                                     .iter()
                                     .copied()
-                                    .filter(|&(a, b, _)| !masked.contains(&pair_key(a, b))),
+                                    .filter(|&(a, b, _)| !step.masked.contains(&pair_key(a, b))),
                             )?
                         };
                         let g = host.to_device(mc.aggregation, &ad);
-                        let pb = PairBatch::new(&pairs, &host, with_cn, &ad);
+                        let pb = PairBatch::new(step.pairs, &host, with_cn, &ad);
                         let x = x_full.clone().expect("uploaded for full-graph steps");
                         (net.encode(x.clone(), &g), x, pb)
                     }
                     StepGraph::Neighbourhood => {
-                        let mut seeds: Vec<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+                        let mut seeds: Vec<u32> =
+                            step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
                         let (mut cn_pair, mut cn_node) = (Vec::new(), Vec::new());
                         if with_cn {
                             let mut buf = Vec::new();
-                            for (k, &(a, b)) in pairs.iter().enumerate() {
+                            for (k, &(a, b)) in step.pairs.iter().enumerate() {
                                 buf.clear();
-                                full_host.common_neighbors_masked(a, b, &masked, &mut buf);
+                                full_host.common_neighbors_masked(a, b, step.masked, &mut buf);
                                 for &u in &buf {
                                     cn_pair.push(k as i64);
                                     cn_node.push(u);
@@ -661,9 +638,15 @@ impl LinkPredictor for GnnLinkPredictor {
                                 }
                             }
                         }
-                        let sub =
-                            full_host.subgraph(&wsum_full, &masked, &seeds, hops, mc.aggregation);
-                        let local: Vec<(u32, u32)> = pairs
+                        let sub = full_host.subgraph(
+                            &wsum_full,
+                            step.masked,
+                            &seeds,
+                            hops,
+                            mc.aggregation,
+                        );
+                        let local: Vec<(u32, u32)> = step
+                            .pairs
                             .iter()
                             .map(|&(a, b)| (sub.local(a), sub.local(b)))
                             .collect();
@@ -697,27 +680,16 @@ impl LinkPredictor for GnnLinkPredictor {
                     }
                 };
                 let (logits, correction) = net.score_pairs_parts(h, &x, &pb);
-                let mut loss = bce(logits, batch.len());
+                let mut loss = bce(logits, step.targets.len());
                 if tc.correction_penalty > 0.0 && mc.residual {
                     loss = loss
                         + (correction.clone() * correction)
                             .mean()
                             .mul_scalar(tc.correction_penalty);
                 }
-                let grads = GradientsParams::from_grads(loss.backward(), &net);
-                epoch_loss += scalar(loss.detach());
-                steps += 1;
-                net = optim.step(tc.learning_rate, net, grads);
-            }
-            let train_loss = epoch_loss / steps.max(1) as f32;
-            report.train_loss.push(train_loss);
-            report.epochs_run = epoch + 1;
-            report.steps = done_before + steps;
-            let at_limit = schedule.at_limit(report.steps);
-
-            let mut message = format!("loss {train_loss:.4}");
-            if !val_set.is_empty() {
-                let valid = net.valid();
+                Ok(loss)
+            },
+            |valid| {
                 let cache = CachedScorer::new(
                     valid.to_host()?,
                     mc.aggregation,
@@ -725,24 +697,9 @@ impl LinkPredictor for GnnLinkPredictor {
                     &ctx.host,
                     tc.inference == InferenceMode::JoinAll,
                 )?;
-                let vloss = validation_loss(&cache, &ctx, &val_set, &val_joins);
-                message.push_str(&format!(", val {vloss:.4}"));
-                finished = stopping.observe(epoch, vloss, valid, &mut report);
-            } else {
-                report.best_epoch = epoch + 1;
-            }
-            if at_limit && !finished {
-                report.stopped_at_max_steps = true;
-                message.push_str(&format!(", step limit {} reached", tc.max_steps));
-            }
-            finished |= at_limit || epoch + 1 == tc.epochs;
-            if let Some(c) = &checkpoints {
-                c.record(epoch + 1, finished, &report, &stopping, &net)?;
-            }
-            progress.update("train", (epoch + 1) as u64, &message);
-        }
-        progress.finish("train");
-        let net = stopping.into_best().unwrap_or_else(|| net.valid());
+                Ok(validation_loss(&cache, &ctx, &val_set, &val_joins))
+            },
+        )?;
         self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)

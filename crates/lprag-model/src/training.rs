@@ -1,18 +1,27 @@
-//! Pieces shared by the link-predictor trainers ([`crate::GnnLinkPredictor`] and
-//! [`crate::BurnLinkPredictor`]): the inductive validation split, the epoch schedule under
-//! the step limit, per-epoch generators, and versioned manifests.
+//! The link-predictor trainers' shared loop and its pieces ([`crate::GnnLinkPredictor`]
+//! and [`crate::BurnLinkPredictor`] both train with [`run_link_epochs`]; each supplies its
+//! model's step loss and its validation): the inductive validation split, the epoch
+//! schedule under the step limit, per-epoch generators, and versioned manifests.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use lprag_core::{EdgeKind, Error, LinkGraph, Result};
+use burn::module::Module;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::store::ModuleSnapshot;
+use burn::tensor::Tensor;
+use lprag_core::{EdgeKind, Error, LinkGraph, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
+use crate::checkpoint::Checkpoints;
 use crate::config::{Targets, TrainConfig};
+use crate::early_stop::EarlyStopping;
 use crate::host::pair_key;
-use crate::predictor::NegativeDraw;
+use crate::predictor::{scalar, NegativeDraw};
+use crate::seeding::Draws;
 
 /// A training graph split for link prediction.
 pub(crate) struct Split {
@@ -168,4 +177,142 @@ pub(crate) fn step_pairs(
         }
     }
     (pairs, masked)
+}
+
+/// One training step's batch, as [`run_link_epochs`] hands it to the model's loss.
+pub(crate) struct Step<'a> {
+    /// Epoch, 0-based.
+    pub epoch: usize,
+    /// Steps run before this one in the epoch.
+    pub index: usize,
+    /// The batch's target edges.
+    pub targets: &'a [(u32, u32)],
+    /// The pairs to score: the targets, then their negatives ([`step_pairs`]).
+    pub pairs: &'a [(u32, u32)],
+    /// Targets removed from the message graph for this step (empty without
+    /// `mask_targets`).
+    pub masked: &'a HashSet<(u32, u32)>,
+}
+
+/// What [`run_link_epochs`] runs on.
+pub(crate) struct LinkLoop<'a> {
+    /// Error location, e.g. `GnnLinkPredictor::fit`.
+    pub location: &'static str,
+    pub train: &'a TrainConfig,
+    /// Target edges of the split ([`Split::targets`]).
+    pub targets: &'a [(u32, u32)],
+    pub sampler: &'a NegativeDraw,
+    pub checkpoints: Option<&'a Checkpoints>,
+    /// Whether there are held-out queries to validate on (else the last model is kept).
+    pub validates: bool,
+    pub progress: &'a dyn Progress,
+}
+
+/// The epoch loop of the link-predictor trainers ([`crate::GnnLinkPredictor`] and
+/// [`crate::BurnLinkPredictor`]): resume from a checkpoint, then per epoch shuffle the
+/// targets with the epoch's own generator, batch them (within the step limit), draw
+/// negatives and the masked targets ([`step_pairs`]), take `loss(model, step)`'s gradient
+/// with Adam (weight decay from the configuration), refuse a non-finite epoch loss,
+/// validate with `validate(valid model)` (early stopping keeps the best), checkpoint and
+/// report progress. `draws` (burn's generator, held since seeding) is released after the
+/// first step, once the model has drawn its parameters. `fresh()` makes an untrained
+/// module on the scoring device for a resumed run's best weights. Returns the best model
+/// (validation mode) and the report (without `seconds`).
+pub(crate) fn run_link_epochs<M: Module + ModuleSnapshot>(
+    run: &LinkLoop<'_>,
+    mut model: M,
+    fresh: impl FnOnce() -> M,
+    draws: Draws,
+    mut loss: impl FnMut(&M, &Step<'_>) -> Result<Tensor<1>>,
+    mut validate: impl FnMut(&M) -> Result<f32>,
+) -> Result<(M, TrainReport)> {
+    let tc = run.train;
+    let mut draws = Some(draws);
+    let mut optim = AdamConfig::new()
+        .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
+        .init();
+    let bs = if tc.batch_size == 0 {
+        run.targets.len()
+    } else {
+        tc.batch_size
+    };
+    let schedule = Schedule::new(run.targets.len(), bs, tc);
+    let mut report = TrainReport::default();
+    let mut stopping = EarlyStopping::new(tc.patience);
+    let (mut start, mut finished) = (0, false);
+    if let Some(c) = run.checkpoints {
+        (start, finished) = c.resume(&mut model, fresh(), &mut stopping, &mut report)?;
+    }
+    let progress = run.progress;
+    progress.start("train", Some(schedule.planned_epochs as u64));
+    if start > 0 {
+        progress.update(
+            "train",
+            start as u64,
+            &format!("resumed from the checkpoint after epoch {start}"),
+        );
+    }
+    for epoch in start..tc.epochs {
+        if finished {
+            break;
+        }
+        let mut rng = epoch_rng(tc.seed, epoch);
+        let mut order = run.targets.to_vec();
+        order.shuffle(&mut rng);
+        let done_before = schedule.done_before(epoch);
+        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
+        for batch in order.chunks(bs).take(schedule.budget(epoch)) {
+            let (pairs, masked) = step_pairs(batch, tc, run.sampler, &mut rng);
+            let step = Step {
+                epoch,
+                index: steps,
+                targets: batch,
+                pairs: &pairs,
+                masked: &masked,
+            };
+            let l = loss(&model, &step)?;
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            epoch_loss += scalar(l.detach());
+            steps += 1;
+            model = optim.step(tc.learning_rate, model, grads);
+            if let Some(d) = draws.take() {
+                d.finish(&model);
+            }
+        }
+        let train_loss = epoch_loss / steps.max(1) as f32;
+        if !train_loss.is_finite() {
+            return Err(Error::invalid(
+                run.location,
+                format!("training loss became {train_loss} in epoch {}", epoch + 1),
+            ));
+        }
+        report.train_loss.push(train_loss);
+        report.epochs_run = epoch + 1;
+        report.steps = done_before + steps;
+        let at_limit = schedule.at_limit(report.steps);
+        let mut message = format!("loss {train_loss:.4}");
+        if run.validates {
+            let valid = model.valid();
+            let vloss = validate(&valid)?;
+            message.push_str(&format!(", val {vloss:.4}"));
+            finished = stopping.observe(epoch, vloss, valid, &mut report);
+        } else {
+            report.best_epoch = epoch + 1;
+        }
+        if at_limit && !finished {
+            report.stopped_at_max_steps = true;
+            message.push_str(&format!(", step limit {} reached", tc.max_steps));
+        }
+        finished |= at_limit || epoch + 1 == tc.epochs;
+        if let Some(c) = run.checkpoints {
+            c.record(epoch + 1, finished, &report, &stopping, &model)?;
+        }
+        progress.update("train", (epoch + 1) as u64, &message);
+    }
+    progress.finish("train");
+    if let Some(d) = draws.take() {
+        d.finish(&model);
+    }
+    let model = stopping.into_best().unwrap_or_else(|| model.valid());
+    Ok((model, report))
 }

@@ -12,7 +12,7 @@
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
@@ -108,7 +108,7 @@ impl LinkModel for Vgae {
 
     fn encode_train(&self, x: Tensor<2>, graph: &GraphBatch) -> (Tensor<2>, Option<Tensor<1>>) {
         let (mu, logstd) = self.moments(x, graph);
-        let eps = mu.random_like(Distribution::Normal(0.0, 1.0));
+        let eps = graph.standard_normal_like(&mu);
         let z = mu.clone() + logstd.clone().exp() * eps;
         let kl = vgae_kl(mu, logstd).div_scalar(graph.graph_nodes().max(1) as f32);
         (z, Some(kl))
@@ -160,6 +160,7 @@ pub fn restore_vgae(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::tensor::Distribution;
 
     fn values(t: Tensor<2>) -> Vec<f32> {
         t.into_data().try_into_vec::<f32>().unwrap()
@@ -193,11 +194,16 @@ mod tests {
         );
         let (mu2, logstd) = model.moments(x.clone(), &g);
         assert_eq!(values(mu.clone()), values(mu2));
-        let (z, extra) = model.encode_train(x, &g);
+        let (z, extra) = model.encode_train(x.clone(), &g);
         assert_ne!(
-            values(z),
+            values(z.clone()),
             values(mu.clone()),
             "training samples z = μ + σ ε"
+        );
+        assert_eq!(
+            values(z),
+            values(model.encode_train(x, &g).0),
+            "ε comes from the batch's own seed, not burn's shared generator"
         );
         let extra = crate::predictor::scalar(extra.expect("VGAE adds a KL term"));
         let kl = crate::predictor::scalar(vgae_kl(mu, logstd));

@@ -1,8 +1,5 @@
 //! `BurnLinkPredictor::with_checkpoints`: a run killed after an epoch resumes there, a
 //! finished run is not repeated, another configuration starts afresh.
-//!
-//! One test in its own binary: burn's seeded parameter initialisation draws from a
-//! process-wide generator, so a test running beside it could change the weights.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -12,8 +9,7 @@ use lprag_model::burn::nn::{Linear, LinearConfig};
 use lprag_model::burn::tensor::{Device, Tensor};
 use lprag_model::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs, TrainConfig};
 
-mod common;
-use common::{graph, DieAfter};
+use crate::common::{graph, DieAfter};
 
 #[derive(Module, Debug)]
 struct Sage1 {

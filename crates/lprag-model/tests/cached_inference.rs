@@ -10,8 +10,7 @@ use lprag_model::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
-use common::{graph, CHUNKS, DIM};
+use crate::common::{graph, CHUNKS, DIM};
 
 fn models() -> Vec<ModelConfig> {
     let m = |kind, aggregation, layers, residual| ModelConfig {

@@ -1,15 +1,11 @@
 //! Per-epoch training checkpoints: a run killed after an epoch resumes there.
-//!
-//! One test in its own binary: burn's seeded parameter initialisation draws from a
-//! process-wide generator, so a test running beside it could change the weights.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use lprag_core::{LinkPredictor, NoProgress};
 use lprag_model::{GnnLinkPredictor, ModelConfig, TrainConfig};
 
-mod common;
-use common::{graph, DieAfter};
+use crate::common::{graph, DieAfter};
 
 fn config(epochs: usize) -> TrainConfig {
     TrainConfig {

@@ -11,8 +11,7 @@ use lprag_model::{BurnLinkPredictor, GraphBatch, InferenceMode, LinkModel, Pairs
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
-use common::{graph, CHUNKS, DIM};
+use crate::common::{graph, CHUNKS, DIM};
 
 /// Two GraphSAGE-mean layers and a Hadamard decoder.
 #[derive(Module, Debug)]

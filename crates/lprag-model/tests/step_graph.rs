@@ -1,9 +1,5 @@
 //! Training steps over the targets' neighbourhood (`StepGraph::Neighbourhood`) see the
 //! same forward pass as steps over the whole graph (`StepGraph::Full`).
-//!
-//! One test in its own binary: burn's seeded parameter initialisation draws from a
-//! process-wide generator, so a test running beside it could change the weights one of
-//! the two fits starts from.
 
 use lprag_core::{LinkPredictor, NoProgress};
 use lprag_model::{
@@ -11,8 +7,7 @@ use lprag_model::{
     TrainConfig,
 };
 
-mod common;
-use common::graph;
+use crate::common::graph;
 
 /// A one-layer GCN GAE (its self loop is folded into the host-side aggregation).
 fn gcn_one_layer() -> ModelConfig {
