@@ -367,7 +367,9 @@ pub trait LinkModel: Module + Sync + 'static {
     }
 
     /// Link logits of `pairs` from the node representations (σ(logit) ≥ 0.5 predicts a
-    /// link).
+    /// link). Each pair's logit must depend on its two endpoints' rows alone: at inference
+    /// `h` holds only the query's and the candidates' rows, some of them kept from an
+    /// earlier pass over the chunk graph.
     ///
     /// # Shapes
     /// `h: [N, hidden] → [P]`
@@ -406,6 +408,29 @@ pub trait PairModel: Module + Sync + 'static {
     ) -> (Tensor<1>, Option<Tensor<1>>) {
         (self.score_pairs(x, graph, pairs), None)
     }
+
+    /// Node representations, for a model that scores each pair from its two endpoints'
+    /// rows alone (every [`LinkModel`]: its [`LinkModel::encode`]); `None`, the default,
+    /// for a pair-level model. With them [`BurnLinkPredictor`] keeps every chunk's
+    /// representation and, per query, re-encodes only the candidates within
+    /// [`PairModel::pair_hops`] of a chunk the query joins.
+    ///
+    /// # Shapes
+    /// `x: [N, d_in] → [N, hidden]`
+    fn node_representations(&self, x: Tensor<2>, graph: &GraphBatch) -> Option<Tensor<2>> {
+        let _ = (x, graph);
+        None
+    }
+
+    /// Logits of `pairs` from rows of [`PairModel::node_representations`] (every
+    /// [`LinkModel`]: its [`LinkModel::decode`]); `None` by default.
+    ///
+    /// # Shapes
+    /// `h: [N, hidden] → [P]`
+    fn score_representations(&self, h: Tensor<2>, pairs: &Pairs) -> Option<Tensor<1>> {
+        let _ = (h, pairs);
+        None
+    }
 }
 
 impl<M: LinkModel> PairModel for M {
@@ -429,6 +454,14 @@ impl<M: LinkModel> PairModel for M {
     ) -> (Tensor<1>, Option<Tensor<1>>) {
         let (h, extra) = self.encode_train(x, graph);
         (self.decode(h, pairs), extra)
+    }
+
+    fn node_representations(&self, x: Tensor<2>, graph: &GraphBatch) -> Option<Tensor<2>> {
+        Some(self.encode(x, graph))
+    }
+
+    fn score_representations(&self, h: Tensor<2>, pairs: &Pairs) -> Option<Tensor<1>> {
+        Some(self.decode(h, pairs))
     }
 }
 
@@ -631,6 +664,38 @@ struct Served<M> {
     ctx: ChunkContext,
     wsum: Vec<f32>,
     positions: ChunkPositions,
+    /// Every chunk's representation without a query, for a model that has them
+    /// ([`PairModel::node_representations`]).
+    reps: Option<ChunkReps>,
+}
+
+/// The chunks' node representations, `[num_chunks, width]`, row-major.
+struct ChunkReps {
+    width: usize,
+    rows: Vec<f32>,
+}
+
+/// Chunks within `hops` edges of `start` (`start` included): those whose representation a
+/// query node joined to `start` can change (its messages reach `hops − 1` further, and
+/// the joined chunks' degrees one more).
+fn within_hops(host: &HostGraph, start: &[u32], hops: usize) -> std::collections::HashSet<u32> {
+    let mut seen: std::collections::HashSet<u32> = start.iter().copied().collect();
+    let mut frontier: Vec<u32> = start.to_vec();
+    for _ in 0..hops {
+        let mut next = Vec::new();
+        for &i in &frontier {
+            for &(j, _) in host.neighbors(i) {
+                if seen.insert(j) {
+                    next.push(j);
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        frontier = next;
+    }
+    seen
 }
 
 /// Positional encodings of the chunks, `[num_chunks, dim]`, for a model that asks for them
@@ -840,14 +905,27 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             Some(p) if p.dim == dim => p,
             _ => ChunkPositions::new(graph, dim, self.train.seed)?,
         };
-        self.state = Some(Served {
+        let mut st = Served {
             model,
             d_in: graph.features.dim(),
             ctx,
             wsum,
             positions,
-        });
+            reps: None,
+        };
+        if let Some(m) = &st.model {
+            st.reps = chunk_representations(m, &st, &self.device);
+        }
+        self.state = Some(st);
         Ok(())
+    }
+
+    /// Whether this predictor keeps every chunk's node representation and re-encodes, per
+    /// query, only the candidates near the chunks the query joins (a trained or restored
+    /// [`LinkModel`]; a pair-level [`PairModel`] such as SEAL encodes each query's whole
+    /// neighbourhood).
+    pub fn caches_representations(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.reps.is_some())
     }
 
     fn served(&self) -> Result<(&M, &Served<M>)> {
@@ -903,6 +981,16 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         };
         let qid = view.qid();
         let q_pos = st.positions.query(view.join.as_deref());
+        if let (false, Some(reps), Some(join)) = (full, &st.reps, &view.join) {
+            let near = within_hops(&st.ctx.host, join, model.pair_hops());
+            if cands.iter().any(|c| !near.contains(c)) {
+                if let Some(logits) =
+                    self.score_cached(model, st, reps, &view, q, &q_pos, cands, &near)
+                {
+                    return logits;
+                }
+            }
+        }
         let g = if full {
             full_graph(&view, model.pair_hops())
         } else {
@@ -947,6 +1035,97 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             .unwrap_or_else(|_| vec![f32::NAN; cands.len()])
     }
 
+    /// [`Self::score_query`] with the kept chunk representations: the query and the
+    /// candidates in `near` are encoded on their neighbourhood, the other candidates' rows
+    /// come from `reps`; `None` when the model gives no representations.
+    #[allow(clippy::too_many_arguments)]
+    fn score_cached(
+        &self,
+        model: &M,
+        st: &Served<M>,
+        reps: &ChunkReps,
+        view: &QueryView<'_>,
+        q: &[f32],
+        q_pos: &[f32],
+        cands: &[u32],
+        near: &std::collections::HashSet<u32>,
+    ) -> Option<Vec<f32>> {
+        let qid = view.qid();
+        let mut seeds = vec![qid];
+        seeds.extend(cands.iter().copied().filter(|c| near.contains(c)));
+        let g = LocalGraph::build(
+            &seeds,
+            model.pair_hops(),
+            &|i, out| view.neighbours(i, out),
+            &|i| view.degree(i),
+        );
+        let x = g.features(
+            st.d_in,
+            |i| {
+                if i == qid {
+                    q
+                } else {
+                    st.ctx.features.row(i as usize)
+                }
+            },
+            &self.device,
+        );
+        let batch = g.to_device_with(
+            qid as usize + 1,
+            st.positions.dim,
+            |i| {
+                if i == qid {
+                    q_pos
+                } else {
+                    st.positions.chunk(i)
+                }
+            },
+            &self.device,
+        );
+        let h_local = model.node_representations(x, &batch)?;
+        // Rows: the local ones (query first, then the near candidates), then the kept ones.
+        let far: Vec<u32> = cands
+            .iter()
+            .copied()
+            .filter(|c| !near.contains(c))
+            .collect();
+        let w = reps.width;
+        let mut kept = Vec::with_capacity(far.len() * w);
+        for &c in &far {
+            kept.extend_from_slice(&reps.rows[c as usize * w..(c as usize + 1) * w]);
+        }
+        let local_rows: Vec<i64> = seeds.iter().map(|s| g.local[s] as i64).collect();
+        let h_near = h_local.select(
+            0,
+            Tensor::<1, Int>::from_data(TensorData::new(local_rows, [seeds.len()]), &self.device),
+        );
+        let h = Tensor::cat(
+            vec![h_near, rows_tensor(kept, far.len(), w, &self.device)],
+            0,
+        );
+        let (mut next_near, mut next_far) = (1u32, seeds.len() as u32);
+        let pairs: Vec<(u32, u32)> = cands
+            .iter()
+            .map(|c| {
+                let row = if near.contains(c) {
+                    next_near += 1;
+                    next_near - 1
+                } else {
+                    next_far += 1;
+                    next_far - 1
+                };
+                (0, row)
+            })
+            .collect();
+        let logits = model.score_representations(h, &Pairs::new(&pairs, &self.device))?;
+        Some(
+            logits
+                .into_data()
+                .try_into_vec::<f32>()
+                .unwrap_or_else(|_| vec![f32::NAN; cands.len()]),
+        )
+    }
+
     fn checked(&self, query: &[f32], candidates: &[ChunkId]) -> Result<(&M, &Served<M>, Vec<u32>)> {
         let (m, st) = self.served()?;
         lprag_core::check_score_args(
@@ -966,6 +1145,57 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         let (m, st, cands) = self.checked(query, candidates)?;
         Ok(self.score_query(m, st, &normalize_vec(query), &[], &cands, true))
     }
+}
+
+/// Every chunk's representation on the chunk graph without a query (one pass over the
+/// whole graph), or `None` for a model without node representations.
+fn chunk_representations<M: PairModel>(
+    model: &M,
+    st: &Served<M>,
+    device: &Device,
+) -> Option<ChunkReps> {
+    let view = QueryView {
+        ctx: &st.ctx,
+        wsum: &st.wsum,
+        join: Some(Vec::new()),
+    };
+    let qid = view.qid();
+    let g = full_graph(&view, model.pair_hops());
+    let zeros = vec![0.0f32; st.d_in];
+    let x = g.features(
+        st.d_in,
+        |i| {
+            if i == qid {
+                &zeros
+            } else {
+                st.ctx.features.row(i as usize)
+            }
+        },
+        device,
+    );
+    let q_pos = st.positions.query(Some(&[]));
+    let batch = g.to_device_with(
+        qid as usize + 1,
+        st.positions.dim,
+        |i| {
+            if i == qid {
+                &q_pos
+            } else {
+                st.positions.chunk(i)
+            }
+        },
+        device,
+    );
+    let h = model.node_representations(x, &batch)?;
+    let [_, width] = h.dims();
+    let all = h.into_data().try_into_vec::<f32>().ok()?;
+    let mut rows = vec![0.0f32; qid as usize * width];
+    for c in 0..qid {
+        let li = g.local[&c] as usize;
+        rows[c as usize * width..(c as usize + 1) * width]
+            .copy_from_slice(&all[li * width..(li + 1) * width]);
+    }
+    Some(ChunkReps { width, rows })
 }
 
 /// The whole chunk graph plus the query node (local ids: query first, then chunks), every

@@ -124,6 +124,10 @@ fn neighbourhood_scores_equal_the_full_graph_pass_for_every_mode() {
         assert!(!report.val_loss.is_empty(), "{report:?}");
         let mut b = BurnLinkPredictor::new("gcn1", train(mode), gcn1);
         b.fit(&g, &NoProgress).unwrap();
+        // Every chunk's representation is kept: candidates farther than `hops` from the
+        // chunks a query joins are scored from it, the rest re-encoded (isolated chunks
+        // 24..30 and most of the chain are far from any three joined chunks here).
+        assert!(a.caches_representations() && b.caches_representations());
         for q in queries() {
             for p in [&a as &dyn LinkPredictor, &b] {
                 let what = format!("{} {mode:?}", p.name());
@@ -176,6 +180,7 @@ fn save_restore_and_typed_errors() {
     p.save(dir.path()).unwrap();
     let r = BurnLinkPredictor::restore(dir.path(), &g, gcn1).unwrap();
     assert_eq!(r.name(), "gcn1");
+    assert!(r.caches_representations(), "rebuilt on restore");
     let all: Vec<usize> = (0..CHUNKS).collect();
     assert_eq!(p.score(&q, &all).unwrap(), r.score(&q, &all).unwrap());
 
@@ -231,6 +236,7 @@ fn peg_scores_the_neighbourhood_like_the_full_graph_and_restores_its_encodings()
     ] {
         let mut p = peg_predictor(config, train(mode));
         p.fit(&g, &NoProgress).unwrap();
+        assert!(p.caches_representations());
         for q in queries() {
             let full = p.score_full_graph(&q, &all).unwrap();
             assert_close(&p.score(&q, &all).unwrap(), &full, &format!("peg {mode:?}"));
@@ -270,6 +276,10 @@ fn seal_scores_the_neighbourhood_like_the_full_graph_and_restores() {
     ] {
         let mut p = seal_predictor(config, train(mode));
         p.fit(&g, &NoProgress).unwrap();
+        assert!(
+            !p.caches_representations(),
+            "a pair-level model has no node rows"
+        );
         for q in queries() {
             let full = p.score_full_graph(&q, &all).unwrap();
             assert_close(
