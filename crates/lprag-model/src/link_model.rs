@@ -1003,31 +1003,8 @@ impl<M: PairModel> BurnLinkPredictor<M> {
                 &|i| view.degree(i),
             )
         };
-        let d = st.d_in;
-        let x = g.features(
-            d,
-            |i| {
-                if i == qid {
-                    q
-                } else {
-                    st.ctx.features.row(i as usize)
-                }
-            },
-            &self.device,
-        );
+        let (x, batch) = query_inputs(&g, st, q, &q_pos, &self.device);
         let pairs: Vec<(u32, u32)> = cands.iter().map(|&c| (0, g.local[&c])).collect();
-        let batch = g.to_device_with(
-            qid as usize + 1,
-            st.positions.dim,
-            |i| {
-                if i == qid {
-                    &q_pos
-                } else {
-                    st.positions.chunk(i)
-                }
-            },
-            &self.device,
-        );
         let logits = model.score_pairs(x, &batch, &Pairs::new(&pairs, &self.device));
         logits
             .into_data()
@@ -1059,29 +1036,7 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             &|i, out| view.neighbours(i, out),
             &|i| view.degree(i),
         );
-        let x = g.features(
-            st.d_in,
-            |i| {
-                if i == qid {
-                    q
-                } else {
-                    st.ctx.features.row(i as usize)
-                }
-            },
-            &self.device,
-        );
-        let batch = g.to_device_with(
-            qid as usize + 1,
-            st.positions.dim,
-            |i| {
-                if i == qid {
-                    q_pos
-                } else {
-                    st.positions.chunk(i)
-                }
-            },
-            &self.device,
-        );
+        let (x, batch) = query_inputs(&g, st, q, q_pos, &self.device);
         let h_local = model.node_representations(x, &batch)?;
         // Rows: the local ones (query first, then the near candidates), then the kept ones.
         let far: Vec<u32> = cands
@@ -1147,6 +1102,42 @@ impl<M: PairModel> BurnLinkPredictor<M> {
     }
 }
 
+/// The features (`q` for the query node) and the batch (with `q_pos` as the query's
+/// positional row) of `g`, a neighbourhood of the chunk graph plus the query node.
+fn query_inputs<M>(
+    g: &LocalGraph,
+    st: &Served<M>,
+    q: &[f32],
+    q_pos: &[f32],
+    device: &Device,
+) -> (Tensor<2>, GraphBatch) {
+    let qid = st.ctx.num_chunks() as u32;
+    let x = g.features(
+        st.d_in,
+        |i| {
+            if i == qid {
+                q
+            } else {
+                st.ctx.features.row(i as usize)
+            }
+        },
+        device,
+    );
+    let batch = g.to_device_with(
+        qid as usize + 1,
+        st.positions.dim,
+        |i| {
+            if i == qid {
+                q_pos
+            } else {
+                st.positions.chunk(i)
+            }
+        },
+        device,
+    );
+    (x, batch)
+}
+
 /// Every chunk's representation on the chunk graph without a query (one pass over the
 /// whole graph), or `None` for a model without node representations.
 fn chunk_representations<M: PairModel>(
@@ -1162,30 +1153,8 @@ fn chunk_representations<M: PairModel>(
     let qid = view.qid();
     let g = full_graph(&view, model.pair_hops());
     let zeros = vec![0.0f32; st.d_in];
-    let x = g.features(
-        st.d_in,
-        |i| {
-            if i == qid {
-                &zeros
-            } else {
-                st.ctx.features.row(i as usize)
-            }
-        },
-        device,
-    );
     let q_pos = st.positions.query(Some(&[]));
-    let batch = g.to_device_with(
-        qid as usize + 1,
-        st.positions.dim,
-        |i| {
-            if i == qid {
-                &q_pos
-            } else {
-                st.positions.chunk(i)
-            }
-        },
-        device,
-    );
+    let (x, batch) = query_inputs(&g, st, &zeros, &q_pos, device);
     let h = model.node_representations(x, &batch)?;
     let [_, width] = h.dims();
     let all = h.into_data().try_into_vec::<f32>().ok()?;
