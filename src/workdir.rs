@@ -191,6 +191,60 @@ impl WorkDir {
             .map(|g| g.features)
             .filter(|e| e.rows() == rows)
     }
+
+    /// Append the embedding rows saved as `stage` under `key` to `out` when there are
+    /// exactly `rows` of them, `dim` wide (read straight into `out`, no second copy);
+    /// `false` (with `out` unchanged) when the stage is not there or unusable, which
+    /// `warn` hears about.
+    pub(crate) fn append_embeddings(
+        &self,
+        stage: &str,
+        key: StageKey,
+        rows: usize,
+        dim: usize,
+        out: &mut Vec<f32>,
+        warn: &dyn Fn(String),
+    ) -> bool {
+        if !self.has(stage, key) {
+            return false;
+        }
+        let path = self.dir.join(format!("{stage}.bin"));
+        let before = out.len();
+        match lprag_graph::append_feature_rows(&path, dim, out) {
+            Ok(n) if n == rows => true,
+            Ok(n) => {
+                out.truncate(before);
+                warn(format!(
+                    "work directory: {} holds {n} rows, expected {rows}; recomputing",
+                    path.display()
+                ));
+                false
+            }
+            Err(e) => {
+                warn(format!(
+                    "work directory: {} unreadable ({e}); recomputing",
+                    path.display()
+                ));
+                false
+            }
+        }
+    }
+
+    /// Save embedding rows (`dim` wide, row-major, possibly part of a larger buffer) as
+    /// `stage` under `key`, readable by [`WorkDir::load_embeddings`] and
+    /// [`WorkDir::append_embeddings`].
+    pub(crate) fn save_rows(
+        &self,
+        stage: &str,
+        key: StageKey,
+        dim: usize,
+        rows: &[f32],
+    ) -> Result<()> {
+        self.unmark(stage)?;
+        // Written to a temporary file and renamed by `save_feature_rows` itself.
+        lprag_graph::save_feature_rows(dim, rows, self.dir.join(format!("{stage}.bin")))?;
+        self.mark(stage, key)
+    }
 }
 
 /// Save `emb` as `stage` under `key` when there is a work directory (a graph without

@@ -200,6 +200,43 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     );
     assert_eq!(fourth.synthetic_queries(), third.synthetic_queries());
 
+    // A damaged embedding file likewise: it is read straight into the graph's feature
+    // buffer, which must come out as if it had never been read.
+    let bin = dir.path().join("query-embeddings.bin");
+    let mut bytes = std::fs::read(&bin).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    std::fs::write(&bin, bytes).unwrap();
+    let embedded = enc.texts.load(Ordering::SeqCst);
+    let repaired = build(dir.path(), &enc, &generator, {
+        let mut c = config(2);
+        c.knn_k = 2;
+        c
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        repaired.stats().reused_stages,
+        ["chunk", "embed", "graph", "queries"]
+    );
+    assert!(
+        repaired
+            .stats()
+            .warnings
+            .iter()
+            .any(|w| w.contains("query-embeddings.bin") && w.contains("recomputing")),
+        "{:?}",
+        repaired.stats().warnings
+    );
+    assert_eq!(
+        enc.texts.load(Ordering::SeqCst),
+        embedded + repaired.synthetic_queries().len()
+    );
+    assert_eq!(
+        repaired.graph().features.as_slice(),
+        fourth.graph().features.as_slice()
+    );
+
     // Changed documents invalidate everything.
     let mut docs = corpus();
     docs[0].text.push_str(" She died in 1934.");

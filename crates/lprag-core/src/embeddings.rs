@@ -1,4 +1,10 @@
 //! A dense row-major matrix of embeddings.
+//!
+//! The buffer is reference-counted: cloning an [`Embeddings`] or taking its first rows
+//! ([`Embeddings::leading_rows`]) shares the memory instead of copying it (a million
+//! 1,024-wide rows are 4 GB), and a mutation copies only when the buffer is shared.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -6,13 +12,17 @@ use crate::{Error, Result};
 
 /// Row-major `rows × dim` matrix of `f32` embeddings (one row per text).
 ///
-/// Deserialising checks what [`Embeddings::new`] checks (a width of at least 1 and a
-/// buffer that is a whole number of rows), so a corrupt file is an error, not a panic later.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Clones share one buffer (copy on write; see the module docs). Deserialising checks
+/// what [`Embeddings::new`] checks (a width of at least 1 and a buffer that is a whole
+/// number of rows), so a corrupt file is an error, not a panic later.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "RawEmbeddings")]
 pub struct Embeddings {
     dim: usize,
-    data: Vec<f32>,
+    /// The shared buffer; this matrix is `data[start..start + len]`.
+    data: Arc<Vec<f32>>,
+    start: usize,
+    len: usize,
 }
 
 /// The serialised form of [`Embeddings`], checked on the way in.
@@ -27,6 +37,27 @@ impl TryFrom<RawEmbeddings> for Embeddings {
 
     fn try_from(raw: RawEmbeddings) -> Result<Self> {
         Embeddings::new(raw.dim, raw.data)
+    }
+}
+
+impl Serialize for Embeddings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Raw<'a> {
+            dim: usize,
+            data: &'a [f32],
+        }
+        Raw {
+            dim: self.dim,
+            data: self.as_slice(),
+        }
+        .serialize(s)
+    }
+}
+
+impl PartialEq for Embeddings {
+    fn eq(&self, other: &Self) -> bool {
+        self.dim == other.dim && self.as_slice() == other.as_slice()
     }
 }
 
@@ -48,15 +79,21 @@ impl Embeddings {
                 ),
             ));
         }
-        Ok(Self { dim, data })
+        Ok(Self::wrap(dim, data))
+    }
+
+    fn wrap(dim: usize, data: Vec<f32>) -> Self {
+        Self {
+            dim,
+            len: data.len(),
+            data: Arc::new(data),
+            start: 0,
+        }
     }
 
     /// An empty matrix of the given width.
     pub fn empty(dim: usize) -> Self {
-        Self {
-            dim,
-            data: Vec::new(),
-        }
+        Self::wrap(dim, Vec::new())
     }
 
     /// Build from rows; every row must have length `dim`.
@@ -82,32 +119,64 @@ impl Embeddings {
 
     /// Number of rows (0 for a zero-width matrix from [`Embeddings::empty`]).
     pub fn rows(&self) -> usize {
-        self.data.len().checked_div(self.dim).unwrap_or(0)
+        self.len.checked_div(self.dim).unwrap_or(0)
     }
 
     /// `true` when there are no rows.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.len == 0
     }
 
     /// Row `i`. Panics when `i >= rows()` like slice indexing.
     pub fn row(&self, i: usize) -> &[f32] {
-        &self.data[i * self.dim..(i + 1) * self.dim]
+        &self.as_slice()[i * self.dim..(i + 1) * self.dim]
     }
 
     /// The flat row-major buffer.
     pub fn as_slice(&self) -> &[f32] {
-        &self.data
+        &self.data[self.start..self.start + self.len]
     }
 
-    /// Consume into the flat row-major buffer.
+    /// Consume into the flat row-major buffer (without a copy when nothing else shares it
+    /// and this matrix is all of it).
     pub fn into_vec(self) -> Vec<f32> {
-        self.data
+        if self.start == 0 && self.len == self.data.len() {
+            Arc::try_unwrap(self.data).unwrap_or_else(|shared| shared.as_ref().clone())
+        } else {
+            self.as_slice().to_vec()
+        }
     }
 
     /// Iterate over rows.
     pub fn iter(&self) -> impl Iterator<Item = &[f32]> {
-        self.data.chunks_exact(self.dim)
+        self.as_slice().chunks_exact(self.dim)
+    }
+
+    /// The first `rows` rows (all of them when there are fewer), sharing this matrix's
+    /// buffer: no copy is made.
+    pub fn leading_rows(&self, rows: usize) -> Embeddings {
+        Self {
+            dim: self.dim,
+            data: self.data.clone(),
+            start: self.start,
+            len: rows.min(self.rows()) * self.dim,
+        }
+    }
+
+    /// `true` when `self` and `other` read one buffer (a clone, or
+    /// [`Embeddings::leading_rows`] of one another), so neither holds a copy.
+    pub fn shares_buffer_with(&self, other: &Embeddings) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// The buffer, owned by this matrix alone and exactly its rows (copied first when
+    /// shared or a view of a larger one).
+    fn owned(&mut self) -> &mut Vec<f32> {
+        if self.start != 0 || self.len != self.data.len() || Arc::get_mut(&mut self.data).is_none()
+        {
+            *self = Self::wrap(self.dim, self.as_slice().to_vec());
+        }
+        Arc::get_mut(&mut self.data).expect("owned just above")
     }
 
     /// Append the rows of `other` (same width).
@@ -119,14 +188,16 @@ impl Embeddings {
                 actual: other.dim,
             });
         }
-        self.data.extend_from_slice(&other.data);
+        let data = self.owned();
+        data.extend_from_slice(other.as_slice());
+        self.len = self.data.len();
         Ok(())
     }
 
     /// Scale every row to unit L2 norm (zero rows stay zero).
     pub fn normalize(&mut self) {
         let dim = self.dim;
-        for row in self.data.chunks_exact_mut(dim) {
+        for row in self.owned().chunks_exact_mut(dim) {
             let n = row.iter().map(|x| x * x).sum::<f32>().sqrt();
             if n > 0.0 {
                 row.iter_mut().for_each(|x| *x /= n);
@@ -140,10 +211,7 @@ impl Embeddings {
         for &r in rows {
             data.extend_from_slice(self.row(r));
         }
-        Embeddings {
-            dim: self.dim,
-            data,
-        }
+        Self::wrap(self.dim, data)
     }
 }
 
@@ -216,5 +284,45 @@ mod tests {
         assert_eq!(e.row(1), &[0.0, 0.0]);
         assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]) - 0.70710677).abs() < 1e-6);
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+    }
+
+    #[test]
+    fn clones_and_leading_rows_share_the_buffer_until_one_is_changed() {
+        let e =
+            Embeddings::from_rows(2, &[vec![3.0, 4.0], vec![1.0, 0.0], vec![0.0, 2.0]]).unwrap();
+        let head = e.leading_rows(2);
+        assert!(head.shares_buffer_with(&e));
+        assert_eq!(head.rows(), 2);
+        assert_eq!(head.row(1), &[1.0, 0.0]);
+        assert_eq!(head.as_slice(), &e.as_slice()[..4]);
+        assert_eq!(head.iter().count(), 2);
+        assert_eq!(e.leading_rows(9).rows(), 3);
+        assert_eq!(
+            head,
+            Embeddings::from_rows(2, &[vec![3.0, 4.0], vec![1.0, 0.0]]).unwrap()
+        );
+        // Serialised as its own rows only.
+        let json = serde_json::to_string(&head).unwrap();
+        assert_eq!(json, r#"{"dim":2,"data":[3.0,4.0,1.0,0.0]}"#);
+        let back: Embeddings = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, head);
+        // Changing a view or a clone copies it first; the original keeps its rows.
+        let mut view = head.clone();
+        view.normalize();
+        assert!(!view.shares_buffer_with(&e));
+        assert_eq!(view.row(0), &[0.6, 0.8]);
+        assert_eq!(e.row(0), &[3.0, 4.0]);
+        let mut grown = e.leading_rows(1);
+        grown.extend(&e.leading_rows(1)).unwrap();
+        assert_eq!(grown.as_slice(), &[3.0, 4.0, 3.0, 4.0]);
+        assert_eq!(e.rows(), 3);
+        assert_eq!(head.clone().into_vec(), vec![3.0, 4.0, 1.0, 0.0]);
+        // A sole owner changes and gives up its buffer in place.
+        let mut alone = Embeddings::new(2, vec![0.0, 5.0]).unwrap();
+        let before = alone.as_slice().as_ptr();
+        alone.normalize();
+        assert_eq!(alone.as_slice().as_ptr(), before);
+        let back = alone.into_vec();
+        assert_eq!(back.as_ptr(), before);
     }
 }

@@ -18,7 +18,9 @@
 //!   [`lprag_core::LinkGraph`] with query–chunk edges of weight 1.
 //! * **Negatives**: [`NegativeSampler`] draws chunk ids uniformly or by degree.
 //! * **Persistence**: [`save_link_graph`] / [`load_link_graph`] (and the chunk-graph
-//!   pair) write a versioned, checksummed file atomically.
+//!   pair) write a versioned, checksummed file atomically; link graphs stream through
+//!   64 KiB blocks, so saving or loading one needs no second copy of its features
+//!   ([`save_feature_rows`] / [`append_feature_rows`] for rows inside a larger buffer).
 //!
 //! Every function returns a typed [`GraphError`] on bad input instead of panicking; it
 //! converts into [`lprag_core::Error`] with `?`.
@@ -104,9 +106,9 @@ pub use knn::{
 pub use link::{build_link_graph, link_graph_from_features};
 pub use nndescent::NnDescentParams;
 pub use persist::{
-    chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes, link_graph_from_bytes, load_chunk_graph,
-    load_knn_lists, load_link_graph, save_chunk_graph, save_knn_lists, save_link_graph,
-    FORMAT_VERSION,
+    append_feature_rows, chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes,
+    link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph, save_chunk_graph,
+    save_feature_rows, save_knn_lists, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
 pub use search::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};

@@ -14,13 +14,15 @@
 //! 1 = QueryChunk, 2 = Bridge). A [`ChunkGraph`] payload is its CSR: `offsets: u32 ×
 //! (num_nodes + 1)`, `indices: u32 × num_edges`, `weights: f32 × num_edges`.
 //!
+//! Link graphs are hashed, written and read in 64 KiB blocks, so saving or loading one
+//! holds no second copy of its features (at a million chunks they are gigabytes).
 //! Files are written atomically: to a temporary file in the same directory, synced, then
 //! renamed over the target, so a crash never leaves a half-written graph under the real
 //! name. Another [`FORMAT_VERSION`] gives [`GraphError::VersionMismatch`]; a payload that
 //! does not hash to the header's checksum gives [`GraphError::ChecksumMismatch`].
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,12 +60,29 @@ struct Header {
 /// FNV-1a, 64 bit: detects corruption (not tampering). Also used for the checksums of
 /// other saved files (model weights).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    let mut h = Fnv1a::new();
+    h.update(bytes);
+    h.finish()
+}
+
+/// [`fnv1a64`] over data that arrives in pieces.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
     }
-    h
+
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Save `graph` to `path` (overwriting it atomically).
@@ -72,34 +91,112 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// [`GraphError::InvalidGraph`] when the graph fails [`LinkGraph::validate`];
 /// [`GraphError::Io`] when the file cannot be written.
 pub fn save_link_graph(graph: &LinkGraph, path: impl AsRef<Path>) -> Result<(), GraphError> {
-    let path = path.as_ref();
     graph
         .validate()
         .map_err(|e| GraphError::graph("LinkGraph", e.to_string()))?;
-    let feats = graph.features.as_slice();
-    let mut payload = Vec::with_capacity(feats.len() * 4 + graph.edges.len() * EDGE_RECORD);
-    for v in feats {
-        payload.extend_from_slice(&v.to_le_bytes());
-    }
-    for e in &graph.edges {
-        payload.extend_from_slice(&e.a.to_le_bytes());
-        payload.extend_from_slice(&e.b.to_le_bytes());
-        payload.extend_from_slice(&e.weight.to_le_bytes());
-        payload.push(match e.kind {
-            EdgeKind::Similarity => 0,
-            EdgeKind::QueryChunk => 1,
-            EdgeKind::Bridge => 2,
-        });
-    }
-    let header = header(
-        KIND_LINK,
-        &payload,
-        graph.num_nodes(),
-        graph.num_chunks,
+    save_link_parts(
+        path.as_ref(),
+        graph.features.as_slice(),
         graph.features.dim(),
-        graph.edges.len(),
-    );
-    write_container(path, &header, &payload)
+        graph.num_chunks,
+        &graph.edges,
+    )
+}
+
+/// Save embedding rows (`dim` wide, row-major) as a [`LinkGraph`] of chunks without edges,
+/// readable by [`load_link_graph`] and [`append_feature_rows`]; for rows held inside a
+/// larger buffer, which [`save_link_graph`] would need copied into a graph first.
+///
+/// # Errors
+/// [`GraphError::InvalidArgument`] when `dim` is 0 or `rows` is not a whole number of
+/// rows; [`GraphError::Io`] when the file cannot be written.
+pub fn save_feature_rows(
+    dim: usize,
+    rows: &[f32],
+    path: impl AsRef<Path>,
+) -> Result<(), GraphError> {
+    if dim == 0 || !rows.len().is_multiple_of(dim) {
+        return Err(GraphError::arg(
+            "save_feature_rows",
+            format!(
+                "{} floats are not a whole number of rows of width {dim}",
+                rows.len()
+            ),
+        ));
+    }
+    save_link_parts(path.as_ref(), rows, dim, rows.len() / dim, &[])
+}
+
+/// Floats encoded per block when a payload is hashed or written (64 KiB).
+const BLOCK_FLOATS: usize = 1 << 14;
+
+/// Feed a link graph's payload (features, then edge records) to `sink` in blocks, so
+/// neither hashing nor writing it needs a copy of the whole payload.
+fn link_payload(
+    features: &[f32],
+    edges: &[LinkEdge],
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(BLOCK_FLOATS * 4);
+    for block in features.chunks(BLOCK_FLOATS) {
+        buf.clear();
+        for v in block {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        sink(&buf)?;
+    }
+    for block in edges.chunks(BLOCK_FLOATS / 4) {
+        buf.clear();
+        for e in block {
+            buf.extend_from_slice(&e.a.to_le_bytes());
+            buf.extend_from_slice(&e.b.to_le_bytes());
+            buf.extend_from_slice(&e.weight.to_le_bytes());
+            buf.push(match e.kind {
+                EdgeKind::Similarity => 0,
+                EdgeKind::QueryChunk => 1,
+                EdgeKind::Bridge => 2,
+            });
+        }
+        sink(&buf)?;
+    }
+    Ok(())
+}
+
+/// Write a link-graph file from its parts in two streaming passes: the checksum, then
+/// the file.
+fn save_link_parts(
+    path: &Path,
+    features: &[f32],
+    dim: usize,
+    num_chunks: usize,
+    edges: &[LinkEdge],
+) -> Result<(), GraphError> {
+    let mut hash = Fnv1a::new();
+    let mut bytes = 0u64;
+    link_payload(features, edges, |b| {
+        hash.update(b);
+        bytes += b.len() as u64;
+        Ok(())
+    })
+    .map_err(|e| GraphError::io(path, e))?;
+    let header = Header {
+        format_version: FORMAT_VERSION,
+        kind: KIND_LINK.into(),
+        checksum: hash.finish(),
+        payload_bytes: bytes,
+        num_nodes: features.len().checked_div(dim).unwrap_or(0) as u64,
+        num_chunks: num_chunks as u64,
+        dim: dim as u64,
+        num_edges: edges.len() as u64,
+    };
+    let json = serde_json::to_vec(&header)
+        .map_err(|e| GraphError::format(path, format!("cannot encode header: {e}")))?;
+    write_atomic_with(path, |w| {
+        w.write_all(MAGIC)?;
+        w.write_all(&(json.len() as u64).to_le_bytes())?;
+        w.write_all(&json)?;
+        link_payload(features, edges, |b| w.write_all(b))
+    })
 }
 
 /// Load a graph written by [`save_link_graph`].
@@ -111,14 +208,54 @@ pub fn save_link_graph(graph: &LinkGraph, path: impl AsRef<Path>) -> Result<(), 
 /// link graph of this format version.
 pub fn load_link_graph(path: impl AsRef<Path>) -> Result<LinkGraph, GraphError> {
     let path = path.as_ref();
-    let bytes = fs::read(path).map_err(|e| GraphError::io(path, e))?;
-    decode_link_graph(path, &bytes)
+    let (mut file, total) = open_sized(path)?;
+    decode_link_graph(path, &mut file, total)
 }
 
 /// [`load_link_graph`] from the file's bytes (for example embedded in a binary); errors
 /// name `<bytes>` as the file.
 pub fn link_graph_from_bytes(bytes: &[u8]) -> Result<LinkGraph, GraphError> {
-    decode_link_graph(Path::new("<bytes>"), bytes)
+    let mut r = bytes;
+    decode_link_graph(Path::new("<bytes>"), &mut r, bytes.len() as u64)
+}
+
+/// Append the feature rows of the link-graph file at `path` (written by
+/// [`save_feature_rows`] or [`save_link_graph`]) to `out`, and return how many rows it
+/// held. Read in blocks straight into `out`, so loading a large matrix into a buffer that
+/// already holds other rows needs no second copy. The file's edges are checked (with the
+/// checksum) but not returned.
+///
+/// # Errors
+/// As [`load_link_graph`]; also [`GraphError::Format`] when its rows are not `dim` wide.
+/// On an error `out` is left as it was.
+pub fn append_feature_rows(
+    path: impl AsRef<Path>,
+    dim: usize,
+    out: &mut Vec<f32>,
+) -> Result<usize, GraphError> {
+    let path = path.as_ref();
+    let (mut file, total) = open_sized(path)?;
+    let before = out.len();
+    let read = read_link_payload(path, &mut file, total, out).and_then(|(h, _)| {
+        if h.dim != dim as u64 {
+            return Err(GraphError::format(
+                path,
+                format!("rows are {} wide, expected {dim}", h.dim),
+            ));
+        }
+        usize::try_from(h.num_nodes).map_err(|_| GraphError::format(path, "rows overflow"))
+    });
+    if read.is_err() {
+        out.truncate(before);
+    }
+    read
+}
+
+/// `path` opened for reading, with its length.
+fn open_sized(path: &Path) -> Result<(std::io::BufReader<fs::File>, u64), GraphError> {
+    let file = fs::File::open(path).map_err(|e| GraphError::io(path, e))?;
+    let total = file.metadata().map_err(|e| GraphError::io(path, e))?.len();
+    Ok((std::io::BufReader::with_capacity(1 << 16, file), total))
 }
 
 /// [`load_chunk_graph`] from the file's bytes; errors name `<bytes>` as the file.
@@ -126,9 +263,40 @@ pub fn chunk_graph_from_bytes(bytes: &[u8]) -> Result<ChunkGraph, GraphError> {
     decode_chunk_graph(Path::new("<bytes>"), bytes)
 }
 
-fn decode_link_graph(path: &Path, bytes: &[u8]) -> Result<LinkGraph, GraphError> {
-    let (h, payload) = read_container(path, bytes, KIND_LINK)?;
+fn decode_link_graph(path: &Path, r: &mut impl Read, total: u64) -> Result<LinkGraph, GraphError> {
     let bad = |m: String| GraphError::format(path, m);
+    let mut data = Vec::new();
+    let (h, edges) = read_link_payload(path, r, total, &mut data)?;
+    let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
+    let features = Embeddings::new(dim, data).map_err(|e| bad(e.to_string()))?;
+    if features.rows() as u64 != h.num_nodes {
+        return Err(bad(format!(
+            "{} feature rows, header says {} nodes",
+            features.rows(),
+            h.num_nodes
+        )));
+    }
+    let graph = LinkGraph {
+        features,
+        num_chunks: usize::try_from(h.num_chunks)
+            .map_err(|_| bad("num_chunks overflows".into()))?,
+        edges,
+    };
+    graph.validate().map_err(|e| bad(e.to_string()))?;
+    Ok(graph)
+}
+
+/// Read a link-graph file's header and payload from `r` (`total` bytes long), appending
+/// its features to `out` block by block; the checksum covers everything read. Returns
+/// the header and the decoded edges.
+fn read_link_payload(
+    path: &Path,
+    r: &mut impl Read,
+    total: u64,
+    out: &mut Vec<f32>,
+) -> Result<(Header, Vec<LinkEdge>), GraphError> {
+    let bad = |m: String| GraphError::format(path, m);
+    let h = read_header(path, r, total, KIND_LINK)?;
     let n_feat = h
         .num_nodes
         .checked_mul(h.dim)
@@ -140,25 +308,44 @@ fn decode_link_graph(path: &Path, bytes: &[u8]) -> Result<LinkGraph, GraphError>
         .zip(n_edges.checked_mul(EDGE_RECORD))
         .and_then(|(a, b)| a.checked_add(b))
         .ok_or_else(|| bad("payload size overflows".into()))?;
-    if want != payload.len() {
+    if want as u64 != h.payload_bytes {
         return Err(bad(format!(
             "payload is {} bytes, header sizes imply {want}",
-            payload.len()
+            h.payload_bytes
         )));
     }
-    let (fbytes, ebytes) = payload.split_at(n_feat * 4);
-    let data: Vec<f32> = fbytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
-    let features = Embeddings::new(dim, data).map_err(|e| bad(e.to_string()))?;
-    if features.rows() as u64 != h.num_nodes {
-        return Err(bad(format!(
-            "{} feature rows, header says {} nodes",
-            features.rows(),
-            h.num_nodes
-        )));
+    let eof = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => {
+            bad("file ends inside its payload (truncated?)".into())
+        }
+        _ => GraphError::io(path, e),
+    };
+    let mut hash = Fnv1a::new();
+    let mut buf = vec![0u8; BLOCK_FLOATS * 4];
+    out.reserve_exact(n_feat);
+    let mut left = n_feat;
+    while left > 0 {
+        let take = left.min(BLOCK_FLOATS);
+        let bytes = &mut buf[..take * 4];
+        r.read_exact(bytes).map_err(eof)?;
+        hash.update(bytes);
+        out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        left -= take;
+    }
+    let mut ebytes = vec![0u8; n_edges * EDGE_RECORD];
+    r.read_exact(&mut ebytes).map_err(eof)?;
+    hash.update(&ebytes);
+    let actual = hash.finish();
+    if actual != h.checksum {
+        return Err(GraphError::ChecksumMismatch {
+            path: path.to_path_buf(),
+            expected: h.checksum,
+            actual,
+        });
     }
     let mut edges = Vec::with_capacity(n_edges);
     for (i, r) in ebytes.chunks_exact(EDGE_RECORD).enumerate() {
@@ -176,14 +363,7 @@ fn decode_link_graph(path: &Path, bytes: &[u8]) -> Result<LinkGraph, GraphError>
             kind,
         });
     }
-    let graph = LinkGraph {
-        features,
-        num_chunks: usize::try_from(h.num_chunks)
-            .map_err(|_| bad("num_chunks overflows".into()))?,
-        edges,
-    };
-    graph.validate().map_err(|e| bad(e.to_string()))?;
-    Ok(graph)
+    Ok((h, edges))
 }
 
 /// Save a [`ChunkGraph`] (its symmetric CSR) to `path`, atomically.
@@ -379,19 +559,54 @@ fn read_container<'a>(
     bytes: &'a [u8],
     kind: &str,
 ) -> Result<(Header, &'a [u8]), GraphError> {
+    let mut r = bytes;
+    let header = read_header(path, &mut r, bytes.len() as u64, kind)?;
+    let payload = r;
+    let actual = fnv1a64(payload);
+    if actual != header.checksum {
+        return Err(GraphError::ChecksumMismatch {
+            path: path.to_path_buf(),
+            expected: header.checksum,
+            actual,
+        });
+    }
+    Ok((header, payload))
+}
+
+/// Read magic and header from `r`, the start of a file of `total` bytes, checking the
+/// version, the kind and that the payload's size is what is left of the file. `r` is
+/// left at the payload.
+fn read_header(
+    path: &Path,
+    r: &mut impl Read,
+    total: u64,
+    kind: &str,
+) -> Result<Header, GraphError> {
     let bad = |m: String| GraphError::format(path, m);
-    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+    let read = |r: &mut dyn Read, buf: &mut [u8]| {
+        r.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad("file ends inside its header".into()),
+            _ => GraphError::io(path, e),
+        })
+    };
+    let mut start = [0u8; 16];
+    if total < 16 {
+        return Err(bad("not an lprag graph file (bad magic)".into()));
+    }
+    read(r, &mut start)?;
+    if &start[..8] != MAGIC {
         return Err(bad("not an lprag graph file (bad magic)".into()));
     }
     let mut len = [0u8; 8];
-    len.copy_from_slice(&bytes[8..16]);
+    len.copy_from_slice(&start[8..16]);
     let hlen = u64::from_le_bytes(len);
-    if hlen > MAX_HEADER || hlen as usize > bytes.len() - 16 {
+    if hlen > MAX_HEADER || hlen > total - 16 {
         return Err(bad(format!("header length {hlen} exceeds the file")));
     }
-    let (hbytes, payload) = bytes[16..].split_at(hlen as usize);
+    let mut hbytes = vec![0u8; hlen as usize];
+    read(r, &mut hbytes)?;
     let value: serde_json::Value =
-        serde_json::from_slice(hbytes).map_err(|e| bad(format!("header is not JSON: {e}")))?;
+        serde_json::from_slice(&hbytes).map_err(|e| bad(format!("header is not JSON: {e}")))?;
     let found = value
         .get("format_version")
         .and_then(serde_json::Value::as_u64)
@@ -411,27 +626,27 @@ fn read_container<'a>(
             header.kind
         )));
     }
-    if header.payload_bytes != payload.len() as u64 {
+    let left = total - 16 - hlen;
+    if header.payload_bytes != left {
         return Err(bad(format!(
-            "payload is {} bytes, header says {} (truncated?)",
-            payload.len(),
+            "payload is {left} bytes, header says {} (truncated?)",
             header.payload_bytes
         )));
     }
-    let actual = fnv1a64(payload);
-    if actual != header.checksum {
-        return Err(GraphError::ChecksumMismatch {
-            path: path.to_path_buf(),
-            expected: header.checksum,
-            actual,
-        });
-    }
-    Ok((header, payload))
+    Ok(header)
 }
 
 /// Write `parts` to a fresh temporary file next to `path`, sync it, rename it over
 /// `path`; the temporary file is removed on failure.
 fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), GraphError> {
+    write_atomic_with(path, |w| parts.iter().try_for_each(|p| w.write_all(p)))
+}
+
+/// [`write_atomic`] with the content written by `fill` through a buffered writer.
+fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), GraphError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -447,13 +662,15 @@ fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), GraphError> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let write = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        for p in parts {
-            f.write_all(p)?;
-        }
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        fill(&mut w)?;
+        let f = w
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         f.sync_all()?;
         drop(f);
         fs::rename(&tmp, path)
@@ -637,6 +854,82 @@ mod tests {
         ));
         assert!(!path.exists());
         assert!(save_link_graph(&sample_link_graph(), dir.path().join("no/such/dir/g")).is_err());
+    }
+
+    #[test]
+    fn feature_rows_round_trip_into_a_larger_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.bin");
+        // More floats than one block, so the reads cross block boundaries.
+        let dim = 3;
+        let rows: Vec<f32> = (0..(BLOCK_FLOATS * 2 + 13))
+            .map(|i| i as f32 * 0.5)
+            .collect();
+        save_feature_rows(dim, &rows, &path).unwrap();
+        let mut out = vec![7.0f32; 6];
+        assert_eq!(
+            append_feature_rows(&path, dim, &mut out).unwrap(),
+            rows.len() / dim
+        );
+        assert_eq!(&out[..6], &[7.0; 6]);
+        assert_eq!(&out[6..], &rows[..]);
+        // The file is a link graph of chunks without edges.
+        let g = load_link_graph(&path).unwrap();
+        assert_eq!(g.features.as_slice(), &rows[..]);
+        assert_eq!(g.num_chunks, rows.len() / dim);
+        assert!(g.edges.is_empty());
+        // Another width, a flipped byte or a truncated file leaves `out` as it was.
+        let mut out = vec![1.0f32; 3];
+        let err = append_feature_rows(&path, 4, &mut out).unwrap_err();
+        assert!(err.to_string().contains("wide"), "{err}");
+        assert_eq!(out, vec![1.0; 3]);
+        let mut bytes = fs::read(&path).unwrap();
+        let mid = bytes.len() - 100;
+        bytes[mid] ^= 0x10;
+        fs::write(&path, &bytes).unwrap();
+        let err = append_feature_rows(&path, dim, &mut out).unwrap_err();
+        assert!(matches!(err, GraphError::ChecksumMismatch { .. }), "{err}");
+        assert_eq!(out, vec![1.0; 3]);
+        fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        assert!(matches!(
+            append_feature_rows(&path, dim, &mut out),
+            Err(GraphError::Format { .. })
+        ));
+        assert_eq!(out, vec![1.0; 3]);
+        // Ragged rows are refused before anything is written.
+        assert!(save_feature_rows(dim, &rows[..4], dir.path().join("r2")).is_err());
+        assert!(save_feature_rows(0, &[], dir.path().join("r3")).is_err());
+    }
+
+    #[test]
+    fn streamed_files_equal_the_one_piece_encoding() {
+        // The streaming writer must produce exactly the bytes of the documented layout:
+        // magic, header length, header, features, edges, with the payload's FNV-1a.
+        let g = sample_link_graph();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.bin");
+        save_link_graph(&g, &path).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        let mut payload = Vec::new();
+        for v in g.features.as_slice() {
+            payload.extend_from_slice(&v.to_le_bytes());
+        }
+        for e in &g.edges {
+            payload.extend_from_slice(&e.a.to_le_bytes());
+            payload.extend_from_slice(&e.b.to_le_bytes());
+            payload.extend_from_slice(&e.weight.to_le_bytes());
+            payload.push(e.kind as u8);
+        }
+        assert!(bytes.ends_with(&payload));
+        let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&bytes[16..16 + hlen]).unwrap();
+        assert_eq!(header["checksum"], fnv1a64(&payload));
+        assert_eq!(header["payload_bytes"], payload.len() as u64);
+        assert_eq!(16 + hlen + payload.len(), bytes.len());
+        let back = link_graph_from_bytes(&bytes).unwrap();
+        assert_eq!(back.features, g.features);
+        assert_eq!(back.edges, g.edges);
+        assert_eq!(back.num_chunks, g.num_chunks);
     }
 
     #[test]

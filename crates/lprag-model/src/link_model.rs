@@ -1364,9 +1364,22 @@ fn train<M: PairModel>(
     } else {
         MAX_VALIDATION
     });
+    let held_features: Vec<Vec<f32>> = held_ids
+        .iter()
+        .map(|&q| normalize_vec(graph.features.row(q as usize)))
+        .collect();
+    let mut held_joins = match tc.inference {
+        InferenceMode::JoinAll => Vec::new(),
+        mode => {
+            let queries: Vec<&[f32]> = held_features.iter().map(Vec::as_slice).collect();
+            ctx.join_many(&queries, mode)
+        }
+    }
+    .into_iter();
     let held: Vec<Held> = held_ids
         .iter()
-        .map(|&q| {
+        .zip(held_features)
+        .map(|(&q, features)| {
             let pos = val_pos.get(&q).cloned().unwrap_or_default();
             let mut cands = pos.clone();
             for &p in &pos {
@@ -1374,15 +1387,8 @@ fn train<M: PairModel>(
                     cands.push(sampler.draw(&mut rng, p));
                 }
             }
-            let features = normalize_vec(graph.features.row(q as usize));
-            let join = match tc.inference {
-                InferenceMode::JoinAll => None,
-                mode => {
-                    let mut j = ctx.join(&features, mode);
-                    j.sort_unstable();
-                    Some(j)
-                }
-            };
+            // In id order, one per held-out query (none with the query joined to all).
+            let join = held_joins.next();
             Held {
                 features,
                 join,

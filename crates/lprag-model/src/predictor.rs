@@ -105,7 +105,7 @@ impl Trained {
 /// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
 /// part of it, LP-RAG §3.5).
 pub(crate) struct ChunkContext {
-    /// Normalised chunk features.
+    /// Normalised chunk features: the graph's own buffer when its rows are unit-norm.
     pub(crate) features: Embeddings,
     pub(crate) edges: Vec<LinkEdge>,
     pub(crate) host: HostGraph,
@@ -115,8 +115,8 @@ impl ChunkContext {
     pub(crate) fn new(graph: &LinkGraph) -> Result<Self> {
         graph.validate()?;
         let nc = graph.num_chunks;
-        let mut features = graph.features.select(&(0..nc).collect::<Vec<_>>());
-        features.normalize();
+        // The graph's own chunk rows (shared, not copied) when they are unit-norm already.
+        let features = unit_rows(&graph.features.leading_rows(nc)).into_owned();
         let edges: Vec<LinkEdge> = graph
             .edges
             .iter()
@@ -155,6 +155,52 @@ impl ChunkContext {
                 sims[..k].iter().map(|s| s.1).collect()
             }
         }
+    }
+
+    /// [`ChunkContext::join`] for many queries, each list in id order. `JoinTopK` reads
+    /// the chunk rows once per group of 64 queries, in blocks that stay in cache, instead
+    /// of once per query: 1,024 validation queries against a million 1,024-wide chunks
+    /// read 64 GB instead of 4 TB. The same chunks as `join`, ties to the lower id.
+    pub(crate) fn join_many(&self, queries: &[&[f32]], mode: InferenceMode) -> Vec<Vec<u32>> {
+        use rayon::prelude::*;
+        let k = match mode {
+            InferenceMode::JoinTopK(k) => k.min(self.num_chunks()),
+            _ => return queries.iter().map(|q| self.join(q, mode)).collect(),
+        };
+        const QUERIES: usize = 64;
+        const ROWS: usize = 256;
+        let mut out: Vec<Vec<u32>> = Vec::with_capacity(queries.len());
+        out.par_extend(queries.par_chunks(QUERIES).flat_map_iter(|group| {
+            // Per query its best `k` so far, best first: higher score, then lower id.
+            let mut best: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(k + 1); group.len()];
+            for (b, block) in self
+                .features
+                .as_slice()
+                .chunks(ROWS * self.features.dim().max(1))
+                .enumerate()
+            {
+                let first = b * ROWS;
+                for (q, top) in group.iter().zip(best.iter_mut()) {
+                    for (r, row) in block.chunks_exact(self.features.dim().max(1)).enumerate() {
+                        let s = dot(row, q);
+                        // Ids arrive in increasing order, so an equal score never beats a
+                        // kept one.
+                        if top.len() == k && top.last().is_none_or(|w| s.total_cmp(&w.0).is_le()) {
+                            continue;
+                        }
+                        let at = top.partition_point(|w| w.0.total_cmp(&s).is_ge());
+                        top.insert(at, (s, (first + r) as u32));
+                        top.truncate(k);
+                    }
+                }
+            }
+            best.into_iter().map(|top| {
+                let mut ids: Vec<u32> = top.into_iter().map(|(_, i)| i).collect();
+                ids.sort_unstable();
+                ids
+            })
+        }));
+        out
     }
 
     /// The chunk graph plus `queries` as new nodes joined per `mode`; returns the graph, the
@@ -573,15 +619,15 @@ impl LinkPredictor for GnnLinkPredictor {
                 )
             })
             .collect();
-        let val_joins: Vec<Join> = {
-            use rayon::prelude::*;
-            val_set
-                .par_iter()
-                .map(|v| match tc.inference {
-                    InferenceMode::JoinAll => Join::All,
-                    mode => Join::list(ctx.join(&v.0, mode)),
-                })
-                .collect()
+        let val_joins: Vec<Join> = match tc.inference {
+            InferenceMode::JoinAll => val_set.iter().map(|_| Join::All).collect(),
+            mode => {
+                let queries: Vec<&[f32]> = val_set.iter().map(|v| v.0.as_slice()).collect();
+                ctx.join_many(&queries, mode)
+                    .into_iter()
+                    .map(Join::list)
+                    .collect()
+            }
         };
         let checkpoints = self
             .checkpoints
@@ -837,4 +883,61 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn join_many_picks_the_chunks_join_picks() {
+        // 700 chunks (several 256-row blocks), 16-wide, with exact duplicates so that
+        // ties must go to the lower id as in `join`; 130 queries (three groups of 64).
+        let mut rng = StdRng::seed_from_u64(7);
+        let (n, d) = (700, 16);
+        let mut rows: Vec<Vec<f32>> = (0..n)
+            .map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect())
+            .collect();
+        for i in (0..n).step_by(7) {
+            rows[i] = rows[(i * 13 + 5) % n].clone();
+        }
+        let features = Embeddings::from_rows(d, &rows).unwrap();
+        let graph = LinkGraph {
+            features,
+            num_chunks: n,
+            edges: Vec::new(),
+        };
+        let ctx = ChunkContext::new(&graph).unwrap();
+        let mut queries: Vec<Vec<f32>> = (0..130)
+            .map(|_| {
+                normalize_vec(
+                    &(0..d)
+                        .map(|_| rng.random_range(-1.0f32..1.0))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        // Queries equal to a duplicated chunk: their best scores tie exactly.
+        queries[3] = ctx.features.row(0).to_vec();
+        queries[100] = ctx.features.row(14).to_vec();
+        let refs: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+        for k in [0, 1, 2, 5, 64, n, n + 3] {
+            let mode = InferenceMode::JoinTopK(k);
+            let many = ctx.join_many(&refs, mode);
+            assert_eq!(many.len(), queries.len());
+            for (q, got) in queries.iter().zip(&many) {
+                let mut want = ctx.join(q, mode);
+                want.sort_unstable();
+                assert_eq!(got, &want, "k = {k}");
+            }
+        }
+        for mode in [InferenceMode::Isolated, InferenceMode::JoinAll] {
+            let many = ctx.join_many(&refs[..2], mode);
+            assert_eq!(
+                many,
+                vec![ctx.join(&queries[0], mode), ctx.join(&queries[1], mode)]
+            );
+        }
+    }
 }

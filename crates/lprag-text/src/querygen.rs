@@ -129,32 +129,50 @@ impl HeuristicQueryGenerator {
                 ));
             }
         }
-        // Each chunk a batch names is analysed once; then every batch is written on its
-        // own (a batch's choices are seeded by its chunk ids alone), both on rayon's pool.
-        let mut used = vec![false; chunks.len()];
-        for &id in batches.iter().flatten() {
-            used[id] = true;
-        }
-        let analysed: Vec<Option<Analysed>> = used
-            .par_iter()
-            .enumerate()
-            .map(|(id, &u)| u.then(|| analyse(id, &chunks[id], self.config.max_words)))
-            .collect();
-        let per_batch: Vec<Vec<SyntheticQuery>> = batches
-            .par_iter()
-            .map(|batch| {
-                let mut ids: Vec<ChunkId> = Vec::with_capacity(batch.len());
-                for &id in batch {
-                    if !ids.contains(&id) {
-                        ids.push(id);
+        Ok(self.write_groups(chunks, batches, ANALYSIS_GROUP))
+    }
+
+    /// The queries of `batches` (checked), written `group` batches at a time.
+    fn write_groups(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+        group: usize,
+    ) -> Vec<SyntheticQuery> {
+        // Batches are written a group at a time: the chunks a group names are analysed
+        // (once each), then each of its batches is written on its own (a batch's choices
+        // are seeded by its chunk ids alone), both on rayon's pool. Analyses are large
+        // (≈ 14 KB per passage, 14 GB for a million), so only one group's are held; a
+        // chunk named by batches of two groups is analysed twice, to the same result.
+        let max_words = self.config.max_words;
+        let mut out = Vec::new();
+        for group in batches.chunks(group.max(1)) {
+            let mut ids: Vec<ChunkId> = group.iter().flatten().copied().collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let analysed: Vec<Analysed> = ids
+                .par_iter()
+                .map(|&id| analyse(id, &chunks[id], max_words))
+                .collect();
+            let per_batch: Vec<Vec<SyntheticQuery>> = group
+                .par_iter()
+                .map(|batch| {
+                    let mut seen: Vec<ChunkId> = Vec::with_capacity(batch.len());
+                    for &id in batch {
+                        if !seen.contains(&id) {
+                            seen.push(id);
+                        }
                     }
-                }
-                let batch: Vec<&Analysed> =
-                    ids.iter().filter_map(|&id| analysed[id].as_ref()).collect();
-                self.batch_queries(&batch, chunks)
-            })
-            .collect();
-        Ok(per_batch.into_iter().flatten().collect())
+                    let batch: Vec<&Analysed> = seen
+                        .iter()
+                        .filter_map(|id| ids.binary_search(id).ok().map(|i| &analysed[i]))
+                        .collect();
+                    self.batch_queries(&batch, chunks)
+                })
+                .collect();
+            out.extend(per_batch.into_iter().flatten());
+        }
+        out
     }
 
     /// Queries for one batch (ids deduplicated, in batch order).
@@ -852,7 +870,10 @@ struct Sent {
     life: Option<(Vec<String>, Option<String>, Option<String>)>,
 }
 
-/// One chunk, analysed once per `generate` call.
+/// Batches whose chunks are analysed together (see `generate`).
+const ANALYSIS_GROUP: usize = 8192;
+
+/// One chunk, analysed once per group of batches in a `generate` call.
 #[derive(Debug, Clone)]
 struct Analysed {
     id: ChunkId,
@@ -2449,6 +2470,11 @@ mod tests {
         }
         // Determinism, and seed sensitivity of the choice.
         assert_eq!(g.generate(&chunks, &batches).await.unwrap(), qs);
+        // Written a group of batches at a time, as large inputs are: chunks named by
+        // batches of several groups are analysed again, to the same questions.
+        for group in [1, 2] {
+            assert_eq!(g.write_groups(&chunks, &batches, group), qs);
+        }
         let texts = |qs: &[SyntheticQuery]| qs.iter().map(|q| q.text.clone()).collect::<Vec<_>>();
         let mut differs = false;
         for seed in 1..20 {

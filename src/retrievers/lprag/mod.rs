@@ -709,6 +709,7 @@ impl LpRagBuilder {
                 keep_embeddings(work.as_ref(), "chunk-embeddings", emb_key, e)?
             }
         };
+        drop(texts);
         lap(&mut stats, "embed");
         // A transferred predictor: its index's manifest is checked now, before the graph and
         // the rest are paid for; its predictor configuration becomes this index's.
@@ -833,19 +834,25 @@ impl LpRagBuilder {
             None => StageKey(0),
         };
         let qemb_key = emb_key.then(&[&qtexts_key.0.to_le_bytes()]);
-        let cached = work
-            .as_ref()
-            .and_then(|w| w.load_embeddings("query-embeddings", qemb_key, qtexts.len(), &warn))
-            .filter(|e| e.dim() == chunk_emb.dim());
         // The graph's node features: the chunk rows, then the query rows, in one buffer
-        // (query embeddings are appended to it, not kept beside it).
+        // (query embeddings are appended to it, not kept beside it; a cached copy is read
+        // straight into it and a fresh one saved from it).
         let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
         let mut features = chunk_emb.into_vec();
-        features.reserve_exact(qtexts.len() * dim);
-        if let Some(e) = cached {
+        let cached = work.as_ref().is_some_and(|w| {
+            w.append_embeddings(
+                "query-embeddings",
+                qemb_key,
+                qtexts.len(),
+                dim,
+                &mut features,
+                &warn,
+            )
+        });
+        if cached {
             reused.push("query-embed".into());
-            features.extend_from_slice(e.as_slice());
         } else if !qtexts.is_empty() {
+            features.reserve_exact(qtexts.len() * dim);
             embed_queries_into(
                 &*encoder,
                 &qtexts,
@@ -854,11 +861,11 @@ impl LpRagBuilder {
                 &mut features,
             )
             .await?;
-            if work.is_some() {
-                let e = Embeddings::new(dim, features[nc * dim..].to_vec())?;
-                keep_embeddings(work.as_ref(), "query-embeddings", qemb_key, e)?;
+            if let Some(w) = &work {
+                w.save_rows("query-embeddings", qemb_key, dim, &features[nc * dim..])?;
             }
         }
+        drop(qtexts);
         let features = Embeddings::new(dim, features)?;
         let graph = lprag_graph::link_graph_from_features(features, nc, &edges, &queries)?;
         stats.queries = queries.len();
