@@ -101,6 +101,13 @@ fn config(epochs: usize) -> LpRagConfig {
     }
 }
 
+/// [`config`] with two epochs and k = 2 (another graph than `config`'s).
+fn config_k2() -> LpRagConfig {
+    let mut c = config(2);
+    c.knn_k = 2;
+    c
+}
+
 async fn build(
     dir: &std::path::Path,
     enc: &Arc<CountingEncoder>,
@@ -169,21 +176,17 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     assert_eq!(second.stats().train.epochs_run, 2);
 
     // A different k changes the graph, hence the queries; the embeddings stay.
-    let mut other_k = config(2);
-    other_k.knn_k = 2;
-    let third = build(dir.path(), &enc, &generator, other_k).await.unwrap();
+    let third = build(dir.path(), &enc, &generator, config_k2())
+        .await
+        .unwrap();
     assert_eq!(third.stats().reused_stages, ["chunk", "embed"]);
     assert_eq!(generator.calls.load(Ordering::SeqCst), 3);
 
     // A damaged file is recomputed with a warning, never trusted.
     std::fs::write(dir.path().join("queries.json"), b"[{\"text\": ").unwrap();
-    let fourth = build(dir.path(), &enc, &generator, {
-        let mut c = config(2);
-        c.knn_k = 2;
-        c
-    })
-    .await
-    .unwrap();
+    let fourth = build(dir.path(), &enc, &generator, config_k2())
+        .await
+        .unwrap();
     assert_eq!(
         fourth.stats().reused_stages,
         ["chunk", "embed", "graph", "query-embed"]
@@ -208,13 +211,9 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     bytes[last] ^= 0x20;
     std::fs::write(&bin, bytes).unwrap();
     let embedded = enc.texts.load(Ordering::SeqCst);
-    let repaired = build(dir.path(), &enc, &generator, {
-        let mut c = config(2);
-        c.knn_k = 2;
-        c
-    })
-    .await
-    .unwrap();
+    let repaired = build(dir.path(), &enc, &generator, config_k2())
+        .await
+        .unwrap();
     assert_eq!(
         repaired.stats().reused_stages,
         ["chunk", "embed", "graph", "queries"]

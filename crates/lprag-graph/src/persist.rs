@@ -179,22 +179,15 @@ fn save_link_parts(
         Ok(())
     })
     .map_err(|e| GraphError::io(path, e))?;
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        kind: KIND_LINK.into(),
-        checksum: hash.finish(),
-        payload_bytes: bytes,
-        num_nodes: features.len().checked_div(dim).unwrap_or(0) as u64,
-        num_chunks: num_chunks as u64,
-        dim: dim as u64,
-        num_edges: edges.len() as u64,
-    };
-    let json = serde_json::to_vec(&header)
-        .map_err(|e| GraphError::format(path, format!("cannot encode header: {e}")))?;
-    write_atomic_with(path, |w| {
-        w.write_all(MAGIC)?;
-        w.write_all(&(json.len() as u64).to_le_bytes())?;
-        w.write_all(&json)?;
+    let header = header(
+        KIND_LINK,
+        (hash.finish(), bytes),
+        features.len().checked_div(dim).unwrap_or(0),
+        num_chunks,
+        dim,
+        edges.len(),
+    );
+    write_container_with(path, &header, |w| {
         link_payload(features, edges, |b| w.write_all(b))
     })
 }
@@ -385,7 +378,7 @@ pub fn save_chunk_graph(graph: &ChunkGraph, path: impl AsRef<Path>) -> Result<()
     }
     let header = header(
         KIND_CHUNK,
-        &payload,
+        summary(&payload),
         csr.num_nodes(),
         csr.num_nodes(),
         0,
@@ -454,7 +447,7 @@ pub fn save_knn_lists(lists: &[Vec<(u32, f32)>], path: impl AsRef<Path>) -> Resu
         payload.extend_from_slice(&j.to_le_bytes());
         payload.extend_from_slice(&s.to_le_bytes());
     }
-    let header = header(KIND_KNN, &payload, lists.len(), lists.len(), 0, m);
+    let header = header(KIND_KNN, summary(&payload), lists.len(), lists.len(), 0, m);
     write_container(path.as_ref(), &header, &payload)
 }
 
@@ -524,9 +517,10 @@ fn decode_knn_lists(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<(u32, f32)>>, G
 }
 
 /// The header of a container of `kind` around `payload`.
+/// The header of a payload with `(checksum, length)` `summary`.
 fn header(
     kind: &str,
-    payload: &[u8],
+    summary: (u64, u64),
     nodes: usize,
     chunks: usize,
     dim: usize,
@@ -535,8 +529,8 @@ fn header(
     Header {
         format_version: FORMAT_VERSION,
         kind: kind.into(),
-        checksum: fnv1a64(payload),
-        payload_bytes: payload.len() as u64,
+        checksum: summary.0,
+        payload_bytes: summary.1,
         num_nodes: nodes as u64,
         num_chunks: chunks as u64,
         dim: dim as u64,
@@ -544,13 +538,29 @@ fn header(
     }
 }
 
+/// `(checksum, length)` of a payload held in memory.
+fn summary(payload: &[u8]) -> (u64, u64) {
+    (fnv1a64(payload), payload.len() as u64)
+}
+
 fn write_container(path: &Path, header: &Header, payload: &[u8]) -> Result<(), GraphError> {
+    write_container_with(path, header, |w| w.write_all(payload))
+}
+
+/// Magic, header, then the payload `fill` writes, atomically.
+fn write_container_with(
+    path: &Path,
+    header: &Header,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), GraphError> {
     let json = serde_json::to_vec(header)
         .map_err(|e| GraphError::format(path, format!("cannot encode header: {e}")))?;
-    write_atomic(
-        path,
-        &[MAGIC, &(json.len() as u64).to_le_bytes(), &json, payload],
-    )
+    write_atomic_with(path, |w| {
+        w.write_all(MAGIC)?;
+        w.write_all(&(json.len() as u64).to_le_bytes())?;
+        w.write_all(&json)?;
+        fill(w)
+    })
 }
 
 /// Parse magic, header and payload, checking version, kind and checksum.
@@ -636,13 +646,8 @@ fn read_header(
     Ok(header)
 }
 
-/// Write `parts` to a fresh temporary file next to `path`, sync it, rename it over
-/// `path`; the temporary file is removed on failure.
-fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), GraphError> {
-    write_atomic_with(path, |w| parts.iter().try_for_each(|p| w.write_all(p)))
-}
-
-/// [`write_atomic`] with the content written by `fill` through a buffered writer.
+/// Write what `fill` writes (through a buffered writer) to a fresh temporary file next to
+/// `path`, sync it, rename it over `path`; the temporary file is removed on failure.
 fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
