@@ -93,7 +93,15 @@ struct ScaleArgs {
     /// configured search.
     #[arg(long, alias = "ivf-probes", value_name = "rows|columns|PROBES[,...]")]
     candidate_search: Option<String>,
-    /// Print LP-RAG's indexing progress.
+    /// LeSeGR configuration as JSON (a `LesegrConfig`; missing fields take their
+    /// defaults), for `lesegr` and `lesegr-lite`.
+    #[arg(long, value_name = "FILE")]
+    lesegr_config: Option<PathBuf>,
+    /// GFM-RAG configuration as JSON (a `GfmConfig`; missing fields take their defaults),
+    /// for `gfm`.
+    #[arg(long, value_name = "FILE")]
+    gfm_config: Option<PathBuf>,
+    /// Print the indexing and training progress of every retriever that reports it.
     #[arg(long)]
     verbose: bool,
     /// Build LP-RAG, QCG-RAG, LeSeGR and GFM-RAG without the corpus's last N passages,
@@ -357,6 +365,12 @@ async fn scale(args: ScaleArgs) -> Result<()> {
     let mut options = EvalOptions::default();
     if let Some(path) = &args.lprag_config {
         options.retrievers.lprag = lprag_config(path)?;
+    }
+    if let Some(path) = &args.lesegr_config {
+        options.retrievers.lesegr = read_json(path)?;
+    }
+    if let Some(path) = &args.gfm_config {
+        options.retrievers.gfm = Some(read_json(path)?);
     }
     options.retrievers.verbose = args.verbose;
     options.retrievers.lprag_add_last = args.lprag_add;

@@ -115,11 +115,14 @@ pub(crate) struct EpochPlan<'a> {
     pub epochs: usize,
     pub patience: usize,
     pub batch_size: usize,
+    /// Most optimisation steps over the whole run; 0 means no limit. The epoch that
+    /// reaches it is cut short, then validated as usual.
+    pub max_steps: usize,
 }
 
 /// The epoch loop both trainers share: shuffle the training indices, run `step` on each
 /// batch (it gets `rng` after the shuffle and returns the updated module and the batch
-/// loss), stop on a non-finite loss,
+/// loss) until the epoch ends or `plan.max_steps` is reached, stop on a non-finite loss,
 /// validate with `val_loss(valid module, batch, batch number)` (mean loss of the batch)
 /// and keep the module of the best validation loss ([`EarlyStopping`]); without a
 /// validation set the last module is kept. Returns the kept module (no autodiff) and the
@@ -145,11 +148,16 @@ pub(crate) fn train_epochs<M: Module>(
         train_idx.shuffle(rng);
         let (mut sum, mut steps) = (0.0f32, 0usize);
         for batch in train_idx.chunks(plan.batch_size.max(1)) {
+            if plan.max_steps > 0 && report.steps >= plan.max_steps {
+                break;
+            }
             let (next, loss) = step(net, batch, rng);
             net = next;
             sum += loss;
             steps += 1;
+            report.steps += 1;
         }
+        let at_limit = plan.max_steps > 0 && report.steps >= plan.max_steps;
         let train_loss = sum / steps.max(1) as f32;
         if !train_loss.is_finite() {
             return Err(Error::backend(
@@ -160,7 +168,7 @@ pub(crate) fn train_epochs<M: Module>(
         report.train_loss.push(train_loss);
         report.epochs_run = epoch + 1;
         let mut message = format!("loss {train_loss:.4}");
-        let mut stop = false;
+        let mut stop = at_limit;
         if val_idx.is_empty() {
             report.best_epoch = epoch + 1;
         } else {
@@ -172,7 +180,11 @@ pub(crate) fn train_epochs<M: Module>(
             }
             let vloss = vs / vn as f32;
             message.push_str(&format!(", val {vloss:.4}"));
-            stop = stopping.observe(epoch, vloss, valid, &mut report);
+            stop |= stopping.observe(epoch, vloss, valid, &mut report);
+        }
+        if at_limit {
+            report.stopped_at_max_steps = true;
+            message.push_str(&format!(", step limit {} reached", plan.max_steps));
         }
         progress.update(plan.stage, (epoch + 1) as u64, &message);
         if stop {

@@ -670,6 +670,8 @@ impl GfmModel {
             epochs: cfg.epochs,
             patience: cfg.patience,
             batch_size: cfg.batch_size,
+            // Steps per epoch are set by the example count, not the corpus.
+            max_steps: 0,
         };
         let this = &*self;
         let (net, mut report) = train_epochs(

@@ -37,11 +37,16 @@ use serde::{Deserialize, Serialize};
 
 pub use lprag_graph::InEdges;
 
-use crate::dense::{mlp, Dense};
+use crate::dense::{mlp, relu_in_place, Dense};
 use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 use crate::seeding::seed_generator;
+
+/// Most held-out queries: every epoch scores each against every chunk, so a fraction of
+/// a large corpus's questions would cost more than the epoch's training (20,000 at
+/// 100,000 passages). MuSiQue-100 (378) and 10,000 passages (2,000) stay under it.
+const MAX_VALIDATION: usize = 2048;
 
 /// The untrained gate: `α_e = max(0, cos(c_dst, c_src))` per edge of `graph`.
 pub fn lite_alpha(emb: &Embeddings, graph: &InEdges) -> Vec<f32> {
@@ -108,6 +113,10 @@ pub struct LesegrTrainConfig {
     pub messages: MessageTransform,
     /// Most epochs. Default 30.
     pub epochs: usize,
+    /// Most optimisation steps over the whole run; 0 means no limit. Training ends at
+    /// whichever comes first: `epochs`, this many steps (the last epoch is then cut short
+    /// and validated) or early stopping. Default 0 (no limit).
+    pub max_steps: usize,
     /// AdamW learning rate. Default 1e-3.
     pub learning_rate: f64,
     /// AdamW weight decay (pulls each `Δ_k` towards 0, i.e. MSG towards the identity).
@@ -117,7 +126,8 @@ pub struct LesegrTrainConfig {
     pub batch_size: usize,
     /// Initial softmax temperature of the cross-entropy (learned afterwards). Default 0.05.
     pub temperature: f32,
-    /// Fraction of the training queries held out for early stopping. Default 0.1.
+    /// Fraction of the training queries held out for early stopping, at most
+    /// 2,048 queries (the rest of the fraction trains). Default 0.1.
     pub validation_fraction: f32,
     /// Epochs without a better validation loss before stopping. Default 3.
     pub patience: usize,
@@ -132,6 +142,7 @@ impl Default for LesegrTrainConfig {
             alpha_hidden: 64,
             messages: MessageTransform::Diagonal,
             epochs: 30,
+            max_steps: 0,
             learning_rate: 1e-3,
             weight_decay: 1e-2,
             batch_size: 64,
@@ -299,8 +310,15 @@ impl LesegrGate {
                 format!("edge {s} -> {t} out of range for {} chunks", x.rows()),
             ));
         }
-        let layers: Vec<Dense> = self
-            .layers
+        // The first layer is linear: (c_t − c_s)·W + b = (c_t·W) − (c_s·W) + b, so W is
+        // applied once per endpoint row rather than once per edge (as in training).
+        let first = &self.layers[0];
+        let no_bias = Dense {
+            w: first.weight.clone(),
+            b: vec![0.0; first.d_out],
+            d_out: first.d_out,
+        };
+        let rest: Vec<Dense> = self.layers[1..]
             .iter()
             .map(|l| Dense {
                 w: l.weight.clone(),
@@ -308,27 +326,40 @@ impl LesegrGate {
                 d_out: l.d_out,
             })
             .collect();
-        // Blocks of edges bound the memory of the differences (E × d floats in one go
-        // would be gigabytes at 100k chunks).
-        const BLOCK: usize = 4096;
-        let mut out = Vec::with_capacity(edges.len());
-        let mut diff = Vec::with_capacity(BLOCK.min(edges.len()) * d);
-        for block in edges.chunks(BLOCK) {
-            diff.clear();
-            for &(s, t) in block {
-                diff.extend(
-                    x.row(t as usize)
-                        .iter()
-                        .zip(x.row(s as usize))
-                        .map(|(a, b)| a - b),
-                );
-            }
-            out.extend(
-                mlp(&layers, &diff, d)
-                    .into_iter()
-                    .map(|z| 1.0 / (1.0 + (-z).exp())),
+        let mut rows: Vec<u32> = edges.iter().flat_map(|&(s, t)| [s, t]).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let mut gathered = Vec::with_capacity(rows.len() * d);
+        for &r in &rows {
+            gathered.extend_from_slice(x.row(r as usize));
+        }
+        let projected = no_bias.forward(&gathered, d);
+        drop(gathered);
+        let h1 = first.d_out;
+        let at = |r: u32| {
+            let i = rows.binary_search(&r).unwrap_or_default();
+            &projected[i * h1..(i + 1) * h1]
+        };
+        let mut hidden = Vec::with_capacity(edges.len() * h1);
+        for &(s, t) in edges {
+            hidden.extend(
+                at(t)
+                    .iter()
+                    .zip(at(s))
+                    .zip(&first.bias)
+                    .map(|((a, b), c)| a - b + c),
             );
         }
+        let logits = if rest.is_empty() {
+            hidden
+        } else {
+            relu_in_place(&mut hidden);
+            mlp(&rest, &hidden, h1)
+        };
+        let out = logits
+            .into_iter()
+            .map(|z| 1.0 / (1.0 + (-z).exp()))
+            .collect();
         Ok(out)
     }
 }
@@ -408,8 +439,6 @@ struct DeviceGraph {
     dst: Tensor<1, Int>,
     /// `[N, 1]`: `1 / (1 + |N(i)|)`.
     deg_inv: Tensor<2>,
-    /// `[E, d]`: `c_dst − c_src`.
-    diff: Tensor<2>,
     num_edges: usize,
 }
 
@@ -419,15 +448,6 @@ impl DeviceGraph {
         let src: Vec<i64> = graph.sources().iter().map(|&s| s as i64).collect();
         let dst_u = graph.destinations();
         let dst: Vec<i64> = dst_u.iter().map(|&s| s as i64).collect();
-        let mut diff = Vec::with_capacity(e * d);
-        for (&s, &t) in graph.sources().iter().zip(&dst_u) {
-            diff.extend(
-                x.row(t as usize)
-                    .iter()
-                    .zip(x.row(s as usize))
-                    .map(|(a, b)| a - b),
-            );
-        }
         let deg_inv: Vec<f32> = (0..n)
             .map(|i| 1.0 / (1 + graph.range(i).len()) as f32)
             .collect();
@@ -436,9 +456,18 @@ impl DeviceGraph {
             src: Tensor::from_data(TensorData::new(src, [e]), device),
             dst: Tensor::from_data(TensorData::new(dst, [e]), device),
             deg_inv: Tensor::from_data(TensorData::new(deg_inv, [n, 1]), device),
-            diff: Tensor::from_data(TensorData::new(diff, [e, d]), device),
             num_edges: e,
         }
+    }
+
+    /// `α_e = σ(MLP(c_dst − c_src))` for every edge, `[E, 1]`, with the first layer applied
+    /// to the `N` chunk rows rather than the `E` differences
+    /// ([`Mlp::forward_differences`]).
+    fn alpha(&self, net: &LesegrNet) -> Tensor<2> {
+        sigmoid(
+            net.alpha
+                .forward_differences(self.x.clone(), self.src.clone(), self.dst.clone()),
+        )
     }
 }
 
@@ -471,11 +500,7 @@ fn batch_loss(
     // q'ᵀ rows: Q·Mᵀ, then h⁽⁰⁾ = X·Q'ᵀ, [N, B].
     let qp = q.matmul(net.transform(d, device).transpose());
     let mut h = g.x.clone().matmul(qp.transpose());
-    let alpha = if g.num_edges > 0 {
-        Some(sigmoid(net.alpha.forward(g.diff.clone())))
-    } else {
-        None
-    };
+    let alpha = (g.num_edges > 0).then(|| g.alpha(net));
     for _ in 0..layers {
         let m = delta.clone() * h;
         let mut agg = m.clone();
@@ -544,7 +569,11 @@ pub fn train_lesegr(
         }
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let (val_idx, train_idx) = split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
+    let (mut val_idx, mut train_idx) =
+        split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
+    if val_idx.len() > MAX_VALIDATION {
+        train_idx.extend(val_idx.drain(MAX_VALIDATION..));
+    }
 
     let ad = device.clone().autodiff();
     // Held through the first step: parameters are drawn at their first use.
@@ -561,6 +590,7 @@ pub fn train_lesegr(
         epochs: cfg.epochs,
         patience: cfg.patience,
         batch_size: cfg.batch_size,
+        max_steps: cfg.max_steps,
     };
     let (net, mut report) = train_epochs(
         &plan,
@@ -591,7 +621,7 @@ pub fn train_lesegr(
 
 fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Result<LesegrWeights> {
     let alpha = if g.num_edges > 0 {
-        sigmoid(net.alpha.forward(g.diff.clone()))
+        g.alpha(net)
             .into_data()
             .try_into_vec::<f32>()
             .unwrap_or_default()
@@ -689,6 +719,52 @@ mod tests {
     }
 
     #[test]
+    fn the_step_limit_cuts_the_epoch_that_reaches_it() {
+        let rows: Vec<Vec<f32>> = (0..6)
+            .map(|i| {
+                let a = i as f32 * 0.9;
+                vec![a.cos(), a.sin()]
+            })
+            .collect();
+        let x = Embeddings::from_rows(2, &rows).unwrap();
+        let g = InEdges::from_edges(6, &[(0, 3), (1, 4), (2, 5)]).unwrap();
+        // 20 examples in batches of 4: 5 steps per epoch without validation.
+        let examples: Vec<LesegrExample> = (0..20u32)
+            .map(|i| LesegrExample {
+                query: rows[(i % 3) as usize].clone(),
+                delta_excess: vec![],
+                positives: vec![i % 3 + 3],
+            })
+            .collect();
+        let run = |max_steps, validation_fraction| {
+            let cfg = LesegrTrainConfig {
+                epochs: 4,
+                max_steps,
+                batch_size: 4,
+                validation_fraction,
+                ..LesegrTrainConfig::default()
+            };
+            let device = Device::flex();
+            train_lesegr(&x, &g, &examples, &cfg, &device, &lprag_core::NoProgress)
+                .unwrap()
+                .1
+        };
+        let r = run(7, 0.0);
+        assert_eq!((r.steps, r.epochs_run), (7, 2));
+        assert!(r.stopped_at_max_steps);
+        assert_eq!(r.train_loss.len(), 2);
+        // A limit at an epoch's end stops there; the cut epoch is still validated.
+        let r = run(10, 0.0);
+        assert_eq!((r.steps, r.epochs_run), (10, 2));
+        let r = run(3, 0.1);
+        assert_eq!((r.steps, r.epochs_run, r.val_loss.len()), (3, 1, 1));
+        // No limit: every epoch runs in full.
+        let r = run(0, 0.0);
+        assert_eq!((r.steps, r.epochs_run), (20, 4));
+        assert!(!r.stopped_at_max_steps);
+    }
+
+    #[test]
     fn training_learns_to_use_the_graph() {
         // Eight chunks in 2-d; gold chunk g of a query is the *neighbour* of the chunk the
         // query looks like: edges i → i+4, queries equal to c_i, gold c_{i+4}, whose own
@@ -742,6 +818,27 @@ mod tests {
         let host = w.gate.alpha(&x, &edges).unwrap();
         for (a, b) in host.iter().zip(&w.alpha) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+        // … and equals σ(MLP(c_t − c_s)) evaluated on each difference directly.
+        let layers: Vec<Dense> = w
+            .gate
+            .layers
+            .iter()
+            .map(|l| Dense {
+                w: l.weight.clone(),
+                b: l.bias.clone(),
+                d_out: l.d_out,
+            })
+            .collect();
+        let diffs: Vec<f32> = edges
+            .iter()
+            .flat_map(|&(s, t)| {
+                let (s, t) = (x.row(s as usize), x.row(t as usize));
+                t.iter().zip(s).map(|(a, b)| a - b).collect::<Vec<_>>()
+            })
+            .collect();
+        for (z, a) in mlp(&layers, &diffs, 2).iter().zip(&host) {
+            assert!((1.0 / (1.0 + (-z).exp()) - a).abs() < 1e-6);
         }
         let new_edge = w.gate.alpha(&x, &[(5, 1)]).unwrap();
         assert!(new_edge[0] > 0.0 && new_edge[0] < 1.0);
