@@ -227,6 +227,16 @@ pub struct GateLayer {
     pub d_out: usize,
 }
 
+impl GateLayer {
+    fn dense(&self) -> Dense {
+        Dense {
+            w: self.weight.clone(),
+            b: self.bias.clone(),
+            d_out: self.d_out,
+        }
+    }
+}
+
 /// LeSeGR's trained edge gate on the host, `α(c_src → c_dst) = σ(MLP(c_dst − c_src))`
 /// (ReLU between the layers): the network itself rather than its outputs, so that edges
 /// made after training — an index update — are gated as training gated its own.
@@ -318,14 +328,7 @@ impl LesegrGate {
             b: vec![0.0; first.d_out],
             d_out: first.d_out,
         };
-        let rest: Vec<Dense> = self.layers[1..]
-            .iter()
-            .map(|l| Dense {
-                w: l.weight.clone(),
-                b: l.bias.clone(),
-                d_out: l.d_out,
-            })
-            .collect();
+        let rest: Vec<Dense> = self.layers[1..].iter().map(GateLayer::dense).collect();
         let mut rows: Vec<u32> = edges.iter().flat_map(|&(s, t)| [s, t]).collect();
         rows.sort_unstable();
         rows.dedup();
@@ -718,15 +721,21 @@ mod tests {
         assert_eq!(w.transform_query(&[1.0, 1.0]), vec![3.0, 7.0]);
     }
 
-    #[test]
-    fn the_step_limit_cuts_the_epoch_that_reaches_it() {
-        let rows: Vec<Vec<f32>> = (0..6)
+    /// `n` unit vectors in 2-d, `step` radians apart: the rows and their matrix.
+    fn circle(n: usize, step: f32) -> (Vec<Vec<f32>>, Embeddings) {
+        let rows: Vec<Vec<f32>> = (0..n)
             .map(|i| {
-                let a = i as f32 * 0.9;
+                let a = i as f32 * step;
                 vec![a.cos(), a.sin()]
             })
             .collect();
         let x = Embeddings::from_rows(2, &rows).unwrap();
+        (rows, x)
+    }
+
+    #[test]
+    fn the_step_limit_cuts_the_epoch_that_reaches_it() {
+        let (rows, x) = circle(6, 0.9);
         let g = InEdges::from_edges(6, &[(0, 3), (1, 4), (2, 5)]).unwrap();
         // 20 examples in batches of 4: 5 steps per epoch without validation.
         let examples: Vec<LesegrExample> = (0..20u32)
@@ -770,13 +779,7 @@ mod tests {
         // query looks like: edges i → i+4, queries equal to c_i, gold c_{i+4}, whose own
         // embedding is orthogonal-ish. Dense alone ranks the wrong chunk; the learned
         // transform and gates must move mass along the edges.
-        let rows: Vec<Vec<f32>> = (0..8)
-            .map(|i| {
-                let a = i as f32 * 0.7;
-                vec![a.cos(), a.sin()]
-            })
-            .collect();
-        let x = Embeddings::from_rows(2, &rows).unwrap();
+        let (rows, x) = circle(8, 0.7);
         let edges: Vec<(u32, u32)> = (0..4).map(|i| (i, i + 4)).collect();
         let g = InEdges::from_edges(8, &edges).unwrap();
         let examples: Vec<LesegrExample> = (0..4u32)
@@ -820,16 +823,7 @@ mod tests {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
         }
         // … and equals σ(MLP(c_t − c_s)) evaluated on each difference directly.
-        let layers: Vec<Dense> = w
-            .gate
-            .layers
-            .iter()
-            .map(|l| Dense {
-                w: l.weight.clone(),
-                b: l.bias.clone(),
-                d_out: l.d_out,
-            })
-            .collect();
+        let layers: Vec<Dense> = w.gate.layers.iter().map(GateLayer::dense).collect();
         let diffs: Vec<f32> = edges
             .iter()
             .flat_map(|&(s, t)| {
