@@ -332,37 +332,45 @@ impl LesegrGate {
         let mut rows: Vec<u32> = edges.iter().flat_map(|&(s, t)| [s, t]).collect();
         rows.sort_unstable();
         rows.dedup();
-        let mut gathered = Vec::with_capacity(rows.len() * d);
-        for &r in &rows {
-            gathered.extend_from_slice(x.row(r as usize));
-        }
-        let projected = no_bias.forward(&gathered, d);
-        drop(gathered);
+        // Blocks bound the memory of the copies: the endpoint rows (d wide) and the
+        // edges' hidden layer (h1 wide) are never all held at once, only `rows × h1`.
+        const BLOCK: usize = 4096;
         let h1 = first.d_out;
+        let mut projected = Vec::with_capacity(rows.len() * h1);
+        let mut gathered = Vec::with_capacity(BLOCK.min(rows.len()) * d);
+        for block in rows.chunks(BLOCK) {
+            gathered.clear();
+            for &r in block {
+                gathered.extend_from_slice(x.row(r as usize));
+            }
+            projected.extend(no_bias.forward(&gathered, d));
+        }
+        drop(gathered);
         let at = |r: u32| {
             let i = rows.binary_search(&r).unwrap_or_default();
             &projected[i * h1..(i + 1) * h1]
         };
-        let mut hidden = Vec::with_capacity(edges.len() * h1);
-        for &(s, t) in edges {
-            hidden.extend(
-                at(t)
-                    .iter()
-                    .zip(at(s))
-                    .zip(&first.bias)
-                    .map(|((a, b), c)| a - b + c),
-            );
+        let mut out = Vec::with_capacity(edges.len());
+        let mut hidden = Vec::with_capacity(BLOCK.min(edges.len()) * h1);
+        for block in edges.chunks(BLOCK) {
+            hidden.clear();
+            for &(s, t) in block {
+                hidden.extend(
+                    at(t)
+                        .iter()
+                        .zip(at(s))
+                        .zip(&first.bias)
+                        .map(|((a, b), c)| a - b + c),
+                );
+            }
+            let logits = if rest.is_empty() {
+                hidden.clone()
+            } else {
+                relu_in_place(&mut hidden);
+                mlp(&rest, &hidden, h1)
+            };
+            out.extend(logits.into_iter().map(|z| 1.0 / (1.0 + (-z).exp())));
         }
-        let logits = if rest.is_empty() {
-            hidden
-        } else {
-            relu_in_place(&mut hidden);
-            mlp(&rest, &hidden, h1)
-        };
-        let out = logits
-            .into_iter()
-            .map(|z| 1.0 / (1.0 + (-z).exp()))
-            .collect();
         Ok(out)
     }
 }
@@ -731,6 +739,48 @@ mod tests {
             .collect();
         let x = Embeddings::from_rows(2, &rows).unwrap();
         (rows, x)
+    }
+
+    #[test]
+    fn the_host_gate_equals_the_mlp_on_each_difference_across_blocks() {
+        // More rows and edges than one block of 4,096, so every block boundary is crossed.
+        let (_, x) = circle(5000, 0.37);
+        let gate = LesegrGate {
+            dim: 2,
+            layers: vec![
+                GateLayer {
+                    weight: vec![0.5, -1.0, 0.3, 0.8, 0.2, -0.6],
+                    bias: vec![0.1, -0.2, 0.05],
+                    d_out: 3,
+                },
+                GateLayer {
+                    weight: vec![1.5, -0.7, 0.9],
+                    bias: vec![-0.3],
+                    d_out: 1,
+                },
+            ],
+        };
+        let edges: Vec<(u32, u32)> = (0..9000u32)
+            .map(|e| (e % 5000, (e * 7 + 3) % 5000))
+            .collect();
+        let got = gate.alpha(&x, &edges).unwrap();
+        let layers: Vec<Dense> = gate.layers.iter().map(GateLayer::dense).collect();
+        assert_eq!(got.len(), edges.len());
+        for (k, &(s, t)) in edges.iter().enumerate() {
+            let diff: Vec<f32> = x
+                .row(t as usize)
+                .iter()
+                .zip(x.row(s as usize))
+                .map(|(a, b)| a - b)
+                .collect();
+            let z = mlp(&layers, &diff, 2)[0];
+            let want = 1.0 / (1.0 + (-z).exp());
+            assert!(
+                (got[k] - want).abs() < 1e-6,
+                "edge {k}: {} vs {want}",
+                got[k]
+            );
+        }
     }
 
     #[test]
