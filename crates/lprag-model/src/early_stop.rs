@@ -140,6 +140,7 @@ pub(crate) fn train_epochs<M: Module>(
 ) -> Result<(M, TrainReport)> {
     let mut report = TrainReport::default();
     let mut stopping = EarlyStopping::new(plan.patience);
+    let reached = |steps: usize| plan.max_steps > 0 && steps >= plan.max_steps;
     progress.start(plan.stage, Some(plan.epochs as u64));
     for epoch in 0..plan.epochs {
         if train_idx.is_empty() {
@@ -148,7 +149,7 @@ pub(crate) fn train_epochs<M: Module>(
         train_idx.shuffle(rng);
         let (mut sum, mut steps) = (0.0f32, 0usize);
         for batch in train_idx.chunks(plan.batch_size.max(1)) {
-            if plan.max_steps > 0 && report.steps >= plan.max_steps {
+            if reached(report.steps) {
                 break;
             }
             let (next, loss) = step(net, batch, rng);
@@ -157,7 +158,7 @@ pub(crate) fn train_epochs<M: Module>(
             steps += 1;
             report.steps += 1;
         }
-        let at_limit = plan.max_steps > 0 && report.steps >= plan.max_steps;
+        let at_limit = reached(report.steps);
         let train_loss = sum / steps.max(1) as f32;
         if !train_loss.is_finite() {
             return Err(Error::backend(
