@@ -3,8 +3,10 @@
 //! Each stage keeps its own start time and step count, so stages that run inside one
 //! another (training inside an index build) report their own durations. An update is
 //! printed when it is the first, every `every`-th, the stage's last (when the total is
-//! known) or the first after `interval` without a printed line, so slow stages (a
-//! training epoch that takes a minute) are never silent for long.
+//! known) or the first after `interval` without a printed line; a [`Progress::tick`]
+//! (work inside a step, such as a training step inside an epoch) only after `interval`
+//! without a line. So slow stages (a training epoch that takes minutes) are never silent
+//! for long.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -68,6 +70,27 @@ impl StderrProgress {
     }
 }
 
+impl StderrProgress {
+    /// Whether a [`Progress::tick`] of `stage` is printed now: only after `interval`
+    /// without a printed line of the stage (records the print).
+    fn tick_due(&self, stage: &str) -> bool {
+        let Ok(mut stages) = self.stages.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        let s = stages.entry(stage.to_string()).or_insert(Stage {
+            started: now,
+            total: None,
+            last_print: now,
+        });
+        let due = now.duration_since(s.last_print) >= self.interval;
+        if due {
+            s.last_print = now;
+        }
+        due
+    }
+}
+
 impl Default for StderrProgress {
     fn default() -> Self {
         Self::new(10)
@@ -96,6 +119,14 @@ impl Progress for StderrProgress {
     fn update(&self, stage: &str, done: u64, message: &str) {
         if self.should_print(stage, done) {
             eprintln!("[lprag] {stage}: {done} {message}");
+        }
+    }
+
+    /// Printed only when the stage has shown nothing for the quiet interval (10 s by
+    /// default), so a long epoch shows where it is without a line per step.
+    fn tick(&self, stage: &str, message: &str) {
+        if self.tick_due(stage) {
+            eprintln!("[lprag] {stage}: {message}");
         }
     }
 
@@ -143,5 +174,24 @@ mod tests {
         p.finish("train");
         let stages = p.stages.lock().unwrap();
         assert!(stages.contains_key("index") && !stages.contains_key("train"));
+    }
+
+    #[test]
+    fn ticks_print_only_after_a_quiet_interval() {
+        // Never within the interval, however many: a step per tick would flood the log.
+        let p = StderrProgress::new(10).with_interval(Duration::MAX);
+        p.start("train", Some(5));
+        assert!((0..100).all(|_| !p.tick_due("train")));
+        // After the interval the next tick is due, and it restarts the interval.
+        let p = StderrProgress::new(10).with_interval(Duration::from_millis(300));
+        p.start("train", Some(5));
+        assert!(!p.tick_due("train"));
+        std::thread::sleep(Duration::from_millis(350));
+        assert!(p.tick_due("train"));
+        assert!(!p.tick_due("train"));
+        // A printed update restarts it too.
+        std::thread::sleep(Duration::from_millis(350));
+        assert!(p.should_print("train", 1));
+        assert!(!p.tick_due("train"));
     }
 }

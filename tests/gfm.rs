@@ -114,6 +114,46 @@ async fn builds_a_kg_trains_and_retrieves() {
 }
 
 #[tokio::test]
+async fn training_is_checkpointed_and_finished_stages_are_not_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |counts: Arc<crate::common::StepCounts>| {
+        GfmRag::builder()
+            .encoder(Arc::new(HashingEncoder::default()))
+            .config(small())
+            .checkpoints(dir.path())
+            .progress(counts)
+    };
+    let docs = corpus();
+    let first = Arc::new(crate::common::StepCounts::default());
+    let rag = run(first.clone()).build(&docs).await.unwrap();
+    let (pre, fine) = (
+        rag.stats().pretrain.clone().unwrap(),
+        rag.stats().finetune.clone().unwrap(),
+    );
+    assert_eq!(first.get("pretrain gfm"), pre.steps);
+    assert_eq!(first.get("finetune gfm"), fine.steps);
+    assert!(pre.steps > 0 && fine.steps > 0);
+    for stage in ["pretrain", "finetune"] {
+        assert!(dir.path().join(stage).join("train-state.json").is_file());
+    }
+
+    // Again: both stages are found finished, no step runs, the model is the same.
+    let second = Arc::new(crate::common::StepCounts::default());
+    let again = run(second.clone()).build(&docs).await.unwrap();
+    assert_eq!(second.get("pretrain gfm") + second.get("finetune gfm"), 0);
+    for (replayed, first) in [
+        (again.stats().pretrain.clone(), &pre),
+        (again.stats().finetune.clone(), &fine),
+    ] {
+        let mut replayed = replayed.unwrap();
+        replayed.seconds = first.seconds;
+        assert_eq!(&replayed, first);
+    }
+    let q = "Where was Marie Curie born?";
+    assert_eq!(scored(&rag, q).await, scored(&again, q).await);
+}
+
+#[tokio::test]
 async fn save_load_round_trip_and_typed_errors() {
     let rag = build(small()).await;
     let dir = tempfile::tempdir().unwrap();

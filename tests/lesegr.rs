@@ -133,6 +133,44 @@ async fn trained_variant_trains_saves_and_loads() {
 }
 
 #[tokio::test]
+async fn training_is_checkpointed_and_a_finished_training_is_not_repeated() {
+    let docs = mini_corpus::documents();
+    let dir = tempfile::tempdir().unwrap();
+    let first = Arc::new(crate::common::StepCounts::default());
+    let rag = builder(quick_train())
+        .checkpoints(dir.path())
+        .progress(first.clone())
+        .build(&docs)
+        .await
+        .unwrap();
+    let report = rag.stats().train.clone().unwrap();
+    assert_eq!(first.get("train lesegr"), report.steps);
+    assert!(report.steps > 0);
+    assert!(dir.path().join("train-state.json").is_file());
+
+    // The same build again: the training is found finished in its checkpoint and no step
+    // runs; the index is the same.
+    let second = Arc::new(crate::common::StepCounts::default());
+    let again = builder(quick_train())
+        .checkpoints(dir.path())
+        .progress(second.clone())
+        .build(&docs)
+        .await
+        .unwrap();
+    assert_eq!(second.get("train lesegr"), 0);
+    let mut replayed = again.stats().train.clone().unwrap();
+    replayed.seconds = report.seconds;
+    assert_eq!(replayed, report);
+    assert_eq!(again.alpha(), rag.alpha());
+    let q = "Who shared the 1903 Nobel Prize in Physics?";
+    let (a, b) = (
+        rag.retrieve(q, Selection::TopK(4)).await.unwrap(),
+        again.retrieve(q, Selection::TopK(4)).await.unwrap(),
+    );
+    assert_eq!(a, b);
+}
+
+#[tokio::test]
 async fn labels_and_citations_are_checked_and_used() {
     let docs = mini_corpus::documents();
     // Citations replace the k-NN links.

@@ -1,5 +1,6 @@
 //! A small corpus shared by the integration tests: six short articles, two of them linked
-//! by a multi-hop question (Curie → Warsaw → Vistula).
+//! by a multi-hop question (Curie → Warsaw → Vistula), and a progress reporter that counts
+//! training steps.
 
 use std::sync::Arc;
 
@@ -145,4 +146,24 @@ pub async fn ranked(retriever: &dyn lprag::Retriever, query: &str, k: usize) -> 
         .iter()
         .map(|h| (h.chunk.id, h.score))
         .collect()
+}
+
+/// Counts the training steps (ticks) each stage reports: zero for a stage means it did
+/// not train (for example, resumed from a finished checkpoint).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+#[derive(Default)]
+pub struct StepCounts(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+#[allow(dead_code)]
+impl StepCounts {
+    /// Steps reported by `stage`.
+    pub fn get(&self, stage: &str) -> usize {
+        self.0.lock().unwrap().get(stage).copied().unwrap_or(0)
+    }
+}
+
+impl lprag::Progress for StepCounts {
+    fn tick(&self, stage: &str, _message: &str) {
+        *self.0.lock().unwrap().entry(stage.to_string()).or_default() += 1;
+    }
 }

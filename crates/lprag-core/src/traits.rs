@@ -115,6 +115,11 @@ pub trait Progress: Send + Sync {
     fn start(&self, _stage: &str, _total: Option<u64>) {}
     /// `done` steps of the stage are finished; `message` is a short status (e.g. a loss).
     fn update(&self, _stage: &str, _done: u64, _message: &str) {}
+    /// Work inside the stage's current step went on (for example a training step inside
+    /// an epoch, when the stage counts epochs); `message` says where, e.g.
+    /// `epoch 3: step 140 of 282`. Called often, without a change of `done`; the default
+    /// ignores it. [`update`](Progress::update) stays the stage's step count.
+    fn tick(&self, _stage: &str, _message: &str) {}
     /// The stage is finished.
     fn finish(&self, _stage: &str) {}
     /// Something the user should know about (a fallback was taken, input was skipped).

@@ -119,6 +119,11 @@ struct ScaleArgs {
     /// there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Checkpoint the training of `lesegr` and `gfm` after every epoch in
+    /// DIR/musique-N/<retriever>, so an interrupted run resumes after its last finished
+    /// epoch.
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "OUT")]
     json: Option<PathBuf>,
@@ -206,6 +211,10 @@ struct RetrievalArgs {
     /// so an interrupted build resumes there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Checkpoint the training of `lesegr` and `gfm` after every epoch in DIR/<retriever>,
+    /// so an interrupted run resumes after its last finished epoch.
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
     /// Save the LP-RAG index built here to this directory (`LpRag::save`).
     #[arg(long, value_name = "DIR")]
     lprag_save: Option<PathBuf>,
@@ -385,6 +394,10 @@ async fn scale(args: ScaleArgs) -> Result<()> {
         let encoder = build_encoder_sized(encoder_kind, &dataset.corpus, None, args.hashing_dim)?;
         options.retrievers.lprag_work_dir = args
             .lprag_work_dir
+            .as_ref()
+            .map(|d| d.join(format!("musique-{n}")));
+        options.retrievers.checkpoint_dir = args
+            .checkpoint_dir
             .as_ref()
             .map(|d| d.join(format!("musique-{n}")));
         eprintln!(
@@ -706,6 +719,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     options.retrievers.device = device;
     options.retrievers.lprag_whole_passages = args.lprag_whole_passages;
     options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
+    options.retrievers.checkpoint_dir = args.checkpoint_dir.clone();
     options.retrievers.lprag_save = args.lprag_save.clone();
     options.retrievers.lprag_transfer_from = args.lprag_transfer_from.clone();
     options.retrievers.verbose = args.verbose;
@@ -774,6 +788,12 @@ impl Progress for Bars {
     fn update(&self, stage: &str, done: u64, message: &str) {
         if let Some(b) = self.bars.lock().expect("progress lock").get(stage) {
             b.set_position(done);
+            b.set_message(message.to_string());
+        }
+    }
+
+    fn tick(&self, stage: &str, message: &str) {
+        if let Some(b) = self.bars.lock().expect("progress lock").get(stage) {
             b.set_message(message.to_string());
         }
     }

@@ -47,6 +47,10 @@ pub struct RetrieverOptions {
     /// Work directory of `lprag` ([`lprag::LpRagBuilder::work_dir`]): finished stages and
     /// training checkpoints are kept there and reused. Default none.
     pub lprag_work_dir: Option<std::path::PathBuf>,
+    /// Training checkpoints of `lesegr` and `gfm` ([`lprag::LesegrRagBuilder::checkpoints`],
+    /// [`lprag::GfmRagBuilder::checkpoints`]) in `DIR/<retriever>`: an interrupted
+    /// training resumes after its last finished epoch. Default none.
+    pub checkpoint_dir: Option<std::path::PathBuf>,
     /// Save the `lprag` index to this directory after building it. Default none.
     pub lprag_save: Option<std::path::PathBuf>,
     /// Build `lprag` with the predictor of the index saved in this directory, attached
@@ -331,7 +335,11 @@ pub async fn build_lesegr(
     if name.starts_with("lesegr-lite") {
         config.variant = lprag::LesegrVariant::Lite;
     }
-    let rag = lprag::LesegrRag::builder()
+    let mut builder = lprag::LesegrRag::builder();
+    if let Some(dir) = &options.checkpoint_dir {
+        builder = builder.checkpoints(dir.join(name));
+    }
+    let rag = builder
         .encoder(encoder)
         .labelled(options.labelled.clone())
         .progress(progress(options.verbose))
@@ -353,6 +361,9 @@ pub async fn build_gfm(
     let mut builder = lprag::GfmRag::builder();
     if let Some(config) = &options.gfm {
         builder = builder.config(config.clone());
+    }
+    if let Some(dir) = &options.checkpoint_dir {
+        builder = builder.checkpoints(dir.join("gfm"));
     }
     let rag = builder
         .encoder(encoder)

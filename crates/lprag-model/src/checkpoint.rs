@@ -1,17 +1,21 @@
-//! Per-epoch training checkpoints (see [`GnnLinkPredictor::with_checkpoints`] and
-//! [`crate::BurnLinkPredictor::with_checkpoints`]).
+//! Per-epoch training checkpoints (see [`GnnLinkPredictor::with_checkpoints`],
+//! [`crate::BurnLinkPredictor::with_checkpoints`], [`crate::lesegr::train_lesegr`] and
+//! [`crate::gfm::GfmModel::train`]).
 //!
-//! After every epoch the current weights, the best weights so far and a small JSON state
-//! (epochs done, the report, early-stopping counters, a key of the run's inputs) are
-//! written to the checkpoint directory, each file atomically. A later `fit` with the same
-//! graph and configuration (same key) starts after the last finished epoch, or returns
-//! the finished result at once when the run had ended.
+//! After every epoch the current weights, the best weights so far, the optimizer's state
+//! (Adam's moment estimates, keyed by the parameters' ids, which the weight files keep)
+//! and a small JSON state (epochs done, the report, early-stopping counters, a key of the
+//! run's inputs) are written to the checkpoint directory, each file atomically. A later run
+//! with the same key starts after the last finished epoch exactly where the interrupted
+//! one was, or returns the finished result at once when the run had ended.
 //!
 //! [`GnnLinkPredictor::with_checkpoints`]: crate::GnnLinkPredictor::with_checkpoints
 
 use std::path::{Path, PathBuf};
 
+use burn::optim::ModuleOptimizer;
 use burn::store::ModuleSnapshot;
+use burn::tensor::Bytes;
 use lprag_core::{Error, LinkGraph, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +26,7 @@ use crate::weights::{load_weights, save_weights};
 const STATE: &str = "train-state.json";
 const CURRENT: &str = "current.bpk";
 const BEST: &str = "best.bpk";
+const OPTIMIZER: &str = "optimizer.bpk";
 
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +43,10 @@ pub(crate) struct SavedState {
     pub best_loss: Option<f32>,
     /// Epochs since the best one.
     pub since_best: usize,
+    /// Whether `optimizer.bpk` holds the optimizer's state after `epochs_done` (checkpoints
+    /// written before it was saved have none; their runs resume with fresh moments).
+    #[serde(default)]
+    pub optimizer: bool,
 }
 
 /// A checkpoint directory for one training run.
@@ -46,41 +55,88 @@ pub(crate) struct Checkpoints {
     key: String,
 }
 
+/// A run's key: FNV-1a over everything that determines the run (inputs, configuration,
+/// starting weights), fed in pieces. Two runs with the same key resume each other.
+pub(crate) struct RunKey(u64);
+
+impl RunKey {
+    pub(crate) fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        self
+    }
+
+    pub(crate) fn usize(&mut self, v: usize) -> &mut Self {
+        self.bytes(&(v as u64).to_le_bytes())
+    }
+
+    /// A length-prefixed list of `u32`s.
+    pub(crate) fn u32s(&mut self, vs: &[u32]) -> &mut Self {
+        self.usize(vs.len());
+        for v in vs {
+            self.bytes(&v.to_le_bytes());
+        }
+        self
+    }
+
+    /// A length-prefixed list of `f32`s (bit patterns).
+    pub(crate) fn f32s(&mut self, vs: &[f32]) -> &mut Self {
+        self.usize(vs.len());
+        for v in vs {
+            self.bytes(&v.to_le_bytes());
+        }
+        self
+    }
+
+    /// A configuration, as JSON.
+    pub(crate) fn json(&mut self, config: &impl Serialize) -> Result<&mut Self> {
+        let bytes = serde_json::to_vec(config)
+            .map_err(|e| Error::invalid("training checkpoint key", e.to_string()))?;
+        Ok(self.bytes(&bytes))
+    }
+
+    pub(crate) fn finish(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
 /// FNV-1a over the graph (sizes, features, edges) and the run's configuration (for the
 /// built-in predictor, `(model, train)`).
 fn run_key(graph: &LinkGraph, config: &impl Serialize) -> Result<String> {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(&(graph.num_chunks as u64).to_le_bytes());
-    eat(&(graph.features.rows() as u64).to_le_bytes());
-    eat(&(graph.features.dim() as u64).to_le_bytes());
+    let mut h = RunKey::new();
+    h.usize(graph.num_chunks)
+        .usize(graph.features.rows())
+        .usize(graph.features.dim());
     for v in graph.features.as_slice() {
-        eat(&v.to_le_bytes());
+        h.bytes(&v.to_le_bytes());
     }
     for e in &graph.edges {
-        eat(&e.a.to_le_bytes());
-        eat(&e.b.to_le_bytes());
-        eat(&e.weight.to_le_bytes());
-        eat(&[e.kind as u8]);
+        h.bytes(&e.a.to_le_bytes())
+            .bytes(&e.b.to_le_bytes())
+            .bytes(&e.weight.to_le_bytes())
+            .bytes(&[e.kind as u8]);
     }
-    let configs = serde_json::to_vec(config)
-        .map_err(|e| Error::invalid("training checkpoint key", e.to_string()))?;
-    eat(&configs);
-    Ok(format!("{h:016x}"))
+    Ok(h.json(config)?.finish())
 }
 
 impl Checkpoints {
     /// Checkpoints in `dir` (created) for a run on `graph` with `config`.
     pub(crate) fn open(dir: &Path, graph: &LinkGraph, config: &impl Serialize) -> Result<Self> {
+        Self::open_keyed(dir, run_key(graph, config)?)
+    }
+
+    /// Checkpoints in `dir` (created) for the run with this key ([`RunKey`]).
+    pub(crate) fn open_keyed(dir: &Path, key: String) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            key: run_key(graph, config)?,
+            key,
         })
     }
 
@@ -109,36 +165,54 @@ impl Checkpoints {
     }
 
     /// Record a finished epoch: the `current` weights, the `best` weights when they changed
-    /// this epoch, then the state. Each file is replaced atomically; the state goes last.
+    /// this epoch, the optimizer's state, then the state. Each file is replaced
+    /// atomically; the state goes last.
     pub(crate) fn save<M: ModuleSnapshot>(
         &self,
         state: &SavedState,
         current: &M,
         best: Option<&M>,
+        optimizer: &ModuleOptimizer,
     ) -> Result<()> {
         save_weights(current, &self.dir.join(CURRENT))?;
         if let Some(b) = best {
             save_weights(b, &self.dir.join(BEST))?;
         }
+        let path = self.dir.join(OPTIMIZER);
+        let bytes = optimizer
+            .into_bytes()
+            .map_err(|e| Error::format(&path, format!("{e:?}")))?;
+        write_atomic(&path, &bytes)?;
         let mut state = state.clone();
         state.key = self.key.clone();
+        state.optimizer = true;
         let json = serde_json::to_vec_pretty(&state)
             .map_err(|e| Error::format(self.dir.join(STATE), e.to_string()))?;
         write_atomic(&self.dir.join(STATE), &json)
     }
 
     /// Continue a run: when this directory holds this run's checkpoint, load its weights
-    /// into `current` (and the best ones into `best`), restore `stopping` and `report`, and
-    /// return `(epochs done, finished)`; otherwise `(0, false)`.
+    /// into `current` (and the best ones into `best`) and its state into `optimizer`,
+    /// restore `stopping` and `report`, and return `(epochs done, finished)`; otherwise
+    /// `(0, false)`.
     pub(crate) fn resume<M: ModuleSnapshot>(
         &self,
         current: &mut M,
         mut best: M,
         stopping: &mut EarlyStopping<M>,
         report: &mut TrainReport,
+        optimizer: &mut ModuleOptimizer,
     ) -> Result<(usize, bool)> {
         match self.load(current, &mut best)? {
             Some(saved) => {
+                if saved.optimizer {
+                    let path = self.dir.join(OPTIMIZER);
+                    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                    *optimizer = optimizer
+                        .clone()
+                        .from_bytes(Bytes::from_bytes_vec(bytes))
+                        .map_err(|e| Error::format(&path, format!("{e:?}")))?;
+                }
                 *report = saved.report;
                 stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
                 Ok((saved.epochs_done, saved.finished))
@@ -148,7 +222,7 @@ impl Checkpoints {
     }
 
     /// Record epoch `epochs_done` (1-based) after it ran: `current` weights, the best
-    /// ones when this epoch improved them, and the state.
+    /// ones when this epoch improved them, the optimizer's state and the run's state.
     pub(crate) fn record<M: ModuleSnapshot>(
         &self,
         epochs_done: usize,
@@ -156,6 +230,7 @@ impl Checkpoints {
         report: &TrainReport,
         stopping: &EarlyStopping<M>,
         current: &M,
+        optimizer: &ModuleOptimizer,
     ) -> Result<()> {
         let state = SavedState {
             key: String::new(),
@@ -164,12 +239,14 @@ impl Checkpoints {
             report: report.clone(),
             best_loss: stopping.best_loss(),
             since_best: stopping.since_best(),
+            optimizer: false,
         };
         let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
         self.save(
             &state,
             current,
             best_changed.then(|| stopping.best()).flatten(),
+            optimizer,
         )
     }
 }

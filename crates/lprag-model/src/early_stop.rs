@@ -1,7 +1,7 @@
-//! Early stopping on a validation loss, shared by the trainers of this crate.
+//! Early stopping on a validation loss, the schedule checks and the hold-out split, shared
+//! by the trainers of this crate (whose epoch loop is [`crate::training::run_epochs`]).
 
-use burn::module::Module;
-use lprag_core::{Error, Progress, Result, TrainReport};
+use lprag_core::{Error, Result, TrainReport};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
@@ -106,95 +106,6 @@ pub(crate) fn split_holdout(n: usize, fraction: f32, rng: &mut StdRng) -> (Vec<u
     };
     let train = order.split_off(n_val);
     (order, train)
-}
-
-/// The settings of [`train_epochs`].
-pub(crate) struct EpochPlan<'a> {
-    /// Progress stage and error location.
-    pub stage: &'a str,
-    pub epochs: usize,
-    pub patience: usize,
-    pub batch_size: usize,
-    /// Most optimisation steps over the whole run; 0 means no limit. The epoch that
-    /// reaches it is cut short, then validated as usual.
-    pub max_steps: usize,
-}
-
-/// The epoch loop both trainers share: shuffle the training indices, run `step` on each
-/// batch (it gets `rng` after the shuffle and returns the updated module and the batch
-/// loss) until the epoch ends or `plan.max_steps` is reached, stop on a non-finite loss,
-/// validate with `val_loss(valid module, batch, batch number)` (mean loss of the batch)
-/// and keep the module of the best validation loss ([`EarlyStopping`]); without a
-/// validation set the last module is kept. Returns the kept module (no autodiff) and the
-/// report (without `seconds`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn train_epochs<M: Module>(
-    plan: &EpochPlan<'_>,
-    mut train_idx: Vec<usize>,
-    val_idx: &[usize],
-    rng: &mut StdRng,
-    progress: &dyn Progress,
-    mut net: M,
-    mut step: impl FnMut(M, &[usize], &mut StdRng) -> (M, f32),
-    mut val_loss: impl FnMut(&M, &[usize], usize) -> f32,
-) -> Result<(M, TrainReport)> {
-    let mut report = TrainReport::default();
-    let mut stopping = EarlyStopping::new(plan.patience);
-    let reached = |steps: usize| plan.max_steps > 0 && steps >= plan.max_steps;
-    progress.start(plan.stage, Some(plan.epochs as u64));
-    for epoch in 0..plan.epochs {
-        if train_idx.is_empty() {
-            break;
-        }
-        train_idx.shuffle(rng);
-        let (mut sum, mut steps) = (0.0f32, 0usize);
-        for batch in train_idx.chunks(plan.batch_size.max(1)) {
-            if reached(report.steps) {
-                break;
-            }
-            let (next, loss) = step(net, batch, rng);
-            net = next;
-            sum += loss;
-            steps += 1;
-            report.steps += 1;
-        }
-        let at_limit = reached(report.steps);
-        let train_loss = sum / steps.max(1) as f32;
-        if !train_loss.is_finite() {
-            return Err(Error::backend(
-                plan.stage,
-                format!("loss became {train_loss} in epoch {}", epoch + 1),
-            ));
-        }
-        report.train_loss.push(train_loss);
-        report.epochs_run = epoch + 1;
-        let mut message = format!("loss {train_loss:.4}");
-        let mut stop = at_limit;
-        if val_idx.is_empty() {
-            report.best_epoch = epoch + 1;
-        } else {
-            let valid = net.valid();
-            let (mut vs, mut vn) = (0.0f32, 0usize);
-            for (k, batch) in val_idx.chunks(plan.batch_size.max(1)).enumerate() {
-                vs += val_loss(&valid, batch, k) * batch.len() as f32;
-                vn += batch.len();
-            }
-            let vloss = vs / vn as f32;
-            message.push_str(&format!(", val {vloss:.4}"));
-            stop |= stopping.observe(epoch, vloss, valid, &mut report);
-        }
-        if at_limit {
-            report.stopped_at_max_steps = true;
-            message.push_str(&format!(", step limit {} reached", plan.max_steps));
-        }
-        progress.update(plan.stage, (epoch + 1) as u64, &message);
-        if stop {
-            break;
-        }
-    }
-    progress.finish(plan.stage);
-    let best = stopping.into_best().unwrap_or_else(|| net.valid());
-    Ok((best, report))
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig};
-use burn::optim::{AdamWConfig, GradientsParams};
+use burn::optim::AdamWConfig;
 use burn::tensor::activation::{log_sigmoid, relu, sigmoid};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
@@ -40,11 +40,13 @@ use serde::{Deserialize, Serialize};
 
 pub use lprag_graph::KgEdges;
 
+use crate::checkpoint::{Checkpoints, RunKey};
 use crate::dense::{to_vec, Dense};
-use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
+use crate::early_stop::{check_schedule, split_holdout};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 use crate::seeding::seed_generator;
+use crate::training::{run_epochs, EpochLoop};
 
 /// The network's shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -611,7 +613,8 @@ impl GfmModel {
 
     /// Train on `examples` (KG-completion queries, labelled questions, or both), keeping
     /// the epoch of the best held-out loss. Continues from the current weights, so
-    /// pre-training then fine-tuning is two calls.
+    /// pre-training then fine-tuning is two calls. Without checkpoints; see
+    /// [`GfmModel::train_resumable`].
     ///
     /// # Errors
     /// An example with a wrong width, no target, or an id out of range (checked before any
@@ -622,6 +625,29 @@ impl GfmModel {
         cfg: &GfmTrainConfig,
         stage: &str,
         progress: &dyn Progress,
+    ) -> Result<TrainReport> {
+        self.train_resumable(examples, cfg, stage, progress, None)
+    }
+
+    /// [`GfmModel::train`], checkpointed after every epoch in `checkpoints` when given: a
+    /// later call on the same graph, with the same examples, configuration, stage name and
+    /// starting weights, starts after the last finished epoch (or takes the finished
+    /// result at once), so an interrupted run loses at most one epoch; anything else
+    /// starts afresh and overwrites the checkpoint. Use one directory per call (for
+    /// example `pretrain/` and `finetune/`). Each epoch shuffles and draws negatives from
+    /// its own generator (seed and epoch number), so a resumed run sees the same batches,
+    /// and AdamW's moment estimates are saved with the weights, so it continues as the
+    /// uninterrupted run would.
+    ///
+    /// # Errors
+    /// As [`GfmModel::train`], plus checkpoint files that cannot be written or read.
+    pub fn train_resumable(
+        &mut self,
+        examples: &[GfmExample],
+        cfg: &GfmTrainConfig,
+        stage: &str,
+        progress: &dyn Progress,
+        checkpoints: Option<&std::path::Path>,
     ) -> Result<TrainReport> {
         cfg.validate()?;
         let started = Instant::now();
@@ -660,53 +686,108 @@ impl GfmModel {
 
         let ad = self.device.clone().autodiff();
         let g_ad = DeviceKg::new(&self.edges, &self.relations, &ad);
-        let mut optim = AdamWConfig::new()
+        let optimizer = AdamWConfig::new()
             .with_weight_decay(cfg.weight_decay)
             .init();
         let pick =
             |idx: &[usize]| -> Vec<&GfmExample> { idx.iter().map(|&i| &examples[i]).collect() };
-        let plan = EpochPlan {
+        let checkpoints = match checkpoints {
+            Some(dir) => Some(Checkpoints::open_keyed(
+                dir,
+                self.run_key(examples, cfg, stage)?,
+            )?),
+            None => None,
+        };
+        let plan = EpochLoop {
             stage,
+            location: "GfmModel::train",
             epochs: cfg.epochs,
             patience: cfg.patience,
-            batch_size: cfg.batch_size,
+            batch_size: cfg.batch_size.max(1),
             // Steps per epoch are set by the example count, not the corpus.
             max_steps: 0,
+            seed: cfg.seed,
+            learning_rate: cfg.learning_rate,
+            validates: !val_idx.is_empty(),
+            checkpoints: checkpoints.as_ref(),
+            progress,
         };
         let this = &*self;
-        let (net, mut report) = train_epochs(
+        let (net, mut report) = run_epochs(
             &plan,
-            train_idx,
-            &val_idx,
-            &mut rng,
-            progress,
+            &train_idx,
             this.net.clone().fork(&ad).train(),
-            |net, idx, rng| {
-                let batch = pick(idx);
+            || this.net.clone().fork(&ad).train(),
+            optimizer,
+            None,
+            |net, batch, rng| {
+                let batch = pick(batch.items);
                 let negs: Vec<Vec<u32>> = batch
                     .iter()
                     .map(|ex| this.sample_negatives(ex, cfg.negatives, rng))
                     .collect();
-                let loss = this.batch_loss(&net, &g_ad, &batch, &negs, cfg.bce_weight, &ad);
-                let grads = GradientsParams::from_grads(loss.backward(), &net);
-                let value = scalar(loss.detach());
-                (optim.step(cfg.learning_rate, net, grads), value)
+                Ok(this.batch_loss(net, &g_ad, &batch, &negs, cfg.bce_weight, &ad))
             },
-            |valid, idx, k| {
-                scalar(this.batch_loss(
-                    valid,
-                    &this.graph,
-                    &pick(idx),
-                    val_neg[k],
-                    cfg.bce_weight,
-                    &this.device,
-                ))
+            |valid| {
+                let (mut sum, mut count) = (0.0f32, 0usize);
+                for (k, idx) in val_idx.chunks(cfg.batch_size.max(1)).enumerate() {
+                    let loss = this.batch_loss(
+                        valid,
+                        &this.graph,
+                        &pick(idx),
+                        val_neg[k],
+                        cfg.bce_weight,
+                        &this.device,
+                    );
+                    sum += scalar(loss) * idx.len() as f32;
+                    count += idx.len();
+                }
+                Ok(sum / count.max(1) as f32)
             },
         )?;
         self.net = net;
         self.host = HostNet::export(&self.net, &self.relations)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// The checkpoint key of a training call: the graph, relation embeddings, the current
+    /// (starting) weights, the examples, the configuration and the stage name.
+    fn run_key(
+        &self,
+        examples: &[GfmExample],
+        cfg: &GfmTrainConfig,
+        stage: &str,
+    ) -> Result<String> {
+        let mut h = RunKey::new();
+        h.bytes(b"gfm")
+            .bytes(stage.as_bytes())
+            .usize(self.edges.num_entities())
+            .u32s(self.edges.sources())
+            .u32s(self.edges.relations())
+            .u32s(self.edges.destinations())
+            .f32s(self.relations.as_slice());
+        let host = &self.host;
+        for dense in std::iter::once(&host.query)
+            .chain(&host.update)
+            .chain(&host.score)
+        {
+            h.f32s(&dense.w).f32s(&dense.b);
+        }
+        for r in &host.relations {
+            h.f32s(r);
+        }
+        for (g, b) in &host.norm {
+            h.f32s(g).f32s(b);
+        }
+        h.usize(examples.len());
+        for ex in examples {
+            h.f32s(&ex.query)
+                .u32s(&ex.query_entities)
+                .u32s(&ex.targets)
+                .u32s(&ex.hidden_edges);
+        }
+        Ok(h.json(&(&self.config, cfg))?.finish())
     }
 
     fn sample_negatives(&self, ex: &GfmExample, count: usize, rng: &mut StdRng) -> Vec<u32> {
@@ -949,6 +1030,85 @@ mod tests {
             ..ex
         };
         assert!(m.train(&[none], &tc, "t", &NoProgress).is_err());
+    }
+
+    #[test]
+    fn a_killed_training_resumes_after_its_last_epoch() {
+        use crate::training::test_support::DieAfter;
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let cfg = GfmModelConfig {
+            hidden: 8,
+            layers: 2,
+        };
+        let examples: Vec<GfmExample> = (0..12u32)
+            .map(|k| GfmExample {
+                query: vec![1.0, 0.1 * k as f32, 0.0],
+                query_entities: vec![k % 2],
+                targets: vec![k % 2 + 2],
+                hidden_edges: vec![],
+            })
+            .collect();
+        let tc = GfmTrainConfig {
+            epochs: 6,
+            batch_size: 2,
+            learning_rate: 1e-2,
+            negatives: 2,
+            validation_fraction: 0.25,
+            patience: 100,
+            ..GfmTrainConfig::default()
+        };
+        let model = |seed| {
+            let (edges, rel) = toy();
+            GfmModel::new(edges, rel, cfg.clone(), seed, &Device::default()).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let stage = "pretrain gfm";
+        let resumable = |m: &mut GfmModel, progress: &dyn Progress| {
+            m.train_resumable(&examples, &tc, stage, progress, Some(dir.path()))
+        };
+        let mut plain = model(5);
+        let reference = plain.train(&examples, &tc, stage, &NoProgress).unwrap();
+        assert_eq!(reference.epochs_run, 6);
+
+        let crash = catch_unwind(AssertUnwindSafe(|| {
+            resumable(&mut model(5), &DieAfter(stage, 3))
+        }));
+        assert!(crash.is_err(), "the run was killed");
+
+        // Epochs 1–3 from the checkpoint, 4–6 now from the saved weights and AdamW moments
+        // with the same per-epoch draws: the uninterrupted run's losses and model.
+        let mut resumed = model(5);
+        let report = resumable(&mut resumed, &NoProgress).unwrap();
+        assert_eq!(report.epochs_run, 6);
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+        assert!(
+            close(&report.train_loss, &reference.train_loss),
+            "{report:?} vs {reference:?}"
+        );
+        assert!(close(&report.val_loss, &reference.val_loss));
+        let q = [1.0, 0.3, 0.0];
+        assert!(close(
+            &plain.score(&q, &[0]).unwrap(),
+            &resumed.score(&q, &[0]).unwrap()
+        ));
+
+        // Finished: returned at once, with the same model.
+        let mut again = model(5);
+        let report2 = resumable(&mut again, &DieAfter(stage, 1)).unwrap();
+        assert_eq!(report2.train_loss, report.train_loss);
+        assert!(close(
+            &again.score(&q, &[0]).unwrap(),
+            &resumed.score(&q, &[0]).unwrap()
+        ));
+
+        // Other starting weights (another seed) start afresh.
+        let crash = catch_unwind(AssertUnwindSafe(|| {
+            resumable(&mut model(6), &DieAfter(stage, 1))
+        }));
+        assert!(
+            crash.is_err(),
+            "other starting weights do not reuse the checkpoint"
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@
 use std::time::Instant;
 
 use burn::module::{Module, Param};
-use burn::optim::{AdamWConfig, GradientsParams};
+use burn::optim::AdamWConfig;
 use burn::tensor::activation::{log_softmax, sigmoid};
 use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use lprag_core::{Embeddings, Error, Progress, Result, TrainReport};
@@ -37,11 +37,13 @@ use serde::{Deserialize, Serialize};
 
 pub use lprag_graph::InEdges;
 
+use crate::checkpoint::{Checkpoints, RunKey};
 use crate::dense::{mlp, relu_in_place, Dense};
-use crate::early_stop::{check_schedule, split_holdout, train_epochs, EpochPlan};
+use crate::early_stop::{check_schedule, split_holdout};
 use crate::net::Mlp;
 use crate::predictor::scalar;
 use crate::seeding::seed_generator;
+use crate::training::{run_epochs, EpochLoop};
 
 /// Most held-out queries: every epoch scores each against every chunk, so a fraction of
 /// a large corpus's questions would cost more than the epoch's training (20,000 at
@@ -534,7 +536,8 @@ fn batch_loss(
 /// (`x`: chunk embeddings, L2-normalised by the caller; `graph`: its in-edges), with
 /// cross-entropy over all chunks and AdamW, on `device` (its autodiff twin). A held-out
 /// fraction of the examples picks the epoch kept (early stopping). Every example must
-/// have a positive and indices in range.
+/// have a positive and indices in range. Without checkpoints; see
+/// [`train_lesegr_resumable`].
 pub fn train_lesegr(
     x: &Embeddings,
     graph: &InEdges,
@@ -542,6 +545,28 @@ pub fn train_lesegr(
     cfg: &LesegrTrainConfig,
     device: &Device,
     progress: &dyn Progress,
+) -> Result<(LesegrWeights, TrainReport)> {
+    train_lesegr_resumable(x, graph, examples, cfg, device, progress, None)
+}
+
+/// [`train_lesegr`], checkpointed after every epoch in `checkpoints` when given: a later
+/// call with the same embeddings, graph, examples and configuration starts after the last
+/// finished epoch (or returns the finished result at once), so an interrupted run loses at
+/// most one epoch; other inputs start afresh and overwrite the checkpoint. Each epoch
+/// shuffles with its own generator (seed and epoch number), so a resumed run sees the same
+/// batches, and AdamW's moment estimates are saved with the weights, so a resumed run
+/// continues as the uninterrupted one would.
+///
+/// # Errors
+/// As [`train_lesegr`], plus checkpoint files that cannot be written or read.
+pub fn train_lesegr_resumable(
+    x: &Embeddings,
+    graph: &InEdges,
+    examples: &[LesegrExample],
+    cfg: &LesegrTrainConfig,
+    device: &Device,
+    progress: &dyn Progress,
+    checkpoints: Option<&std::path::Path>,
 ) -> Result<(LesegrWeights, TrainReport)> {
     cfg.validate()?;
     let started = Instant::now();
@@ -579,6 +604,7 @@ pub fn train_lesegr(
             ));
         }
     }
+    // The split's own generator; each epoch's shuffle has its own (`run_epochs`).
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let (mut val_idx, mut train_idx) =
         split_holdout(examples.len(), cfg.validation_fraction, &mut rng);
@@ -588,46 +614,79 @@ pub fn train_lesegr(
 
     let ad = device.clone().autodiff();
     // Held through the first step: parameters are drawn at their first use.
-    let mut draws = Some(seed_generator(&ad, cfg.seed));
+    let draws = seed_generator(&ad, cfg.seed);
     let g_ad = DeviceGraph::new(x, graph, &ad);
     let g_val = DeviceGraph::new(x, graph, device);
-    let mut optim = AdamWConfig::new()
+    let optimizer = AdamWConfig::new()
         .with_weight_decay(cfg.weight_decay)
         .init();
     let pick =
         |idx: &[usize]| -> Vec<&LesegrExample> { idx.iter().map(|&i| &examples[i]).collect() };
-    let plan = EpochPlan {
+    let checkpoints = match checkpoints {
+        Some(dir) => Some(Checkpoints::open_keyed(
+            dir,
+            lesegr_run_key(x, graph, examples, cfg)?,
+        )?),
+        None => None,
+    };
+    let plan = EpochLoop {
         stage: "train lesegr",
+        location: "train_lesegr",
         epochs: cfg.epochs,
         patience: cfg.patience,
-        batch_size: cfg.batch_size,
+        batch_size: cfg.batch_size.max(1),
         max_steps: cfg.max_steps,
-    };
-    let (net, mut report) = train_epochs(
-        &plan,
-        train_idx,
-        &val_idx,
-        &mut rng,
+        seed: cfg.seed,
+        learning_rate: cfg.learning_rate,
+        validates: !val_idx.is_empty(),
+        checkpoints: checkpoints.as_ref(),
         progress,
+    };
+    let (net, mut report) = run_epochs(
+        &plan,
+        &train_idx,
         LesegrNet::new(d, cfg, &ad),
-        |net, idx, _| {
-            let loss = batch_loss(&net, &g_ad, &pick(idx), cfg.layers, &ad);
-            let grads = GradientsParams::from_grads(loss.backward(), &net);
-            let value = scalar(loss.detach());
-            let net = optim.step(cfg.learning_rate, net, grads);
-            if let Some(d) = draws.take() {
-                d.finish(&net);
+        || LesegrNet::new(d, cfg, &ad),
+        optimizer,
+        Some(draws),
+        |net, batch, _| Ok(batch_loss(net, &g_ad, &pick(batch.items), cfg.layers, &ad)),
+        |valid| {
+            let (mut sum, mut count) = (0.0f32, 0usize);
+            for idx in val_idx.chunks(cfg.batch_size.max(1)) {
+                sum += scalar(batch_loss(valid, &g_val, &pick(idx), cfg.layers, device))
+                    * idx.len() as f32;
+                count += idx.len();
             }
-            (net, value)
+            Ok(sum / count.max(1) as f32)
         },
-        |valid, idx, _| scalar(batch_loss(valid, &g_val, &pick(idx), cfg.layers, device)),
     )?;
-    if let Some(d) = draws.take() {
-        d.finish(&net);
-    }
     let weights = export(&net, &g_val, d, device)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))
+}
+
+/// The checkpoint key of a LeSeGR training run: every input that shapes it.
+fn lesegr_run_key(
+    x: &Embeddings,
+    graph: &InEdges,
+    examples: &[LesegrExample],
+    cfg: &LesegrTrainConfig,
+) -> Result<String> {
+    let mut h = RunKey::new();
+    h.bytes(b"lesegr")
+        .usize(x.dim())
+        .f32s(x.as_slice())
+        .u32s(graph.sources())
+        .u32s(&graph.destinations())
+        .usize(examples.len());
+    for ex in examples {
+        h.f32s(&ex.query).u32s(&ex.positives);
+        for &(j, v) in &ex.delta_excess {
+            h.bytes(&j.to_le_bytes()).bytes(&v.to_le_bytes());
+        }
+        h.usize(ex.delta_excess.len());
+    }
+    Ok(h.json(cfg)?.finish())
 }
 
 fn export(net: &LesegrNet, g: &DeviceGraph, d: usize, device: &Device) -> Result<LesegrWeights> {
@@ -821,18 +880,82 @@ mod tests {
         let r = run(0, 0.0);
         assert_eq!((r.steps, r.epochs_run), (20, 4));
         assert!(!r.stopped_at_max_steps);
+        // Progress: one update per epoch, one tick per step.
+        let counts = crate::training::test_support::Counts::default();
+        let cfg = LesegrTrainConfig {
+            epochs: 3,
+            max_steps: 7,
+            batch_size: 4,
+            validation_fraction: 0.0,
+            ..LesegrTrainConfig::default()
+        };
+        train_lesegr(&x, &g, &examples, &cfg, &Device::flex(), &counts).unwrap();
+        assert_eq!(counts.get(), (2, 7));
     }
 
     #[test]
-    fn training_learns_to_use_the_graph() {
-        // Eight chunks in 2-d; gold chunk g of a query is the *neighbour* of the chunk the
-        // query looks like: edges i → i+4, queries equal to c_i, gold c_{i+4}, whose own
-        // embedding is orthogonal-ish. Dense alone ranks the wrong chunk; the learned
-        // transform and gates must move mass along the edges.
+    fn a_killed_training_resumes_after_its_last_epoch() {
+        use crate::training::test_support::DieAfter;
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let (x, _, g, examples) = neighbour_task();
+        let device = Device::flex();
+        let dir = tempfile::tempdir().unwrap();
+        let train = |epochs, progress: &dyn Progress, checkpoints| {
+            let cfg = LesegrTrainConfig {
+                epochs,
+                batch_size: 4,
+                learning_rate: 1e-2,
+                validation_fraction: 0.2,
+                patience: 100,
+                ..LesegrTrainConfig::default()
+            };
+            train_lesegr_resumable(&x, &g, &examples, &cfg, &device, progress, checkpoints)
+        };
+        let (reference_w, reference) = train(6, &lprag_core::NoProgress, None).unwrap();
+        assert_eq!(reference.epochs_run, 6);
+
+        let crash = catch_unwind(AssertUnwindSafe(|| {
+            train(6, &DieAfter("train lesegr", 3), Some(dir.path()))
+        }));
+        assert!(crash.is_err(), "the run was killed");
+        assert!(dir.path().join("train-state.json").is_file());
+
+        // Epochs 1–3 come from the checkpoint; 4–6 are trained now from the saved weights
+        // and AdamW moments with the same per-epoch shuffles: the uninterrupted run's.
+        let (w, report) = train(6, &lprag_core::NoProgress, Some(dir.path())).unwrap();
+        assert_eq!((report.epochs_run, report.train_loss.len()), (6, 6));
+        assert_eq!(report.steps, reference.steps);
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+        assert!(
+            close(&report.train_loss, &reference.train_loss),
+            "{report:?} vs {reference:?}"
+        );
+        assert!(close(&report.val_loss, &reference.val_loss));
+        assert!(close(&w.alpha, &reference_w.alpha) && close(&w.transform, &reference_w.transform));
+
+        // Finished: the same call returns the saved result without training an epoch.
+        let (again, report2) = train(6, &DieAfter("train lesegr", 1), Some(dir.path())).unwrap();
+        assert_eq!(report2.train_loss, report.train_loss);
+        assert_eq!(report2.best_epoch, report.best_epoch);
+        assert!(close(&again.alpha, &w.alpha) && close(&again.transform, &w.transform));
+
+        // Another configuration starts afresh (its first epoch is reported, and dies).
+        let crash = catch_unwind(AssertUnwindSafe(|| {
+            train(7, &DieAfter("train lesegr", 1), Some(dir.path()))
+        }));
+        assert!(
+            crash.is_err(),
+            "a different run does not reuse the checkpoint"
+        );
+    }
+
+    /// Eight chunks on a circle, edges i → i + 4, and five copies of each query c_i whose
+    /// gold chunk is its neighbour c_{i+4}: `(x, edges, graph, examples)`.
+    fn neighbour_task() -> (Embeddings, Vec<(u32, u32)>, InEdges, Vec<LesegrExample>) {
         let (rows, x) = circle(8, 0.7);
         let edges: Vec<(u32, u32)> = (0..4).map(|i| (i, i + 4)).collect();
         let g = InEdges::from_edges(8, &edges).unwrap();
-        let examples: Vec<LesegrExample> = (0..4u32)
+        let examples = (0..4u32)
             .flat_map(|i| {
                 let q = rows[i as usize].clone();
                 (0..5).map(move |_| LesegrExample {
@@ -842,6 +965,16 @@ mod tests {
                 })
             })
             .collect();
+        (x, edges, g, examples)
+    }
+
+    #[test]
+    fn training_learns_to_use_the_graph() {
+        // Eight chunks in 2-d; gold chunk g of a query is the *neighbour* of the chunk the
+        // query looks like: edges i → i+4, queries equal to c_i, gold c_{i+4}, whose own
+        // embedding is orthogonal-ish. Dense alone ranks the wrong chunk; the learned
+        // transform and gates must move mass along the edges.
+        let (x, edges, g, examples) = neighbour_task();
         let cfg = LesegrTrainConfig {
             epochs: 15,
             batch_size: 4,

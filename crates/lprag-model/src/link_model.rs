@@ -807,7 +807,8 @@ impl<M: PairModel> BurnLinkPredictor<M> {
     /// [`crate::GnnLinkPredictor::with_checkpoints`] does: a later
     /// [`LinkPredictor::fit`] on the same graph with the same name and [`TrainConfig`]
     /// starts after the last finished epoch (or returns the finished result at once);
-    /// anything else starts afresh. Adam's moments are not saved.
+    /// anything else starts afresh. Adam's moment estimates are saved with the weights, so
+    /// a resumed run continues as the uninterrupted one would.
     pub fn with_checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.checkpoints = Some(dir.into());
         self

@@ -252,9 +252,10 @@ impl GnnLinkPredictor {
     ///
     /// Each epoch draws its shuffle and negatives from its own generator (seeded by
     /// [`TrainConfig::seed`] and the epoch number), so a resumed run sees the same batches
-    /// as an uninterrupted one. Adam's moment estimates are not saved: after a resume
-    /// they start again from zero, so the weights can differ slightly from an
-    /// uninterrupted run's.
+    /// as an uninterrupted one, and Adam's moment estimates are saved with the weights
+    /// (`optimizer.bpk`), so the resumed run trains on exactly as the uninterrupted one
+    /// would have. A checkpoint written before the optimizer state was saved still
+    /// resumes, with fresh moments.
     pub fn with_checkpoints(mut self, dir: impl Into<PathBuf>) -> Self {
         self.checkpoints = Some(dir.into());
         self

@@ -1,14 +1,16 @@
-//! The link-predictor trainers' shared loop and its pieces ([`crate::GnnLinkPredictor`]
-//! and [`crate::BurnLinkPredictor`] both train with [`run_link_epochs`]; each supplies its
-//! model's step loss and its validation): the inductive validation split, the epoch
-//! schedule under the step limit, per-epoch generators, and versioned manifests.
+//! The trainers' shared epoch loop and its pieces: [`run_epochs`] (resume, per-epoch
+//! generators, the step limit, validation and early stopping, checkpoints with the
+//! optimizer's state, progress), used by LeSeGR and GFM-RAG directly and by the link
+//! predictors ([`crate::GnnLinkPredictor`], [`crate::BurnLinkPredictor`]) through
+//! [`run_link_epochs`]; the link predictors' inductive validation split and step pairs;
+//! versioned manifests.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::store::ModuleSnapshot;
 use burn::tensor::Tensor;
 use lprag_core::{EdgeKind, Error, LinkGraph, Progress, Result, TrainReport};
@@ -85,18 +87,19 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule of `targets` target edges in batches of `batch` (at least 1).
-    pub(crate) fn new(targets: usize, batch: usize, tc: &TrainConfig) -> Self {
-        let steps_per_epoch = targets.div_ceil(batch.max(1));
-        let planned_epochs = if tc.max_steps == 0 {
-            tc.epochs
+    /// The schedule of `items` training items in batches of `batch` (at least 1) over at
+    /// most `epochs` epochs and `max_steps` steps (0: no limit).
+    pub(crate) fn new(items: usize, batch: usize, epochs: usize, max_steps: usize) -> Self {
+        let steps_per_epoch = items.div_ceil(batch.max(1));
+        let planned_epochs = if max_steps == 0 {
+            epochs
         } else {
-            tc.epochs.min(tc.max_steps.div_ceil(steps_per_epoch.max(1)))
+            epochs.min(max_steps.div_ceil(steps_per_epoch.max(1)))
         };
         Self {
             steps_per_epoch,
             planned_epochs,
-            max_steps: tc.max_steps,
+            max_steps,
         }
     }
 
@@ -179,6 +182,155 @@ pub(crate) fn step_pairs(
     (pairs, masked)
 }
 
+/// One training step's place in the run and its items, as [`run_epochs`] hands it over.
+pub(crate) struct Batch<'a, T> {
+    /// Epoch, 0-based.
+    pub epoch: usize,
+    /// Steps run before this one in the epoch.
+    pub index: usize,
+    /// The step's training items (a slice of the epoch's shuffled order).
+    pub items: &'a [T],
+}
+
+/// The settings of [`run_epochs`].
+pub(crate) struct EpochLoop<'a> {
+    /// Progress stage, e.g. `train`.
+    pub stage: &'a str,
+    /// Error location, e.g. `GnnLinkPredictor::fit`.
+    pub location: &'a str,
+    pub epochs: usize,
+    /// Early-stopping patience in epochs.
+    pub patience: usize,
+    /// Items per step; 0 means all of them in one step.
+    pub batch_size: usize,
+    /// Most steps over the whole run; 0 means no limit. The epoch that reaches it is cut
+    /// short, then validated as usual.
+    pub max_steps: usize,
+    /// Seed of the per-epoch generators ([`epoch_rng`]).
+    pub seed: u64,
+    pub learning_rate: f64,
+    /// Whether to validate after each epoch (else the last model is kept).
+    pub validates: bool,
+    pub checkpoints: Option<&'a Checkpoints>,
+    pub progress: &'a dyn Progress,
+}
+
+/// The epoch loop of every trainer in this crate: resume from a checkpoint (weights and
+/// the optimizer's state), then per epoch shuffle `items` with the epoch's own generator
+/// ([`epoch_rng`], so a resumed run sees the batches an uninterrupted one would), take
+/// `loss(model, batch, rng)`'s gradient step with `optimizer` on each batch within the
+/// step limit (`rng` is the epoch's generator after the shuffle), refuse a non-finite
+/// epoch loss, validate with `validate(valid model)` (early stopping keeps the best),
+/// checkpoint and report progress: an update per epoch and a [`Progress::tick`] per step.
+/// `draws` (burn's generator, held since seeding) is released after the first step, once
+/// the model has drawn its parameters. `fresh()` makes an untrained module for a resumed
+/// run's best weights. Returns the best model (validation mode) and the report (without
+/// `seconds`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_epochs<M: Module + ModuleSnapshot, T: Clone>(
+    plan: &EpochLoop<'_>,
+    items: &[T],
+    mut model: M,
+    fresh: impl FnOnce() -> M,
+    mut optimizer: ModuleOptimizer,
+    mut draws: Option<Draws>,
+    mut loss: impl FnMut(&M, &Batch<'_, T>, &mut StdRng) -> Result<Tensor<1>>,
+    mut validate: impl FnMut(&M) -> Result<f32>,
+) -> Result<(M, TrainReport)> {
+    let bs = if plan.batch_size == 0 {
+        items.len().max(1)
+    } else {
+        plan.batch_size
+    };
+    let schedule = Schedule::new(items.len(), bs, plan.epochs, plan.max_steps);
+    let mut report = TrainReport::default();
+    let mut stopping = EarlyStopping::new(plan.patience);
+    let (mut start, mut finished) = (0, false);
+    if let Some(c) = plan.checkpoints {
+        (start, finished) = c.resume(
+            &mut model,
+            fresh(),
+            &mut stopping,
+            &mut report,
+            &mut optimizer,
+        )?;
+    }
+    let progress = plan.progress;
+    progress.start(plan.stage, Some(schedule.planned_epochs as u64));
+    if start > 0 {
+        progress.update(
+            plan.stage,
+            start as u64,
+            &format!("resumed from the checkpoint after epoch {start}"),
+        );
+    }
+    for epoch in start..plan.epochs {
+        if finished || items.is_empty() {
+            break;
+        }
+        let mut rng = epoch_rng(plan.seed, epoch);
+        let mut order = items.to_vec();
+        order.shuffle(&mut rng);
+        let done_before = schedule.done_before(epoch);
+        let budget = schedule.budget(epoch);
+        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
+        for batch in order.chunks(bs).take(budget) {
+            let b = Batch {
+                epoch,
+                index: steps,
+                items: batch,
+            };
+            let l = loss(&model, &b, &mut rng)?;
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            epoch_loss += scalar(l.detach());
+            model = optimizer.step(plan.learning_rate, model, grads);
+            if let Some(d) = draws.take() {
+                d.finish(&model);
+            }
+            steps += 1;
+            progress.tick(
+                plan.stage,
+                &format!("epoch {}: step {steps} of {budget}", epoch + 1),
+            );
+        }
+        let train_loss = epoch_loss / steps.max(1) as f32;
+        if !train_loss.is_finite() {
+            return Err(Error::invalid(
+                plan.location,
+                format!("training loss became {train_loss} in epoch {}", epoch + 1),
+            ));
+        }
+        report.train_loss.push(train_loss);
+        report.epochs_run = epoch + 1;
+        report.steps = done_before + steps;
+        let at_limit = schedule.at_limit(report.steps);
+        let mut message = format!("loss {train_loss:.4}");
+        if plan.validates {
+            let valid = model.valid();
+            let vloss = validate(&valid)?;
+            message.push_str(&format!(", val {vloss:.4}"));
+            finished = stopping.observe(epoch, vloss, valid, &mut report);
+        } else {
+            report.best_epoch = epoch + 1;
+        }
+        if at_limit && !finished {
+            report.stopped_at_max_steps = true;
+            message.push_str(&format!(", step limit {} reached", plan.max_steps));
+        }
+        finished |= at_limit || epoch + 1 == plan.epochs;
+        if let Some(c) = plan.checkpoints {
+            c.record(epoch + 1, finished, &report, &stopping, &model, &optimizer)?;
+        }
+        progress.update(plan.stage, (epoch + 1) as u64, &message);
+    }
+    progress.finish(plan.stage);
+    if let Some(d) = draws.take() {
+        d.finish(&model);
+    }
+    let model = stopping.into_best().unwrap_or_else(|| model.valid());
+    Ok((model, report))
+}
+
 /// One training step's batch, as [`run_link_epochs`] hands it to the model's loss.
 pub(crate) struct Step<'a> {
     /// Epoch, 0-based.
@@ -208,111 +360,98 @@ pub(crate) struct LinkLoop<'a> {
     pub progress: &'a dyn Progress,
 }
 
-/// The epoch loop of the link-predictor trainers ([`crate::GnnLinkPredictor`] and
-/// [`crate::BurnLinkPredictor`]): resume from a checkpoint, then per epoch shuffle the
-/// targets with the epoch's own generator, batch them (within the step limit), draw
-/// negatives and the masked targets ([`step_pairs`]), take `loss(model, step)`'s gradient
-/// with Adam (weight decay from the configuration), refuse a non-finite epoch loss,
-/// validate with `validate(valid model)` (early stopping keeps the best), checkpoint and
-/// report progress. `draws` (burn's generator, held since seeding) is released after the
-/// first step, once the model has drawn its parameters. `fresh()` makes an untrained
-/// module on the scoring device for a resumed run's best weights. Returns the best model
-/// (validation mode) and the report (without `seconds`).
+/// The link-predictor trainers' loop ([`crate::GnnLinkPredictor`] and
+/// [`crate::BurnLinkPredictor`]): [`run_epochs`] over the target edges (stage `train`)
+/// with Adam (weight decay from the configuration), whose loss draws the batch's negatives
+/// and masked targets ([`step_pairs`]) and hands them to `loss(model, step)`.
 pub(crate) fn run_link_epochs<M: Module + ModuleSnapshot>(
     run: &LinkLoop<'_>,
-    mut model: M,
+    model: M,
     fresh: impl FnOnce() -> M,
     draws: Draws,
     mut loss: impl FnMut(&M, &Step<'_>) -> Result<Tensor<1>>,
-    mut validate: impl FnMut(&M) -> Result<f32>,
+    validate: impl FnMut(&M) -> Result<f32>,
 ) -> Result<(M, TrainReport)> {
     let tc = run.train;
-    let mut draws = Some(draws);
-    let mut optim = AdamConfig::new()
+    let optimizer = AdamConfig::new()
         .with_weight_decay(Some(WeightDecayConfig::new(tc.weight_decay)))
         .init();
-    let bs = if tc.batch_size == 0 {
-        run.targets.len()
-    } else {
-        tc.batch_size
+    let plan = EpochLoop {
+        stage: "train",
+        location: run.location,
+        epochs: tc.epochs,
+        patience: tc.patience,
+        batch_size: tc.batch_size,
+        max_steps: tc.max_steps,
+        seed: tc.seed,
+        learning_rate: tc.learning_rate,
+        validates: run.validates,
+        checkpoints: run.checkpoints,
+        progress: run.progress,
     };
-    let schedule = Schedule::new(run.targets.len(), bs, tc);
-    let mut report = TrainReport::default();
-    let mut stopping = EarlyStopping::new(tc.patience);
-    let (mut start, mut finished) = (0, false);
-    if let Some(c) = run.checkpoints {
-        (start, finished) = c.resume(&mut model, fresh(), &mut stopping, &mut report)?;
-    }
-    let progress = run.progress;
-    progress.start("train", Some(schedule.planned_epochs as u64));
-    if start > 0 {
-        progress.update(
-            "train",
-            start as u64,
-            &format!("resumed from the checkpoint after epoch {start}"),
-        );
-    }
-    for epoch in start..tc.epochs {
-        if finished {
-            break;
-        }
-        let mut rng = epoch_rng(tc.seed, epoch);
-        let mut order = run.targets.to_vec();
-        order.shuffle(&mut rng);
-        let done_before = schedule.done_before(epoch);
-        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
-        for batch in order.chunks(bs).take(schedule.budget(epoch)) {
-            let (pairs, masked) = step_pairs(batch, tc, run.sampler, &mut rng);
+    run_epochs(
+        &plan,
+        run.targets,
+        model,
+        fresh,
+        optimizer,
+        Some(draws),
+        |model, batch, rng| {
+            let (pairs, masked) = step_pairs(batch.items, tc, run.sampler, rng);
             let step = Step {
-                epoch,
-                index: steps,
-                targets: batch,
+                epoch: batch.epoch,
+                index: batch.index,
+                targets: batch.items,
                 pairs: &pairs,
                 masked: &masked,
             };
-            let l = loss(&model, &step)?;
-            let grads = GradientsParams::from_grads(l.backward(), &model);
-            epoch_loss += scalar(l.detach());
-            steps += 1;
-            model = optim.step(tc.learning_rate, model, grads);
-            if let Some(d) = draws.take() {
-                d.finish(&model);
+            loss(model, &step)
+        },
+        validate,
+    )
+}
+
+/// Progress reporters for the trainers' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use lprag_core::Progress;
+
+    /// Dies (panics) when `stage` reports epoch `epoch`: a crash right after that epoch's
+    /// checkpoint was written.
+    pub(crate) struct DieAfter(pub &'static str, pub u64);
+
+    impl Progress for DieAfter {
+        fn update(&self, stage: &str, done: u64, _message: &str) {
+            if stage == self.0 && done == self.1 {
+                panic!("killed after epoch {done}");
             }
         }
-        let train_loss = epoch_loss / steps.max(1) as f32;
-        if !train_loss.is_finite() {
-            return Err(Error::invalid(
-                run.location,
-                format!("training loss became {train_loss} in epoch {}", epoch + 1),
-            ));
-        }
-        report.train_loss.push(train_loss);
-        report.epochs_run = epoch + 1;
-        report.steps = done_before + steps;
-        let at_limit = schedule.at_limit(report.steps);
-        let mut message = format!("loss {train_loss:.4}");
-        if run.validates {
-            let valid = model.valid();
-            let vloss = validate(&valid)?;
-            message.push_str(&format!(", val {vloss:.4}"));
-            finished = stopping.observe(epoch, vloss, valid, &mut report);
-        } else {
-            report.best_epoch = epoch + 1;
-        }
-        if at_limit && !finished {
-            report.stopped_at_max_steps = true;
-            message.push_str(&format!(", step limit {} reached", tc.max_steps));
-        }
-        finished |= at_limit || epoch + 1 == tc.epochs;
-        if let Some(c) = run.checkpoints {
-            c.record(epoch + 1, finished, &report, &stopping, &model)?;
-        }
-        progress.update("train", (epoch + 1) as u64, &message);
     }
-    progress.finish("train");
-    if let Some(d) = draws.take() {
-        d.finish(&model);
+
+    /// Counts epoch updates and step ticks.
+    #[derive(Default)]
+    pub(crate) struct Counts {
+        pub updates: AtomicU64,
+        pub ticks: AtomicU64,
     }
-    let model = stopping.into_best().unwrap_or_else(|| model.valid());
-    Ok((model, report))
+
+    impl Counts {
+        pub(crate) fn get(&self) -> (u64, u64) {
+            (
+                self.updates.load(Ordering::Relaxed),
+                self.ticks.load(Ordering::Relaxed),
+            )
+        }
+    }
+
+    impl Progress for Counts {
+        fn update(&self, _stage: &str, _done: u64, _message: &str) {
+            self.updates.fetch_add(1, Ordering::Relaxed);
+        }
+        fn tick(&self, _stage: &str, _message: &str) {
+            self.ticks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }

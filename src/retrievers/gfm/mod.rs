@@ -239,6 +239,7 @@ pub struct GfmRagBuilder {
     weights: Option<std::path::PathBuf>,
     device: ComputeDevice,
     config: Option<GfmConfig>,
+    checkpoints: Option<std::path::PathBuf>,
 }
 
 impl GfmRagBuilder {
@@ -276,6 +277,16 @@ impl GfmRagBuilder {
     /// Where the GNN trains and runs (default [`ComputeDevice::Cpu`]).
     pub fn device(mut self, device: ComputeDevice) -> Self {
         self.device = device;
+        self
+    }
+
+    /// Checkpoint pre-training and fine-tuning after every epoch in `dir/pretrain` and
+    /// `dir/finetune` ([`lprag_model::gfm::GfmModel::train_resumable`]): a build
+    /// interrupted during training and started again with the same documents and settings
+    /// resumes after the last finished epoch (a finished stage returns at once). Default
+    /// none. Triples written by an LLM are kept by the LLM's own response cache.
+    pub fn checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.checkpoints = Some(dir.into());
         self
     }
 
@@ -375,8 +386,10 @@ impl GfmRagBuilder {
                 .collect();
             stats.pretrain_queries = examples.len();
             let (cfg, p) = (config.pretrain.clone(), progress.clone());
+            let dir = self.checkpoints.as_ref().map(|d| d.join("pretrain"));
             let (m, report) = blocking(move || {
-                let r = model.train(&examples, &cfg, "pretrain gfm", &*p)?;
+                let r =
+                    model.train_resumable(&examples, &cfg, "pretrain gfm", &*p, dir.as_deref())?;
                 Ok((model, r))
             })
             .await?;
@@ -469,8 +482,15 @@ impl GfmRagBuilder {
             };
             if !examples.is_empty() {
                 let (cfg, p) = (config.finetune.clone(), progress.clone());
+                let dir = self.checkpoints.as_ref().map(|d| d.join("finetune"));
                 let (m, report) = blocking(move || {
-                    let r = model.train(&examples, &cfg, "finetune gfm", &*p)?;
+                    let r = model.train_resumable(
+                        &examples,
+                        &cfg,
+                        "finetune gfm",
+                        &*p,
+                        dir.as_deref(),
+                    )?;
                     Ok((model, r))
                 })
                 .await?;
@@ -902,6 +922,7 @@ impl GfmRag {
             weights: None,
             device: ComputeDevice::Cpu,
             config: None,
+            checkpoints: None,
         }
     }
 

@@ -49,8 +49,8 @@ use lprag_core::{
 };
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
-    lite_alpha, propagate, train_lesegr, transform_query, InEdges, LesegrExample, LesegrGate,
-    LesegrTrainConfig, LesegrWeights,
+    lite_alpha, propagate, train_lesegr_resumable, transform_query, InEdges, LesegrExample,
+    LesegrGate, LesegrTrainConfig, LesegrWeights,
 };
 use lprag_model::ComputeDevice;
 use lprag_text::{Bm25, HeuristicQueryGenerator};
@@ -196,6 +196,7 @@ pub struct LesegrRagBuilder {
     document_links: Option<Vec<(String, String)>>,
     device: ComputeDevice,
     config: LesegrConfig,
+    checkpoints: Option<std::path::PathBuf>,
 }
 
 impl LesegrRagBuilder {
@@ -234,6 +235,15 @@ impl LesegrRagBuilder {
     /// host.
     pub fn device(mut self, device: ComputeDevice) -> Self {
         self.device = device;
+        self
+    }
+
+    /// Checkpoint training (trained variant) after every epoch in `dir`
+    /// ([`lprag_model::lesegr::train_lesegr_resumable`]): a build interrupted during
+    /// training and started again with the same documents and settings resumes after the
+    /// last finished epoch (a finished training returns at once). Default none.
+    pub fn checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.checkpoints = Some(dir.into());
         self
     }
 
@@ -363,9 +373,19 @@ impl LesegrRagBuilder {
                     self.device.to_burn()?,
                     progress.clone(),
                 );
-                let (weights, report) =
-                    blocking(move || train_lesegr(&e2, &g2, &examples, &tc, &dev, &*progress))
-                        .await?;
+                let dir = self.checkpoints.clone();
+                let (weights, report) = blocking(move || {
+                    train_lesegr_resumable(
+                        &e2,
+                        &g2,
+                        &examples,
+                        &tc,
+                        &dev,
+                        &*progress,
+                        dir.as_deref(),
+                    )
+                })
+                .await?;
                 stats.train = Some(report);
                 let LesegrWeights {
                     alpha,
@@ -628,6 +648,7 @@ impl LesegrRag {
             document_links: None,
             device: ComputeDevice::Cpu,
             config: LesegrConfig::default(),
+            checkpoints: None,
         }
     }
 

@@ -373,6 +373,9 @@ impl Progress for RecordingProgress {
     fn update(&self, stage: &str, done: u64, message: &str) {
         self.inner.update(stage, done, message);
     }
+    fn tick(&self, stage: &str, message: &str) {
+        self.inner.tick(stage, message);
+    }
     fn finish(&self, stage: &str) {
         self.inner.finish(stage);
     }
