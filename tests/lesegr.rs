@@ -136,13 +136,13 @@ async fn trained_variant_trains_saves_and_loads() {
 async fn training_is_checkpointed_and_a_finished_training_is_not_repeated() {
     let docs = mini_corpus::documents();
     let dir = tempfile::tempdir().unwrap();
+    let checkpointed = |counts: Arc<crate::common::StepCounts>| {
+        builder(quick_train())
+            .checkpoints(dir.path())
+            .progress(counts)
+    };
     let first = Arc::new(crate::common::StepCounts::default());
-    let rag = builder(quick_train())
-        .checkpoints(dir.path())
-        .progress(first.clone())
-        .build(&docs)
-        .await
-        .unwrap();
+    let rag = checkpointed(first.clone()).build(&docs).await.unwrap();
     let report = rag.stats().train.clone().unwrap();
     assert_eq!(first.get("train lesegr"), report.steps);
     assert!(report.steps > 0);
@@ -151,12 +151,7 @@ async fn training_is_checkpointed_and_a_finished_training_is_not_repeated() {
     // The same build again: the training is found finished in its checkpoint and no step
     // runs; the index is the same.
     let second = Arc::new(crate::common::StepCounts::default());
-    let again = builder(quick_train())
-        .checkpoints(dir.path())
-        .progress(second.clone())
-        .build(&docs)
-        .await
-        .unwrap();
+    let again = checkpointed(second.clone()).build(&docs).await.unwrap();
     assert_eq!(second.get("train lesegr"), 0);
     let mut replayed = again.stats().train.clone().unwrap();
     replayed.seconds = report.seconds;

@@ -140,6 +140,15 @@ impl Checkpoints {
         })
     }
 
+    /// [`Checkpoints::open_keyed`] when a directory is given (the key is computed only
+    /// then); `None` without one.
+    pub(crate) fn open_if(
+        dir: Option<&Path>,
+        key: impl FnOnce() -> Result<String>,
+    ) -> Result<Option<Self>> {
+        dir.map(|dir| Self::open_keyed(dir, key()?)).transpose()
+    }
+
     /// The saved state when it belongs to this run; weights are loaded into `current`
     /// and, when there are best weights, into `best`. `None` (start afresh) when there is
     /// no checkpoint or it belongs to another run.
@@ -239,7 +248,7 @@ impl Checkpoints {
             report: report.clone(),
             best_loss: stopping.best_loss(),
             since_best: stopping.since_best(),
-            optimizer: false,
+            optimizer: true,
         };
         let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
         self.save(

@@ -691,13 +691,7 @@ impl GfmModel {
             .init();
         let pick =
             |idx: &[usize]| -> Vec<&GfmExample> { idx.iter().map(|&i| &examples[i]).collect() };
-        let checkpoints = match checkpoints {
-            Some(dir) => Some(Checkpoints::open_keyed(
-                dir,
-                self.run_key(examples, cfg, stage)?,
-            )?),
-            None => None,
-        };
+        let checkpoints = Checkpoints::open_if(checkpoints, || self.run_key(examples, cfg, stage))?;
         let plan = EpochLoop {
             stage,
             location: "GfmModel::train",

@@ -622,13 +622,8 @@ pub fn train_lesegr_resumable(
         .init();
     let pick =
         |idx: &[usize]| -> Vec<&LesegrExample> { idx.iter().map(|&i| &examples[i]).collect() };
-    let checkpoints = match checkpoints {
-        Some(dir) => Some(Checkpoints::open_keyed(
-            dir,
-            lesegr_run_key(x, graph, examples, cfg)?,
-        )?),
-        None => None,
-    };
+    let checkpoints =
+        Checkpoints::open_if(checkpoints, || lesegr_run_key(x, graph, examples, cfg))?;
     let plan = EpochLoop {
         stage: "train lesegr",
         location: "train_lesegr",
