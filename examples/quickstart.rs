@@ -38,7 +38,11 @@ async fn main() -> Result<(), lprag::Report> {
     //    Each component can be swapped for your own (`.encoder(..)`, `.chunker(..)`, ...).
     let mut builder = LpRag::builder().progress(Arc::new(StderrProgress::new(25)));
     if let Some(config) = lprag::llm::OpenAiConfig::from_env() {
-        println!("using the LLM {} at {}", config.model, config.base_url);
+        println!(
+            "using the LLM {} at {}",
+            config.model,
+            lprag::llm::redact_url(&config.base_url)
+        );
         let chat = lprag::llm::OpenAiChat::new(config)?;
         let cached = lprag::llm::CachedChat::open(Arc::new(chat), "target/lprag-llm-cache")?;
         builder = builder.llm(Arc::new(cached));

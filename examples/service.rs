@@ -6,18 +6,29 @@
 //! share the read lock (they run concurrently), an update takes the write lock only for
 //! the update itself. No global state: everything is in the router's state.
 //!
+//! Every request is bounded: a body of at most [`MAX_BODY_BYTES`] (axum's
+//! `DefaultBodyLimit`, else 413), `k` of at most [`MAX_K`] and a query of at most
+//! [`MAX_QUERY_BYTES`] (the index's own limit, `LpRag::set_max_query_bytes`; else 400),
+//! and an answer within [`REQUEST_TIMEOUT`] (waiting for an update's write lock included;
+//! else 503). Every error is JSON: `{"error": "…"}`. With `LPRAG_SERVICE_DIR` set, the
+//! index is saved there after every update (the demo saves to a temporary directory).
+//!
 //! Run it: the example starts the service on a free loopback port, fires concurrent
 //! queries at it, adds two documents while they run, waits until a query finds one of
-//! them, and shuts the service down.
+//! them, checks that the save after the update happened, sends one request over each
+//! limit, and shuts the service down.
 //!
 //! ```text
 //! cargo run --example service
 //! ```
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -31,10 +42,23 @@ mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
-/// The service's state: one index, shared.
+/// The largest request body (`POST /documents`): 256 KiB, a few hundred documents.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+/// The largest `k` a search may ask for.
+const MAX_K: usize = 100;
+/// The longest query, in bytes: a search box's worth (the library's default,
+/// `lprag::DEFAULT_MAX_QUERY_BYTES`, is 32 KiB).
+const MAX_QUERY_BYTES: usize = 2048;
+/// The longest a search may take, waiting for an update's write lock included. A search
+/// may ask for less with `timeout_ms`, never for more. A timed-out search stops waiting;
+/// ranking already under way on a blocking thread finishes there and is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The service's state: one index, shared, and where to save it after an update.
 #[derive(Clone)]
 struct App {
     index: Arc<RwLock<LpRag>>,
+    save_to: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +66,26 @@ struct SearchParams {
     q: String,
     k: Option<usize>,
     lang: Option<String>,
+    /// A shorter time limit than [`REQUEST_TIMEOUT`], in milliseconds.
+    timeout_ms: Option<u64>,
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize, Deserialize)]
+struct ApiError {
+    error: String,
+}
+
+/// An error response: a status and a JSON body.
+type Failure = (StatusCode, Json<ApiError>);
+
+fn fail(status: StatusCode, error: impl Into<String>) -> Failure {
+    (
+        status,
+        Json(ApiError {
+            error: error.into(),
+        }),
+    )
 }
 
 #[derive(Serialize, Deserialize)]
@@ -60,18 +104,40 @@ struct NewDocument {
     lang: String,
 }
 
-/// `GET /search`: the top k chunks, as JSON; errors are a 400 with the message.
+/// `GET /search`: the top k chunks, as JSON. Bad parameters (`k` over [`MAX_K`], a query
+/// over [`MAX_QUERY_BYTES`]) are a 400, no answer within the time limit a 503, a failure
+/// of the index a 500; each with a JSON error.
 async fn search(
     State(app): State<App>,
-    Query(p): Query<SearchParams>,
-) -> Result<Json<Vec<Hit>>, (StatusCode, String)> {
-    let selection = Selection::TopK(p.k.unwrap_or(3));
+    params: Result<Query<SearchParams>, QueryRejection>,
+) -> Result<Json<Vec<Hit>>, Failure> {
+    let Query(p) = params.map_err(|r| fail(r.status(), r.body_text()))?;
+    let k = p.k.unwrap_or(3);
+    if !(1..=MAX_K).contains(&k) {
+        let msg = format!("k must be between 1 and {MAX_K}, got {k}");
+        return Err(fail(StatusCode::BAD_REQUEST, msg));
+    }
+    let selection = Selection::TopK(k);
     let filter = p.lang.map_or(Filter::All, |l| Filter::eq("lang", l));
-    let index = app.index.read().await;
-    let hits = index
-        .retrieve_filtered(&p.q, selection, &filter)
-        .await
-        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+    let limit = p.timeout_ms.map_or(REQUEST_TIMEOUT, |ms| {
+        Duration::from_millis(ms).min(REQUEST_TIMEOUT)
+    });
+    let work = async {
+        let index = app.index.read().await;
+        // The index refuses a query over its max_query_bytes before embedding it.
+        index.retrieve_filtered(&p.q, selection, &filter).await
+    };
+    let hits = match tokio::time::timeout(limit, work).await {
+        Ok(Ok(hits)) => hits,
+        Ok(Err(e @ lprag::Error::InvalidInput { .. })) => {
+            return Err(fail(StatusCode::BAD_REQUEST, e.to_string()))
+        }
+        Ok(Err(e)) => return Err(fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        Err(_) => {
+            let msg = format!("no answer within {} ms", limit.as_millis());
+            return Err(fail(StatusCode::SERVICE_UNAVAILABLE, msg));
+        }
+    };
     Ok(Json(
         hits.into_iter()
             .map(|h| Hit {
@@ -84,8 +150,14 @@ async fn search(
     ))
 }
 
-/// `POST /documents`: accepted at once, added in the background (202).
-async fn add(State(app): State<App>, Json(docs): Json<Vec<NewDocument>>) -> StatusCode {
+/// `POST /documents`: accepted at once, added in the background (202), then saved when
+/// the service has a save directory. A body over [`MAX_BODY_BYTES`] is a 413, a body that
+/// is not a JSON list of documents a 400 or 415; each with a JSON error.
+async fn add(
+    State(app): State<App>,
+    body: Result<Json<Vec<NewDocument>>, JsonRejection>,
+) -> Result<StatusCode, Failure> {
+    let Json(docs) = body.map_err(|r| fail(r.status(), r.body_text()))?;
     let docs: Vec<Document> = docs
         .into_iter()
         .map(|d| Document::new(d.id, d.title, d.text).with_metadata("lang", d.lang))
@@ -99,10 +171,21 @@ async fn add(State(app): State<App>, Json(docs): Json<Vec<NewDocument>>) -> Stat
                 report.added_chunks,
                 report.seconds.iter().map(|s| s.1).sum::<f64>()
             ),
-            Err(e) => eprintln!("adding documents failed: {e}"),
+            Err(e) => {
+                eprintln!("adding documents failed: {e}");
+                return;
+            }
+        }
+        // Save under the read lock: searches go on meanwhile, the next update waits.
+        let index = index.downgrade();
+        if let Some(dir) = &app.save_to {
+            match tokio::task::block_in_place(|| index.save(dir)) {
+                Ok(()) => eprintln!("index saved to {}", dir.display()),
+                Err(e) => eprintln!("saving the index failed: {e}"),
+            }
         }
     });
-    StatusCode::ACCEPTED
+    Ok(StatusCode::ACCEPTED)
 }
 
 /// A minimal HTTP/1.1 client for the demo (one request per connection).
@@ -113,10 +196,15 @@ async fn request(addr: std::net::SocketAddr, method: &str, path: &str, body: &st
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(req.as_bytes()).await.expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    response
+    // A server that refuses a request (a body over its limit) may answer and close before
+    // reading all of it: a failed send is not the end, the answer may be there to read.
+    let _ = stream.write_all(req.as_bytes()).await;
+    let mut response = Vec::new();
+    let read = stream.read_to_end(&mut response).await;
+    if response.is_empty() {
+        read.expect("read");
+    }
+    String::from_utf8_lossy(&response).into_owned()
 }
 
 /// The JSON body of a response.
@@ -133,16 +221,25 @@ async fn main() -> Result<(), lprag::Report> {
         .collect();
     // The offline encoder keeps the example self-contained; use the default (MiniLM) or
     // your own in a real service.
-    let rag = LpRag::builder()
+    let mut rag = LpRag::builder()
         .encoder(Arc::new(HashingEncoder::default()))
         .build(&docs)
         .await?;
+    rag.set_max_query_bytes(MAX_QUERY_BYTES);
+    // Save after every update where LPRAG_SERVICE_DIR says, else (for the demo) in a
+    // temporary directory.
+    let scratch = tempfile::tempdir()?;
+    let save_to = std::env::var_os("LPRAG_SERVICE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| scratch.path().join("index"));
     let app = App {
         index: Arc::new(RwLock::new(rag)),
+        save_to: Some(save_to.clone()),
     };
     let router = Router::new()
         .route("/search", get(search))
         .route("/documents", post(add))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -215,6 +312,49 @@ async fn main() -> Result<(), lprag::Report> {
         "index now holds {} chunks",
         app.index.read().await.chunks().len()
     );
+    // The update saved the index while holding the read lock: the write lock waits for it.
+    // (Held on, it stands for a long update below.)
+    let long_update = app.index.write().await;
+    assert!(
+        save_to.join("manifest.json").exists(),
+        "saved after the update"
+    );
+    println!("the update was saved to {}", save_to.display());
+
+    // One request over each limit: a 4xx or 503 with a JSON error, the service unharmed.
+    let refused = |response: &str, status: &str, says: &str| {
+        assert!(
+            response.starts_with(&format!("HTTP/1.1 {status}")),
+            "{response}"
+        );
+        let e: ApiError = serde_json::from_str(body(response)).expect("a JSON error");
+        assert!(e.error.contains(says), "{status}: {}", e.error);
+        println!("refused with {status}: {}", e.error);
+    };
+    let slow = request(addr, "GET", "/search?q=capital&timeout_ms=100", "").await;
+    refused(&slow, "503", "no answer within 100 ms");
+    drop(long_update);
+    let big_k = request(
+        addr,
+        "GET",
+        &format!("/search?q=capital&k={}", MAX_K + 1),
+        "",
+    )
+    .await;
+    refused(&big_k, "400", "k must be between 1 and 100");
+    let long = "a+".repeat(MAX_QUERY_BYTES / 2 + 1);
+    let long_q = request(addr, "GET", &format!("/search?q={long}"), "").await;
+    refused(&long_q, "400", "over the limit of 2048 bytes");
+    let huge = serde_json::to_string(&vec![NewDocument {
+        id: "huge".into(),
+        title: "Huge".into(),
+        text: "x".repeat(MAX_BODY_BYTES),
+        lang: "en".into(),
+    }])?;
+    let too_big = request(addr, "POST", "/documents", &huge).await;
+    refused(&too_big, "413", "length limit");
+    let fine = request(addr, "GET", "/search?q=capital+of+Japan&k=1", "").await;
+    assert!(fine.starts_with("HTTP/1.1 200"), "{fine}");
 
     let _ = stop.send(());
     server.await.expect("server task")?;

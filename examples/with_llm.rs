@@ -39,15 +39,21 @@ async fn main() -> Result<(), lprag::Report> {
             "No LLM configured, so there is nothing to run.\n\n\
              This example needs an OpenAI-compatible chat endpoint:\n  \
              LPRAG_LLM_MODEL     the model name (required), e.g. gpt-4o-mini or llama3.1:8b\n  \
-             LPRAG_LLM_BASE_URL  the API base including /v1 (default https://api.openai.com/v1;\n                      \
-             Ollama: http://localhost:11434/v1, vLLM: http://localhost:8000/v1)\n  \
-             LPRAG_LLM_API_KEY   the key, if the server needs one (OPENAI_API_KEY also works)\n  \
+             LPRAG_LLM_BASE_URL  the API base including /v1 (Ollama: http://localhost:11434/v1,\n                      \
+             vLLM: http://localhost:8000/v1); OpenAI's https://api.openai.com/v1 only when\n                      \
+             no base URL is set anywhere and a key is\n  \
+             LPRAG_LLM_API_KEY   the key, if the server needs one (OPENAI_API_KEY is used only\n                      \
+             for OpenAI's endpoint or OPENAI_BASE_URL's)\n  \
              LPRAG_LLM_CACHE     where answers are cached (default target/lprag-llm-cache)\n\n\
              The offline pipeline needs none of this: cargo run --example quickstart"
         );
         return Ok(());
     };
-    println!("LLM: {} at {}", config.model, config.base_url);
+    println!(
+        "LLM: {} at {}",
+        config.model,
+        lprag::llm::redact_url(&config.base_url)
+    );
     let cache_dir =
         std::env::var("LPRAG_LLM_CACHE").unwrap_or_else(|_| "target/lprag-llm-cache".into());
     let progress = Arc::new(StderrProgress::new(25));

@@ -53,7 +53,7 @@ pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
     LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
-    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport,
+    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{

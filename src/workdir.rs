@@ -55,18 +55,82 @@ impl StageKey {
     }
 }
 
-/// A work directory holding finished stages.
-#[derive(Debug, Clone)]
+/// The file that marks a directory as a work directory (written when it is first used).
+const MARKER: &str = "workdir.json";
+
+/// The stages a build writes.
+const STAGES: [&str; 5] = [
+    "chunks",
+    "chunk-embeddings",
+    "chunk-graph",
+    "queries",
+    "query-embeddings",
+];
+
+/// Whether `name` is something a build writes into its work directory: the marker, a
+/// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
+/// write (`.tmp…`), or the training checkpoints (`train`).
+fn owned(name: &str) -> bool {
+    if name == MARKER || name == "train" || name.starts_with(crate::durable::TMP_PREFIX) {
+        return true;
+    }
+    // The graph files' own temporary names: `.STAGE.bin.tmp-…`.
+    if let Some(rest) = name.strip_prefix('.') {
+        if STAGES.iter().any(|st| rest.starts_with(st)) && rest.contains(".tmp") {
+            return true;
+        }
+    }
+    STAGES.iter().any(|stage| {
+        name.strip_prefix(stage).is_some_and(|rest| {
+            matches!(rest, ".json" | ".bin" | ".key" | ".bin.tmp")
+                || (rest.starts_with(".bin.") && rest.ends_with(".tmp"))
+        })
+    })
+}
+
+/// What only a build writes into its work directory (a stage key, a temporary file of
+/// its atomic writes): a marker-less directory with one of these, and nothing a build
+/// does not write, is a work directory of an earlier release or of a build killed before
+/// its marker was in place.
+fn trace(name: &str) -> bool {
+    name.ends_with(".key") || name.starts_with(crate::durable::TMP_PREFIX)
+}
+
+/// Where a build may keep its stages: a new or empty directory, or a work directory
+/// (its marker, and nothing a build did not write).
+const WORK_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpec {
+    kind: "a work directory",
+    marker: MARKER,
+    marker_key: Some("lprag_work_dir"),
+    owns: Some(owned),
+};
+
+/// A work directory holding finished stages, locked for this build while it exists.
+#[derive(Debug)]
 pub(crate) struct WorkDir {
     dir: PathBuf,
+    _lock: lprag_core::dirs::DirLock,
 }
 
 impl WorkDir {
-    /// Use `dir`, creating it if needed.
+    /// Use `dir` for one build: it must be new, empty or a work directory (one written
+    /// before the marker existed passes when it holds only stage files); it is created,
+    /// marked, and locked until this value is dropped.
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] for a directory with anything else in it;
+    /// [`Error::Busy`] when another build holds it.
     pub(crate) fn open(dir: &Path) -> Result<Self> {
+        WORK_DIR.check_or_unmarked(dir, trace)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = lprag_core::dirs::DirLock::acquire(dir, "build")?;
+        let marker = dir.join(MARKER);
+        if !marker.exists() {
+            crate::durable::write_file(&marker, br#"{"lprag_work_dir":1}"#)?;
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
+            _lock: lock,
         })
     }
 
@@ -82,8 +146,10 @@ impl WorkDir {
     /// Record `stage` as finished with `key` (after its data file is in place), atomically.
     fn mark(&self, stage: &str, key: StageKey) -> Result<()> {
         let path = self.key_path(stage);
-        let mut tmp =
-            tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(crate::durable::TMP_PREFIX)
+            .tempfile_in(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
         std::io::Write::write_all(&mut tmp, key.hex().as_bytes())
             .map_err(|e| Error::io(&path, e))?;
         tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
@@ -270,6 +336,23 @@ pub(crate) fn keep_embeddings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_work_directory_killed_before_its_marker_is_still_its_own() {
+        // What a build killed while writing the marker leaves: its temporary file alone.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".lprag-tmpAbC123"), b"{\"lprag_").unwrap();
+        let w = WorkDir::open(dir.path()).unwrap();
+        assert!(dir.path().join(MARKER).is_file());
+        drop(w);
+        // A user's folder with a generic temporary file is not.
+        let users = tempfile::tempdir().unwrap();
+        std::fs::write(users.path().join(".tmpAbC123"), b"mine").unwrap();
+        assert!(matches!(
+            WorkDir::open(users.path()),
+            Err(Error::ForeignDirectory { .. })
+        ));
+    }
 
     #[test]
     fn keys_separate_parts_and_chain() {

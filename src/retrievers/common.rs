@@ -363,13 +363,16 @@ pub(crate) fn load_json_index<T: SavedState>(path: &Path, encoder: &dyn Encoder)
     Ok(state)
 }
 
-/// The embedding of a user query for an index of `dim`-wide embeddings: an empty or
-/// blank query is refused, the rest is trimmed, embedded and checked ([`embed_query`]).
+/// The embedding of a user query for an index of `dim`-wide embeddings: a query longer
+/// than `max_bytes` ([`lprag_core::check_query_len`]) or empty or blank is refused, the
+/// rest is trimmed, embedded and checked ([`embed_query`]).
 pub(crate) async fn embed_user_query(
     encoder: &dyn Encoder,
     query: &str,
     dim: usize,
+    max_bytes: usize,
 ) -> Result<Vec<f32>> {
+    lprag_core::check_query_len(query, max_bytes)?;
     if query.trim().is_empty() {
         return Err(Error::invalid("query", "empty or whitespace"));
     }

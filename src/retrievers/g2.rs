@@ -161,6 +161,11 @@ pub struct G2Config {
     /// error before any allocation rather than an out-of-memory abort. Raise it if the
     /// machine has the memory; `0` removes the bound.
     pub max_cluster_chunks: usize,
+    /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
+    /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
+    /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
+    /// 512-token window).
+    pub max_query_bytes: usize,
 }
 
 impl Default for G2Config {
@@ -183,6 +188,7 @@ impl Default for G2Config {
             llm_max_chunks: 5,
             llm_chunk_chars: 400,
             max_cluster_chunks: 20_000,
+            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }
@@ -748,6 +754,8 @@ impl G2RagBuilder {
 /// Version of the file written by [`G2Rag::save`].
 pub const G2_FORMAT_VERSION: u32 = 1;
 const G2_FILE: &str = "g2.json";
+/// Where a save may write (its file and nothing else of the directory).
+const G2_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a G²RAG index", G2_FILE);
 
 #[derive(Serialize, Deserialize)]
 struct G2State {
@@ -837,7 +845,13 @@ impl G2Rag {
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         let dim = self.state.chunk_emb.dim();
-        crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await
+        crate::retrievers::common::embed_user_query(
+            &*self.encoder,
+            query,
+            dim,
+            self.state.config.max_query_bytes,
+        )
+        .await
     }
 
     fn explain_embedded(&self, e: &[f32]) -> (Vec<f32>, G2Explanation) {
@@ -866,6 +880,7 @@ impl G2Rag {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
         crate::retrievers::common::check_all_finite(dir, G2_FILE, st)?;
+        let _lock = crate::durable::open_for_save(&G2_DIR, dir)?;
         save_json_atomic(dir, G2_FILE, st)
     }
 

@@ -60,6 +60,24 @@ pub fn corpus() -> Vec<Document> {
     ]
 }
 
+/// The offline hashing encoder, as a trait object.
+#[allow(dead_code)]
+pub fn hashing() -> Arc<dyn Encoder> {
+    Arc::new(lprag::HashingEncoder::default())
+}
+
+/// LP-RAG's defaults with `epochs` training epochs.
+#[allow(dead_code)]
+pub fn lprag_config(epochs: usize) -> LpRagConfig {
+    LpRagConfig {
+        train: TrainConfig {
+            epochs,
+            ..TrainConfig::default()
+        },
+        ..LpRagConfig::default()
+    }
+}
+
 /// GFM-RAG on the CPU, small enough for a test: hidden 8, one layer, one epoch of each
 /// training stage on a few queries.
 #[allow(dead_code)]

@@ -63,6 +63,32 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// A save, build or training was pointed at a directory that holds something other
+    /// than what lprag writes there (a user's files, another kind of index); nothing in
+    /// it was touched.
+    #[error(
+        "refusing to write {kind} into {path}: the directory is not empty and is not {kind} \
+         ({found}); nothing was changed. Choose a new or empty directory"
+    )]
+    ForeignDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// What lprag was about to write (for example `"an LpRag index"`).
+        kind: String,
+        /// What was found there that lprag does not own (for example `"notes.txt"`).
+        found: String,
+    },
+    /// Another process (or another build in this one) holds the directory: a work
+    /// directory, a checkpoint directory or an index being saved.
+    #[error(
+        "{path} is in use by another lprag {what}; wait for it to finish or use another directory"
+    )]
+    Busy {
+        /// The directory.
+        path: PathBuf,
+        /// What holds it (for example `"build"`).
+        what: String,
+    },
     /// The operation was cancelled (for example an async task was aborted).
     #[error("cancelled: {0}")]
     Cancelled(String),

@@ -17,10 +17,12 @@
 //! `cargo run -p lprag-core --example custom_parts` (`examples/custom_parts.rs`).
 #![warn(missing_docs)]
 
+pub mod dirs;
 mod embeddings;
 mod error;
 pub mod extract;
 mod filter;
+mod query;
 pub mod sparse;
 mod task;
 mod traits;
@@ -30,6 +32,7 @@ pub use embeddings::{cosine, dot, Embeddings};
 pub use error::{Error, Result};
 pub use extract::{Extraction, Triple, TripleExtractor};
 pub use filter::{Filter, MAX_FILTER_DEPTH};
+pub use query::{check_query_len, DEFAULT_MAX_QUERY_BYTES};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
 pub use task::{blocking, panic_message};
 pub use traits::{

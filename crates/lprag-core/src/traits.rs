@@ -26,6 +26,14 @@ pub trait Chunker: Send + Sync {
     /// in document order. A document that yields no chunk is skipped; a corpus that yields
     /// none at all is [`crate::Error::EmptyCorpus`].
     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>>;
+
+    /// What determines this chunker's output beyond its name (its settings; for an LLM
+    /// chunker the model, prompt and sampling settings), as a string. A build's work
+    /// directory keys its chunk stage by it, so a changed setting rechunks instead of
+    /// reusing another setting's chunks. `None` (the default): the name alone.
+    fn fingerprint(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Writes synthetic queries for batches of chunks (LP-RAG §3.2, Appendix A.2).
@@ -33,6 +41,13 @@ pub trait Chunker: Send + Sync {
 pub trait QueryGenerator: Send + Sync {
     /// A short name for logs and saved manifests.
     fn name(&self) -> &str;
+
+    /// What determines this generator's queries beyond its name (settings, seed; for an
+    /// LLM writer the model, prompt and sampling settings), as a string. A build's work
+    /// directory keys its query stage by it. `None` (the default): the name alone.
+    fn fingerprint(&self) -> Option<String> {
+        None
+    }
 
     /// Write queries for each batch; `batches[i]` lists chunk ids of `chunks`. Every
     /// returned query links to chunks of the batch it was written for.

@@ -12,13 +12,21 @@ use lprag_core::{Embeddings, Encoder};
 
 const MAGIC: &[u8; 8] = b"LPEMBC01";
 
+/// The widest vectors [`CacheOnly::for_file`] accepts from a file's header (the encoder's
+/// width comes from the file there, and every call allocates by it): far above any
+/// embedding model's (MiniLM 384, the largest common ones 4096).
+const MAX_CACHE_DIM: usize = 1 << 16;
+
 /// An [`Encoder`] that remembers every vector its inner encoder produced, in memory and in
 /// an append-only file, and answers repeated texts from there.
 ///
 /// The file starts with a magic tag and the dimension, followed by records
 /// `(u32 text length, text bytes, dimension × f32)`, little-endian. New vectors are
-/// appended after every `embed` call, so an interrupted run keeps what it paid for; a
-/// truncated last record (a run killed mid-write) is dropped on open. One file holds one
+/// appended after every `embed` call, so an interrupted run keeps what it paid for. On
+/// open, every length is checked against the bytes left in the file before anything is
+/// allocated; the first record that cannot be read (a run killed mid-write, a corrupt
+/// length, text that is not UTF-8) is logged as a warning with the file and its offset,
+/// and the file is cut to the records before it, which are kept. One file holds one
 /// encoder's vectors: give each encoder (and, for a corpus-fitted encoder, each corpus) its
 /// own file.
 pub struct CachedEncoder {
@@ -64,19 +72,41 @@ impl CachedEncoder {
                     format!("cache holds {file_dim}-dim vectors, encoder gives {dim}"),
                 ));
             }
+            let size = r
+                .get_ref()
+                .metadata()
+                .map_err(|e| lprag_core::Error::io(&path, e))?
+                .len();
             let mut good = 12u64;
-            while let Some((text, v)) = read_record(&mut r, dim) {
-                good += 4 + text.len() as u64 + 4 * dim as u64;
-                map.insert(text, v);
-            }
+            let bad = loop {
+                match read_record(&mut r, dim, size.saturating_sub(good)) {
+                    Ok(Some((text, v))) => {
+                        good += 4 + text.len() as u64 + 4 * dim as u64;
+                        map.insert(text, v);
+                    }
+                    Ok(None) => break None,
+                    Err(why) => break Some(why),
+                }
+            };
             drop(r);
-            // Cut a torn last record so later appends stay aligned.
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| lprag_core::Error::io(&path, e))?;
-            if f.metadata().map(|m| m.len()).unwrap_or(good) > good {
-                f.set_len(good)
+            if let Some(why) = bad {
+                // Nothing after a bad record can be trusted (a record's place is known only
+                // from the lengths before it): keep the good prefix and cut the file there,
+                // so later appends stay aligned and the next open reads what this one did.
+                tracing::warn!(
+                    path = %path.display(),
+                    offset = good,
+                    kept = map.len(),
+                    dropped_bytes = size.saturating_sub(good),
+                    "embedding cache: bad record at byte {good} of {} ({why}); keeping the \
+                     {} records before it and cutting the file to {good} bytes",
+                    path.display(),
+                    map.len(),
+                );
+                OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_len(good))
                     .map_err(|e| lprag_core::Error::io(&path, e))?;
             }
         } else {
@@ -147,7 +177,8 @@ impl CacheOnly {
     ///
     /// # Errors
     /// [`lprag_core::Error::Io`] when the file cannot be read;
-    /// [`lprag_core::Error::Format`] when it is not a cache file.
+    /// [`lprag_core::Error::Format`] when it is not a cache file or its dimension is 0 or
+    /// over 65,536.
     pub fn for_file(name: &str, path: impl AsRef<Path>) -> lprag_core::Result<Self> {
         let path = path.as_ref().to_path_buf();
         let mut head = [0u8; 12];
@@ -160,6 +191,12 @@ impl CacheOnly {
         let dim = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) as usize;
         if dim == 0 {
             return Err(lprag_core::Error::format(&path, "dimension 0"));
+        }
+        if dim > MAX_CACHE_DIM {
+            return Err(lprag_core::Error::format(
+                &path,
+                format!("dimension {dim}, over the limit of {MAX_CACHE_DIM}"),
+            ));
         }
         Ok(Self {
             name: name.to_string(),
@@ -212,18 +249,45 @@ impl Encoder for CacheOnly {
     }
 }
 
-fn read_record(r: &mut impl Read, dim: usize) -> Option<(String, Vec<f32>)> {
+/// The next record of a cache of `dim`-wide vectors, `remaining` bytes before the end of
+/// the file: `Ok(None)` at the end, `Err(why)` for a record that cannot be read (a torn
+/// write, a corrupt length, text that is not UTF-8). Lengths are checked against
+/// `remaining` before anything is allocated, so a corrupt length costs no memory.
+fn read_record(
+    r: &mut impl Read,
+    dim: usize,
+    remaining: u64,
+) -> Result<Option<(String, Vec<f32>)>, String> {
+    if remaining == 0 {
+        return Ok(None);
+    }
+    let width = 4 * dim as u64;
+    if remaining < 4 + width {
+        return Err(format!(
+            "{remaining} bytes left, a record takes at least {}",
+            4 + width
+        ));
+    }
     let mut len = [0u8; 4];
-    r.read_exact(&mut len).ok()?;
-    let mut text = vec![0u8; u32::from_le_bytes(len) as usize];
-    r.read_exact(&mut text).ok()?;
+    r.read_exact(&mut len).map_err(|e| e.to_string())?;
+    let len = u32::from_le_bytes(len) as u64;
+    if 4 + len + width > remaining {
+        return Err(format!(
+            "a text length of {len} bytes, but only {} bytes are left for text and a \
+             {dim}-wide vector",
+            remaining - 4
+        ));
+    }
+    let mut text = vec![0u8; len as usize];
+    r.read_exact(&mut text).map_err(|e| e.to_string())?;
     let mut raw = vec![0u8; dim * 4];
-    r.read_exact(&mut raw).ok()?;
+    r.read_exact(&mut raw).map_err(|e| e.to_string())?;
     let v = raw
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
-    Some((String::from_utf8(text).ok()?, v))
+    let text = String::from_utf8(text).map_err(|_| "its text is not UTF-8".to_string())?;
+    Ok(Some((text, v)))
 }
 
 #[async_trait]
@@ -470,6 +534,90 @@ mod tests {
         }
         let bare = CacheOnly::for_file("counting", &path).unwrap();
         assert_eq!(bare.count_tokens("one"), None);
+    }
+
+    /// What `tracing` writes, kept for a test to read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    /// `open` under a subscriber that keeps the log: the encoder and what was logged.
+    fn open_logged(
+        inner: Arc<dyn Encoder>,
+        path: &Path,
+    ) -> (lprag_core::Result<CachedEncoder>, String) {
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let enc =
+            tracing::subscriber::with_default(subscriber, || CachedEncoder::open(inner, path));
+        let log = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        (enc, log)
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_record_length_is_bounded_by_the_file_warned_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.bin");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        for (text, v) in [("a", [1.0f32, 1.0]), ("bb", [2.0, 1.0])] {
+            bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+            v.iter()
+                .for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
+        }
+        let good = bytes.len() as u64;
+        // A length of 4 GiB − 1 (once a 4 GiB allocation), then bytes that cannot be read.
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        bytes.extend_from_slice(b"0123456789abcdef");
+        std::fs::write(&path, &bytes).unwrap();
+
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let (enc, log) = open_logged(inner.clone(), &path);
+        let enc = enc.unwrap();
+        assert_eq!(enc.len(), 2, "the good prefix is kept");
+        assert!(log.contains(&format!("bad record at byte {good}")), "{log}");
+        assert!(log.contains(&path.display().to_string()), "{log}");
+        assert!(log.contains("text length of 4294967295"), "{log}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), good, "cut there");
+        // Appends after the cut read back, and the next open has nothing to warn about.
+        enc.embed(&["a".into(), "ccc".into()]).await.unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        let (enc, log) = open_logged(inner.clone(), &path);
+        assert_eq!(enc.unwrap().len(), 3);
+        assert!(!log.contains("bad record"), "{log}");
+
+        // The bound holds before any allocation, for text and vector lengths alike.
+        let huge = u32::MAX.to_le_bytes();
+        let err = read_record(&mut &huge[..], 2, 20).unwrap_err();
+        assert!(err.contains("4294967295"), "{err}");
+        let err = read_record(&mut &huge[..], 1 << 30, 20).unwrap_err();
+        assert!(err.contains("at least"), "{err}");
+        // A header that claims absurdly wide vectors is refused.
+        let mut head = MAGIC.to_vec();
+        head.extend_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(dir.path().join("wide.bin"), head).unwrap();
+        let wide = CacheOnly::for_file("x", dir.path().join("wide.bin")).unwrap_err();
+        assert!(wide.to_string().contains("over the limit"), "{wide}");
     }
 
     #[test]

@@ -257,9 +257,10 @@ struct RetrievalArgs {
     #[arg(long)]
     query_llm: bool,
     /// OpenAI-compatible base URL of the LLM (reader, --query-llm) (default:
-    /// LPRAG_LLM_BASE_URL, else OpenAI's).
+    /// LPRAG_LLM_BASE_URL, else OPENAI_BASE_URL; OpenAI's only when neither is set and an
+    /// API key is).
     #[arg(long, value_name = "URL")]
-    llm_base_url: Option<String>,
+    llm_base_url: Option<BaseUrlArg>,
     /// LLM model (default: LPRAG_LLM_MODEL). The API key comes from LPRAG_LLM_API_KEY or
     /// OPENAI_API_KEY only, never from the command line.
     #[arg(long, value_name = "NAME")]
@@ -280,6 +281,25 @@ struct RetrievalArgs {
     /// keeping them makes a rerun free, fallbacks included.
     #[arg(long)]
     llm_keep_unreadable: bool,
+}
+
+/// `--llm-base-url` as given; its `Debug` (that of the parsed command line) hides the
+/// URL's credentials and query values.
+#[derive(Clone)]
+struct BaseUrlArg(String);
+
+impl std::str::FromStr for BaseUrlArg {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(Self(s.to_string()))
+    }
+}
+
+impl std::fmt::Debug for BaseUrlArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&lprag::llm::redact_url(&self.0))
+    }
 }
 
 /// `--lprag-config`: a preset name or a JSON file.
@@ -511,30 +531,42 @@ fn open_llm(
     what: &str,
     concurrency: usize,
 ) -> Result<lprag::llm::CachedChat> {
-    use lprag::llm::{CachedChat, OpenAiChat, OpenAiConfig};
-    let mut config = OpenAiConfig::from_env();
-    if let Some(model) = &args.llm_model {
-        let c = config
-            .get_or_insert_with(|| OpenAiConfig::new(OpenAiConfig::OPENAI_BASE_URL, model.clone()));
-        c.model = model.clone();
-    }
-    let Some(mut config) = config else {
-        return Err(Error::invalid(
-            what,
-            "no LLM configured: set LPRAG_LLM_MODEL (and LPRAG_LLM_BASE_URL, LPRAG_LLM_API_KEY \
-             as needed) or pass --llm-model",
-        ));
-    };
-    if let Some(url) = &args.llm_base_url {
-        config.base_url = url.clone();
-    }
-    config.http.max_concurrency = concurrency.max(1);
-    config.http.timeout = std::time::Duration::from_secs(args.llm_timeout.max(1));
-    eprintln!("{what}: {} at {}", config.model, config.base_url);
+    use lprag::llm::{CachedChat, LlmEnv, OpenAiChat};
+    let config = llm_config(args, what, concurrency, &LlmEnv::from_process())?;
+    eprintln!("{}", llm_banner(what, &config));
     let chat = OpenAiChat::new(config).map_err(lprag_core::Error::from)?;
     Ok(CachedChat::open(std::sync::Arc::new(chat), &args.llm_cache)
         .map_err(lprag_core::Error::from)?
         .keep_unreadable(args.llm_keep_unreadable))
+}
+
+/// The LLM configuration of `args` and `env`: `--llm-base-url` beats `LPRAG_LLM_BASE_URL`,
+/// `--llm-model` beats `LPRAG_LLM_MODEL`, and OpenAI's public endpoint is used only when no
+/// base URL is set anywhere (and a key is), so a corpus never goes to a server nobody named.
+fn llm_config(
+    args: &RetrievalArgs,
+    what: &str,
+    concurrency: usize,
+    env: &lprag::llm::LlmEnv,
+) -> Result<lprag::llm::OpenAiConfig> {
+    let mut config = lprag::llm::OpenAiConfig::resolve(
+        args.llm_base_url.as_ref().map(|u| u.0.as_str()),
+        args.llm_model.as_deref(),
+        env,
+    )
+    .map_err(|e| Error::invalid(what, format!("{e} (--llm-model, --llm-base-url)")))?;
+    config.http.max_concurrency = concurrency.max(1);
+    config.http.timeout = std::time::Duration::from_secs(args.llm_timeout.max(1));
+    Ok(config)
+}
+
+/// The line saying which LLM `what` uses, its URL's credentials and query values hidden.
+fn llm_banner(what: &str, config: &lprag::llm::OpenAiConfig) -> String {
+    format!(
+        "{what}: {} at {}",
+        config.model,
+        lprag::llm::redact_url(&config.base_url)
+    )
 }
 
 async fn qa(args: QaArgs) -> Result<()> {
@@ -802,5 +834,96 @@ impl Progress for Bars {
         if let Some(b) = self.bars.lock().expect("progress lock").remove(stage) {
             b.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lprag::llm::{ApiKey, LlmEnv};
+
+    /// `lprag-eval qa --dataset d` with `flags`, and the LLM configuration it makes in `env`.
+    fn config(flags: &[&str], env: LlmEnv) -> Result<lprag::llm::OpenAiConfig> {
+        let mut argv = vec!["lprag-eval", "qa", "--dataset", "d"];
+        argv.extend_from_slice(flags);
+        let Command::Qa(args) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("a qa command line")
+        };
+        llm_config(&args.common, "reader", 3, &env)
+    }
+
+    const LOCAL: &str = "http://127.0.0.1:9/v1";
+
+    #[test]
+    fn llm_model_flag_with_the_base_url_in_the_environment_uses_that_url() {
+        let env = LlmEnv {
+            base_url: Some(LOCAL.into()),
+            ..LlmEnv::default()
+        };
+        let c = config(&["--llm-model", "m"], env).unwrap();
+        assert_eq!(c.base_url, LOCAL);
+        assert_eq!(c.model, "m");
+        assert_eq!(c.http.max_concurrency, 3);
+    }
+
+    #[test]
+    fn llm_base_url_flag_beats_the_environment() {
+        let env = LlmEnv {
+            base_url: Some("http://env:1/v1".into()),
+            model: Some("env-model".into()),
+            ..LlmEnv::default()
+        };
+        let c = config(&["--llm-base-url", LOCAL], env.clone()).unwrap();
+        assert_eq!(
+            (c.base_url.as_str(), c.model.as_str()),
+            (LOCAL, "env-model")
+        );
+        let c = config(&[], env).unwrap();
+        assert_eq!(c.base_url, "http://env:1/v1");
+    }
+
+    #[test]
+    fn the_public_endpoint_needs_no_base_url_anywhere_and_a_key() {
+        let err = config(&["--llm-model", "m"], LlmEnv::default()).unwrap_err();
+        assert!(err.to_string().contains("no LLM base URL"), "{err}");
+        let env = LlmEnv {
+            api_key: Some(ApiKey::new("sk-x")),
+            ..LlmEnv::default()
+        };
+        let c = config(&["--llm-model", "m"], env).unwrap();
+        assert_eq!(c.base_url, lprag::llm::OpenAiConfig::OPENAI_BASE_URL);
+        let err = config(&[], LlmEnv::default()).unwrap_err();
+        assert!(err.to_string().contains("--llm-model"), "{err}");
+    }
+
+    #[test]
+    fn the_llm_line_hides_url_credentials_and_query_values() {
+        let c = config(
+            &[
+                "--llm-model",
+                "m",
+                "--llm-base-url",
+                "https://me:hunter2@h/v1?key=sk-abc",
+            ],
+            LlmEnv::default(),
+        )
+        .unwrap();
+        let line = llm_banner("reader", &c);
+        assert_eq!(line, "reader: m at https://***:***@h/v1?key=***");
+        let cli = Cli::try_parse_from([
+            "lprag-eval",
+            "qa",
+            "--dataset",
+            "d",
+            "--llm-base-url",
+            "https://me:hunter2@h/v1?key=sk-abc",
+        ])
+        .unwrap();
+        let shown = format!("{cli:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("sk-abc"),
+            "{shown}"
+        );
+        assert!(shown.contains("https://***:***@h/v1?key=***"), "{shown}");
     }
 }

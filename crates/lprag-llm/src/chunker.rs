@@ -115,6 +115,15 @@ impl Chunker for LlmChunker {
         "llm-chunker"
     }
 
+    fn fingerprint(&self) -> Option<String> {
+        Some(format!(
+            "{} fallback={}:{:?}",
+            self.settings.fingerprint(),
+            self.fallback.name(),
+            self.fallback.fingerprint()
+        ))
+    }
+
     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
         let docs: Vec<&Document> = documents
             .iter()

@@ -5,7 +5,6 @@ use lprag_core::{Embeddings, Encoder, Error, Result};
 use serde_json::{json, Value};
 
 use crate::http::{HttpClient, HttpConfig};
-use crate::openai::endpoint;
 use crate::{ApiKey, LlmError};
 
 /// Where the embedding server is and what it returns.
@@ -30,7 +29,7 @@ pub struct OpenAiEmbeddingsConfig {
 impl std::fmt::Debug for OpenAiEmbeddingsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiEmbeddingsConfig")
-            .field("base_url", &crate::http::redact_url(&self.base_url))
+            .field("base_url", &crate::secret::redact_url(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key)
             .field("dimension", &self.dimension)
@@ -84,7 +83,7 @@ pub struct OpenAiEmbeddings {
 impl std::fmt::Debug for OpenAiEmbeddings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiEmbeddings")
-            .field("url", &crate::http::redact_url(&self.url))
+            .field("url", &crate::secret::redact_url(&self.url))
             .field("model", &self.model)
             .field("name", &self.name)
             .field("api_key", &self.api_key)
@@ -120,7 +119,7 @@ impl OpenAiEmbeddings {
                 probe.dim = v[0].len();
                 if probe.dim == 0 {
                     return Err(Error::invalid(
-                        crate::http::redact_url(&probe.url),
+                        crate::secret::redact_url(&probe.url),
                         "the server returned an empty embedding",
                     ));
                 }
@@ -137,7 +136,7 @@ impl OpenAiEmbeddings {
             ));
         }
         Ok(Self {
-            url: endpoint(&config.base_url, "embeddings")?,
+            url: crate::http::join_url(&config.base_url, "embeddings")?,
             name: format!("openai-embeddings:{}", config.model),
             model: config.model,
             api_key: config.api_key,
@@ -220,7 +219,7 @@ impl Encoder for OpenAiEmbeddings {
                     return Err(Error::DimensionMismatch {
                         location: format!(
                             "{} embedding of text {}",
-                            crate::http::redact_url(&self.url),
+                            crate::secret::redact_url(&self.url),
                             b * self.batch_size + i
                         ),
                         expected: self.dim,

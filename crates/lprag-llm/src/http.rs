@@ -10,6 +10,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+use crate::secret::{redact_error, redact_url};
 use crate::{ApiKey, LlmError};
 
 /// How the HTTP backends talk to a server.
@@ -104,6 +105,10 @@ impl HttpClient {
     /// malformed bodies, transient errors reported in-band with HTTP 200). A `Retry-After`
     /// (or `retry-after-ms`) header replaces the computed backoff, capped at
     /// [`HttpConfig::max_retry_after`]. Each attempt holds one concurrency permit.
+    ///
+    /// Errors show `url` through [`redact_url`], and every message they carry (a server's
+    /// error body included) through [`crate::redact_secrets`] with `api_key`, before it is
+    /// logged or returned: a server that quotes the key back does not get it into a log.
     pub async fn post_json<T>(
         &self,
         url: &str,
@@ -113,7 +118,13 @@ impl HttpClient {
     ) -> Result<T, LlmError> {
         let mut attempt = 0u32;
         loop {
-            match self.attempt(url, api_key, body, &parse).await {
+            // Errors may quote the server's words, which may quote the key: hidden here,
+            // before they are logged or returned.
+            match self
+                .attempt(url, api_key, body, &parse)
+                .await
+                .map_err(|e| redact_error(e, api_key))
+            {
                 Ok(v) => return Ok(v),
                 Err(LlmError::Transient {
                     message,
@@ -247,6 +258,10 @@ pub mod fuzzing {
         let _ = handle_response(status, wait, body, &shown, &|v| {
             crate::embeddings::parse_embeddings(v, 3)
         });
+        // What every error message goes through before it is shown.
+        let key = ApiKey::new(retry_after);
+        let _ = crate::redact_secrets(body, Some(&key));
+        let _ = redact_url(body);
     }
 }
 
@@ -301,22 +316,41 @@ fn tls_config() -> Result<rustls::ClientConfig, LlmError> {
     Ok(config)
 }
 
-/// The URL without its query string (which some providers use for keys) and without
-/// `user:password@` credentials, for errors and `Debug`.
-pub(crate) fn redact_url(url: &str) -> String {
-    let url = match url.split_once('?') {
-        Some((base, _)) => format!("{base}?…"),
-        None => url.to_string(),
+/// The endpoint `path` under `base`: `path` is appended to `base`'s path, whatever query
+/// string `base` has stays after it (`http://h/v1?key=k` + `chat/completions` is
+/// `http://h/v1/chat/completions?key=k`), trailing slashes of `base` and leading ones of
+/// `path` do not double, and a fragment (never sent) is dropped. Errors when `base` is not
+/// an `http://` or `https://` URL; the error shows `base` through [`redact_url`].
+///
+/// ```
+/// use lprag_llm::http::join_url;
+/// assert_eq!(
+///     join_url("http://localhost:8000/v1/?key=k", "chat/completions").unwrap(),
+///     "http://localhost:8000/v1/chat/completions?key=k"
+/// );
+/// assert!(join_url("localhost:8000/v1", "embeddings").is_err());
+/// ```
+pub fn join_url(base: &str, path: &str) -> Result<String, LlmError> {
+    let base = base.trim();
+    let bad = |why: &str| {
+        LlmError::Permanent(format!(
+            "base URL {:?} is not usable ({why}): it must be an http:// or https:// URL",
+            redact_url(base)
+        ))
     };
-    let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) => (format!("{s}://"), r.to_string()),
-        None => (String::new(), url.clone()),
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}…@{}", &rest[at + 1..]),
-        None => url,
+    // `url::ParseError` names what is wrong without quoting the input.
+    let mut url = reqwest::Url::parse(base).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("has another scheme"));
     }
+    let mut joined = url.path().trim_end_matches('/').to_string();
+    for segment in path.split('/').filter(|s| !s.is_empty()) {
+        joined.push('/');
+        joined.push_str(segment);
+    }
+    url.set_path(&joined);
+    url.set_fragment(None);
+    Ok(url.into())
 }
 
 fn snippet(text: &str) -> String {
@@ -574,13 +608,74 @@ mod tests {
     }
 
     #[test]
-    fn urls_lose_their_query() {
-        assert_eq!(redact_url("https://x/v1?key=secret"), "https://x/v1?…");
-        assert_eq!(redact_url("http://x/v1"), "http://x/v1");
-        assert_eq!(
-            redact_url("https://me:hunter2@x:8/v1/chat?key=s"),
-            "https://…@x:8/v1/chat?…"
-        );
-        assert_eq!(redact_url("http://x/v1/a@b"), "http://x/v1/a@b");
+    fn join_url_keeps_the_query_after_the_path() {
+        for (base, path, joined) in [
+            (
+                "http://h/v1?key=abc",
+                "/chat/completions",
+                "http://h/v1/chat/completions?key=abc",
+            ),
+            (
+                "http://h/v1/?key=abc&v=2",
+                "chat/completions",
+                "http://h/v1/chat/completions?key=abc&v=2",
+            ),
+            (
+                "http://h:1/v1/",
+                "chat/completions",
+                "http://h:1/v1/chat/completions",
+            ),
+            ("http://h:1/v1//", "/embeddings", "http://h:1/v1/embeddings"),
+            ("http://h:1/v1", "embeddings", "http://h:1/v1/embeddings"),
+            ("  https://h/v1  ", "embeddings", "https://h/v1/embeddings"),
+            (
+                "http://localhost:11434",
+                "api/chat",
+                "http://localhost:11434/api/chat",
+            ),
+            (
+                "http://localhost:11434/",
+                "api/chat",
+                "http://localhost:11434/api/chat",
+            ),
+            ("http://h?key=a", "api/chat", "http://h/api/chat?key=a"),
+            ("http://h/v1#part", "embeddings", "http://h/v1/embeddings"),
+            (
+                "http://h/v1?k=a#part",
+                "embeddings",
+                "http://h/v1/embeddings?k=a",
+            ),
+            (
+                "http://u:p@h/v1",
+                "embeddings",
+                "http://u:p@h/v1/embeddings",
+            ),
+            (
+                "http://h/a%20b/v1",
+                "embeddings",
+                "http://h/a%20b/v1/embeddings",
+            ),
+        ] {
+            assert_eq!(join_url(base, path).unwrap(), joined, "{base} + {path}");
+        }
+    }
+
+    #[test]
+    fn join_url_refuses_non_http_bases_without_quoting_secrets() {
+        for base in [
+            "localhost:1/v1",
+            "ftp://me:hunter2@h/v1?key=sk-secret",
+            "http://me:hunter2@/v1?key=sk-secret",
+            "",
+            "h/v1?key=sk-secret",
+        ] {
+            let err = join_url(base, "x").unwrap_err();
+            let shown = format!("{err} {err:?}");
+            assert!(matches!(err, LlmError::Permanent(_)), "{shown}");
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("sk-secret"),
+                "{shown}"
+            );
+        }
     }
 }

@@ -178,6 +178,21 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// What determines the answers: the model (backend and name), the prompts and the
+    /// sampling and parsing settings (not the meter, progress or concurrency).
+    pub(crate) fn fingerprint(&self) -> String {
+        format!(
+            "{}/{} {:?} t={:?} max={:?} retries={} {:?}",
+            self.model.backend(),
+            self.model.name(),
+            self.prompts,
+            self.temperature,
+            self.max_tokens,
+            self.parse_retries,
+            self.on_unparseable
+        )
+    }
+
     /// The papers' prompts, temperature 0, 8 calls in flight, at most `max_tokens` per
     /// answer, no meter, no progress.
     pub(crate) fn new(model: std::sync::Arc<dyn crate::ChatModel>, max_tokens: u32) -> Self {

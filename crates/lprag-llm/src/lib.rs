@@ -23,6 +23,10 @@
 //!
 //! API keys are held in [`ApiKey`], whose `Debug` and `Display` print `***`; they are sent
 //! only in the `Authorization` header and never appear in errors, logs or saved files.
+//! Base URLs are shown only through [`redact_url`] (credentials and query values hidden),
+//! and a server's words quoted in an error pass through [`redact_secrets`] (the key, and
+//! anything shaped like one, hidden). Requests go only to the base URL the caller or the
+//! environment named ([`OpenAiConfig::resolve`]).
 #![warn(missing_docs)]
 
 use std::time::Duration;
@@ -55,10 +59,10 @@ pub use http::{HttpClient, HttpConfig};
 pub use jobs::OnUnparseable;
 pub use merge::LlmMergeJudge;
 pub use ollama::{OllamaChat, OllamaConfig};
-pub use openai::{OpenAiChat, OpenAiConfig};
+pub use openai::{LlmConfigError, LlmEnv, OpenAiChat, OpenAiConfig};
 pub use prompts::{Prompts, Template};
 pub use querygen::{LlmQueryGenerator, QueryMode};
-pub use secret::ApiKey;
+pub use secret::{redact_secrets, redact_url, ApiKey};
 pub use usage::{StageUsage, TokenMeter};
 
 /// Who wrote a chat message.

@@ -4,7 +4,6 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::http::{HttpClient, HttpConfig};
-use crate::openai::endpoint;
 use crate::{ChatModel, ChatRequest, ChatResponse, LlmError, Usage};
 
 /// Where Ollama runs and which model to use.
@@ -21,7 +20,7 @@ pub struct OllamaConfig {
 impl std::fmt::Debug for OllamaConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OllamaConfig")
-            .field("base_url", &crate::http::redact_url(&self.base_url))
+            .field("base_url", &crate::secret::redact_url(&self.base_url))
             .field("model", &self.model)
             .field("http", &self.http)
             .finish()
@@ -56,7 +55,7 @@ pub struct OllamaChat {
 impl std::fmt::Debug for OllamaChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OllamaChat")
-            .field("url", &crate::http::redact_url(&self.url))
+            .field("url", &crate::secret::redact_url(&self.url))
             .field("model", &self.model)
             .field("http", &self.http)
             .finish()
@@ -76,7 +75,7 @@ impl OllamaChat {
             return Err(LlmError::Permanent("OllamaConfig::model is empty".into()));
         }
         Ok(Self {
-            url: endpoint(&config.base_url, "api/chat")?,
+            url: crate::http::join_url(&config.base_url, "api/chat")?,
             model: config.model,
             http,
         })

@@ -183,6 +183,17 @@ impl QueryGenerator for LlmQueryGenerator {
         }
     }
 
+    fn fingerprint(&self) -> Option<String> {
+        Some(format!(
+            "{} {:?} fallback={:?}",
+            self.settings.fingerprint(),
+            self.mode,
+            self.fallback
+                .as_ref()
+                .map(|f| format!("{}:{:?}", f.name(), f.fingerprint()))
+        ))
+    }
+
     async fn generate(
         &self,
         chunks: &[Chunk],

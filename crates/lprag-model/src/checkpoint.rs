@@ -2,12 +2,16 @@
 //! [`crate::BurnLinkPredictor::with_checkpoints`], [`crate::lesegr::train_lesegr`] and
 //! [`crate::gfm::GfmModel::train`]).
 //!
-//! After every epoch the current weights, the best weights so far, the optimizer's state
-//! (Adam's moment estimates, keyed by the parameters' ids, which the weight files keep)
-//! and a small JSON state (epochs done, the report, early-stopping counters, a key of the
-//! run's inputs) are written to the checkpoint directory, each file atomically. A later run
-//! with the same key starts after the last finished epoch exactly where the interrupted
-//! one was, or returns the finished result at once when the run had ended.
+//! After every epoch the current weights, the best weights so far and the optimizer's
+//! state (Adam's moment estimates, keyed by the parameters' ids, which the weight files
+//! keep) are written as one set into a fresh subdirectory `set-…`, synced; then a small
+//! JSON state (epochs done, the report, early-stopping counters, a key of the run's
+//! inputs, the set's name) replaces `train-state.json` atomically — that rename commits the
+//! epoch, and older sets are removed. A crash anywhere leaves the last committed epoch
+//! whole. A later run with the same key starts after the last finished epoch exactly where
+//! the interrupted one was, or returns the finished result at once when the run had ended;
+//! a checkpoint that cannot be read whole is reported as a warning and training starts
+//! afresh. One run holds the directory at a time ([`lprag_core::dirs::DirLock`]).
 //!
 //! [`GnnLinkPredictor::with_checkpoints`]: crate::GnnLinkPredictor::with_checkpoints
 
@@ -16,7 +20,7 @@ use std::path::{Path, PathBuf};
 use burn::optim::ModuleOptimizer;
 use burn::store::ModuleSnapshot;
 use burn::tensor::Bytes;
-use lprag_core::{Error, LinkGraph, Result, TrainReport};
+use lprag_core::{Error, LinkGraph, Progress, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
 use crate::early_stop::EarlyStopping;
@@ -27,6 +31,40 @@ const STATE: &str = "train-state.json";
 const CURRENT: &str = "current.bpk";
 const BEST: &str = "best.bpk";
 const OPTIMIZER: &str = "optimizer.bpk";
+/// The marker written when a checkpoint directory is first used.
+const MARKER: &str = "checkpoints.json";
+/// Name prefix of one epoch's set of files.
+const SET_PREFIX: &str = "set-";
+
+/// Whether `name` is something a training writes into its checkpoint directory.
+fn owned(name: &str) -> bool {
+    let stem = name.strip_suffix(".fnv1a64").unwrap_or(name);
+    // Temporary names: of atomic writes, and of weights files (`current.tmp`,
+    // `current.bpk.tmp` for its checksum) in checkpoints of earlier releases.
+    let tmp = name
+        .strip_suffix(".tmp")
+        .is_some_and(|s| ["current", "best", "current.bpk", "best.bpk"].contains(&s));
+    matches!(stem, STATE | CURRENT | BEST | OPTIMIZER | MARKER)
+        || name.starts_with(SET_PREFIX)
+        || name.starts_with(lprag_core::dirs::TMP_PREFIX)
+        || tmp
+}
+
+/// Where checkpoints may be written: a new or empty directory, or a checkpoint directory
+/// (its marker, and nothing a training did not write).
+const CHECKPOINT_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpec {
+    kind: "a training checkpoint directory",
+    marker: MARKER,
+    marker_key: Some("lprag_checkpoints"),
+    owns: Some(owned),
+};
+
+/// What only a training writes into its checkpoint directory: a marker-less directory
+/// with one of these (and nothing a training does not write) is a checkpoint directory
+/// of an earlier release, or of a training killed before its marker was in place.
+fn trace(name: &str) -> bool {
+    name == STATE || name.starts_with(SET_PREFIX) || name.starts_with(lprag_core::dirs::TMP_PREFIX)
+}
 
 /// What a checkpoint records besides the weights.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,12 +85,17 @@ pub(crate) struct SavedState {
     /// written before it was saved have none; their runs resume with fresh moments).
     #[serde(default)]
     pub optimizer: bool,
+    /// The subdirectory holding this epoch's files; `None` in checkpoints written before
+    /// sets existed (their files lie in the directory itself).
+    #[serde(default)]
+    pub set: Option<String>,
 }
 
-/// A checkpoint directory for one training run.
+/// A checkpoint directory for one training run, locked while this value exists.
 pub(crate) struct Checkpoints {
     dir: PathBuf,
     key: String,
+    _lock: lprag_core::dirs::DirLock,
 }
 
 /// A run's key: FNV-1a over everything that determines the run (inputs, configuration,
@@ -132,11 +175,22 @@ impl Checkpoints {
     }
 
     /// Checkpoints in `dir` (created) for the run with this key ([`RunKey`]).
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] when `dir` holds anything a training did not write;
+    /// [`Error::Busy`] when another training holds it.
     pub(crate) fn open_keyed(dir: &Path, key: String) -> Result<Self> {
+        CHECKPOINT_DIR.check_or_unmarked(dir, trace)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = lprag_core::dirs::DirLock::acquire(dir, "training")?;
+        let marker = dir.join(MARKER);
+        if !marker.exists() {
+            write_atomic(&marker, br#"{"lprag_checkpoints":1}"#)?;
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             key,
+            _lock: lock,
         })
     }
 
@@ -149,33 +203,55 @@ impl Checkpoints {
         dir.map(|dir| Self::open_keyed(dir, key()?)).transpose()
     }
 
-    /// The saved state when it belongs to this run; weights are loaded into `current`
-    /// and, when there are best weights, into `best`. `None` (start afresh) when there is
-    /// no checkpoint or it belongs to another run.
-    pub(crate) fn load<M: ModuleSnapshot>(
+    /// The saved state when it belongs to this run, with its weights loaded into copies
+    /// of `current` and `best` (`(state, current, best)`); `Ok(None)` (start afresh) when
+    /// there is no checkpoint or it belongs to another run. A checkpoint that cannot be
+    /// read whole (a corrupt state, a missing or damaged weights file) is an `Err` with
+    /// what was wrong, which the caller reports before starting afresh.
+    fn load<M: ModuleSnapshot + Clone>(
         &self,
-        current: &mut M,
-        best: &mut M,
-    ) -> Result<Option<SavedState>> {
+        current: &M,
+        best: &M,
+    ) -> Result<Option<(SavedState, M, M)>> {
         let path = self.dir.join(STATE);
-        let Ok(bytes) = std::fs::read(&path) else {
-            return Ok(None);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
         };
         let state: SavedState =
             serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
         if state.key != self.key {
             return Ok(None);
         }
-        load_weights(current, &self.dir.join(CURRENT))?;
+        let files = self.files_of(&state)?;
+        let (mut current, mut best) = (current.clone(), best.clone());
+        load_weights(&mut current, &files.join(CURRENT))?;
         if state.best_loss.is_some() {
-            load_weights(best, &self.dir.join(BEST))?;
+            load_weights(&mut best, &files.join(BEST))?;
         }
-        Ok(Some(state))
+        Ok(Some((state, current, best)))
     }
 
-    /// Record a finished epoch: the `current` weights, the `best` weights when they changed
-    /// this epoch, the optimizer's state, then the state. Each file is replaced
-    /// atomically; the state goes last.
+    /// The directory holding `state`'s files: its set, or (older checkpoints) the
+    /// checkpoint directory itself.
+    fn files_of(&self, state: &SavedState) -> Result<PathBuf> {
+        match &state.set {
+            None => Ok(self.dir.clone()),
+            Some(set) if set.starts_with(SET_PREFIX) && !set.contains(['/', '\\', '.']) => {
+                Ok(self.dir.join(set))
+            }
+            Some(set) => Err(Error::format(
+                self.dir.join(STATE),
+                format!("`set` names `{set}`, not a set of this directory"),
+            )),
+        }
+    }
+
+    /// Record a finished epoch as one set: a fresh `set-…` subdirectory with the `current`
+    /// weights, the best weights (`best` when they changed this epoch, else linked from
+    /// the previous set) and the optimizer's state, synced; then the state naming the set
+    /// replaces `train-state.json` atomically, and older sets are removed.
     pub(crate) fn save<M: ModuleSnapshot>(
         &self,
         state: &SavedState,
@@ -183,51 +259,144 @@ impl Checkpoints {
         best: Option<&M>,
         optimizer: &ModuleOptimizer,
     ) -> Result<()> {
-        save_weights(current, &self.dir.join(CURRENT))?;
-        if let Some(b) = best {
-            save_weights(b, &self.dir.join(BEST))?;
+        let previous = self.committed_set();
+        let set_dir = tempfile::Builder::new()
+            .prefix(SET_PREFIX)
+            .tempdir_in(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
+        let set_path = set_dir.path().to_path_buf();
+        save_weights(current, &set_path.join(CURRENT))?;
+        match best {
+            Some(b) => save_weights(b, &set_path.join(BEST))?,
+            None if state.best_loss.is_some() => {
+                let from = previous.clone().ok_or_else(|| {
+                    Error::format(
+                        self.dir.join(STATE),
+                        "the best weights are not in any committed checkpoint",
+                    )
+                })?;
+                for name in [BEST.to_string(), format!("{BEST}.fnv1a64")] {
+                    let (src, dst) = (from.join(&name), set_path.join(&name));
+                    if src.exists() {
+                        std::fs::hard_link(&src, &dst)
+                            .or_else(|_| std::fs::copy(&src, &dst).map(|_| ()))
+                            .map_err(|e| Error::io(&dst, e))?;
+                    }
+                }
+            }
+            None => {}
         }
-        let path = self.dir.join(OPTIMIZER);
+        let path = set_path.join(OPTIMIZER);
         let bytes = optimizer
             .into_bytes()
             .map_err(|e| Error::format(&path, format!("{e:?}")))?;
         write_atomic(&path, &bytes)?;
+        lprag_core::dirs::sync_dir(&set_path)?;
+        let name = set_dir
+            .keep()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        lprag_core::dirs::sync_dir(&self.dir)?;
         let mut state = state.clone();
         state.key = self.key.clone();
         state.optimizer = true;
+        state.set = Some(name.clone());
         let json = serde_json::to_vec_pretty(&state)
             .map_err(|e| Error::format(self.dir.join(STATE), e.to_string()))?;
-        write_atomic(&self.dir.join(STATE), &json)
+        write_atomic(&self.dir.join(STATE), &json)?;
+        self.remove_stale(&name);
+        Ok(())
+    }
+
+    /// The set the committed state names, when there is one.
+    fn committed_set(&self) -> Option<PathBuf> {
+        let bytes = std::fs::read(self.dir.join(STATE)).ok()?;
+        let state: SavedState = serde_json::from_slice(&bytes).ok()?;
+        state.key.eq(&self.key).then_some(())?;
+        self.files_of(&state).ok()
+    }
+
+    /// Remove every set but `keep` and the files of pre-set checkpoints (best effort:
+    /// what cannot be removed now goes at the next epoch).
+    fn remove_stale(&self, keep: &str) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(SET_PREFIX) && name != keep {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+            let stem = name.strip_suffix(".fnv1a64").unwrap_or(&name);
+            if matches!(stem, CURRENT | BEST | OPTIMIZER) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Continue a run: when this directory holds this run's checkpoint, load its weights
     /// into `current` (and the best ones into `best`) and its state into `optimizer`,
     /// restore `stopping` and `report`, and return `(epochs done, finished)`; otherwise
     /// `(0, false)`.
-    pub(crate) fn resume<M: ModuleSnapshot>(
+    ///
+    /// A checkpoint that cannot be read whole is never trusted: `progress` hears what was
+    /// wrong and the run starts afresh (`(0, false)`), with nothing of it loaded.
+    pub(crate) fn resume<M: ModuleSnapshot + Clone>(
         &self,
         current: &mut M,
-        mut best: M,
+        best: M,
         stopping: &mut EarlyStopping<M>,
         report: &mut TrainReport,
         optimizer: &mut ModuleOptimizer,
+        progress: &dyn Progress,
     ) -> Result<(usize, bool)> {
-        match self.load(current, &mut best)? {
-            Some(saved) => {
-                if saved.optimizer {
-                    let path = self.dir.join(OPTIMIZER);
-                    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-                    *optimizer = optimizer
-                        .clone()
-                        .from_bytes(Bytes::from_bytes_vec(bytes))
-                        .map_err(|e| Error::format(&path, format!("{e:?}")))?;
+        match self.read_whole(current, &best, optimizer) {
+            Ok(Some((saved, weights, best, restored))) => {
+                *current = weights;
+                if let Some(o) = restored {
+                    *optimizer = o;
                 }
                 *report = saved.report;
                 stopping.restore(saved.best_loss.map(|l| (l, best)), saved.since_best);
                 Ok((saved.epochs_done, saved.finished))
             }
-            None => Ok((0, false)),
+            Ok(None) => Ok((0, false)),
+            Err(e) => {
+                progress.warn(&format!(
+                    "training checkpoint in {} is unusable ({e}); training from the start",
+                    self.dir.display()
+                ));
+                Ok((0, false))
+            }
         }
+    }
+
+    /// This run's checkpoint read whole: state, weights, best weights and (when saved)
+    /// the optimizer's state, or the first thing that failed.
+    #[allow(clippy::type_complexity)]
+    fn read_whole<M: ModuleSnapshot + Clone>(
+        &self,
+        current: &M,
+        best: &M,
+        optimizer: &ModuleOptimizer,
+    ) -> Result<Option<(SavedState, M, M, Option<ModuleOptimizer>)>> {
+        let Some((saved, weights, best)) = self.load(current, best)? else {
+            return Ok(None);
+        };
+        let restored = if saved.optimizer {
+            let path = self.files_of(&saved)?.join(OPTIMIZER);
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            Some(
+                optimizer
+                    .clone()
+                    .from_bytes(Bytes::from_bytes_vec(bytes))
+                    .map_err(|e| Error::format(&path, format!("{e:?}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(Some((saved, weights, best, restored)))
     }
 
     /// Record epoch `epochs_done` (1-based) after it ran: `current` weights, the best
@@ -249,6 +418,7 @@ impl Checkpoints {
             best_loss: stopping.best_loss(),
             since_best: stopping.since_best(),
             optimizer: true,
+            set: None,
         };
         let best_changed = stopping.since_best() == 0 && stopping.best_loss().is_some();
         self.save(

@@ -879,11 +879,9 @@ fn read_meta(dir: &Path) -> Result<Meta> {
     Ok(meta)
 }
 
-/// Write `bytes` to `path` through a temporary file and a rename.
+/// Write `bytes` to `path` atomically and durably ([`lprag_core::dirs::write_atomic`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    lprag_core::dirs::write_atomic(path, bytes)
 }
 
 #[cfg(test)]

@@ -253,6 +253,7 @@ pub(crate) fn run_epochs<M: Module + ModuleSnapshot, T: Clone>(
             &mut stopping,
             &mut report,
             &mut optimizer,
+            plan.progress,
         )?;
     }
     let progress = plan.progress;

@@ -61,15 +61,14 @@ pub(crate) fn check_capacity(path: &Path, min_params: u128) -> Result<()> {
 
 /// Check `path` against its checksum file, when there is one (weights saved before
 /// checksums existed have none and load unchecked).
-fn verify_checksum(path: &Path) -> Result<()> {
+fn verify_checksum(path: &Path, bytes: &[u8]) -> Result<()> {
     let sum = checksum_path(path);
     let Ok(text) = std::fs::read_to_string(&sum) else {
         return Ok(());
     };
     let expected = u64::from_str_radix(text.trim(), 16)
         .map_err(|e| Error::format(&sum, format!("not a checksum: {e}")))?;
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let actual = lprag_graph::fnv1a64(&bytes);
+    let actual = lprag_graph::fnv1a64(bytes);
     if actual != expected {
         return Err(Error::format(
             path,
@@ -92,8 +91,13 @@ pub(crate) fn load_weights<M: ModuleSnapshot>(module: &mut M, path: &Path) -> Re
             std::io::Error::new(std::io::ErrorKind::NotFound, "weights file is missing"),
         ));
     }
-    verify_checksum(path)?;
-    let mut store = BurnpackStore::from_file(path).auto_extension(false);
+    // Read whole, checked, and loaded from memory: burnpack's file store reads each
+    // tensor's data from the path when the parameter is first used, which would fail (or
+    // read another file) once a later save has replaced or removed this one — a training
+    // that resumed from a checkpoint set removes that set at its next epoch.
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    verify_checksum(path, &bytes)?;
+    let mut store = BurnpackStore::from_bytes(Some(burn::tensor::Bytes::from_bytes_vec(bytes)));
     let applied = module
         .load_from(&mut store)
         .map_err(|e| Error::format(path, format!("{e:?}")))?;

@@ -41,3 +41,29 @@ pub use token::{
     over_long, split_to_fit, truncation_warning, BoundedPassageChunker, TokenChunker,
     BOUNDED_PASSAGES,
 };
+
+/// Test support shared by this crate's unit tests.
+#[cfg(test)]
+mod test_support {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Await `work` while another task of the same (current-thread) runtime counts its
+    /// turns; the result and how many turns that task got meanwhile (0 when `work` held
+    /// the worker the whole time).
+    pub(crate) async fn turns_beside<T>(work: impl std::future::Future<Output = T>) -> (T, usize) {
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                t.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        });
+        let before = ticks.load(Ordering::SeqCst);
+        let out = work.await;
+        let during = ticks.load(Ordering::SeqCst) - before;
+        ticker.abort();
+        (out, during)
+    }
+}

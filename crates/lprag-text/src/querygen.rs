@@ -260,6 +260,10 @@ impl QueryGenerator for HeuristicQueryGenerator {
         "heuristic"
     }
 
+    fn fingerprint(&self) -> Option<String> {
+        Some(format!("{:?}", self.config))
+    }
+
     async fn generate(
         &self,
         chunks: &[Chunk],

@@ -70,6 +70,16 @@ impl Chunker for TokenChunker {
         "token-passage"
     }
 
+    fn fingerprint(&self) -> Option<String> {
+        Some(format!(
+            "{} {} {:?} {:?}",
+            self.encoder.name(),
+            self.encoder.dimension(),
+            self.encoder.fingerprint(),
+            self.encoder.max_input_tokens()
+        ))
+    }
+
     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
         let chunks = PassageChunker.chunk(documents).await?;
         let encoder = self.encoder.clone();

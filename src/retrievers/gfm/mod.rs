@@ -119,6 +119,11 @@ pub struct GfmConfig {
     /// Settings of the offline [`CooccurrenceExtractor`], used when the builder is given
     /// no other extractor.
     pub offline_extractor: CooccurrenceConfig,
+    /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
+    /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
+    /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
+    /// 512-token window).
+    pub max_query_bytes: usize,
 }
 
 impl Default for GfmConfig {
@@ -137,6 +142,7 @@ impl Default for GfmConfig {
             synthetic_queries: 500,
             seed: 0,
             offline_extractor: CooccurrenceConfig::default(),
+            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }
@@ -834,6 +840,8 @@ async fn link_query(
 /// Version of the files written by [`GfmRag::save`].
 pub const GFM_FORMAT_VERSION: u32 = 1;
 const GFM_FILE: &str = "gfm.json";
+/// Where a save may write (its file and nothing else of the directory).
+const GFM_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a GFM-RAG index", GFM_FILE);
 const GFM_WEIGHTS: &str = "gfm.bpk";
 
 #[derive(Serialize, Deserialize)]
@@ -963,9 +971,19 @@ impl GfmRag {
 
     /// Query entities, top entities and chunk scores for `query`.
     pub async fn explain(&self, query: &str) -> Result<GfmScores> {
-        let dim = self.state.chunk_emb.dim();
-        let q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
+        let q = self.embed_query(query).await?;
         self.scores_for(query.trim(), &q).await
+    }
+
+    /// The user query's embedding, checked ([`crate::retrievers::common::embed_user_query`]).
+    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        crate::retrievers::common::embed_user_query(
+            &*self.encoder,
+            query,
+            self.state.chunk_emb.dim(),
+            self.state.config.max_query_bytes,
+        )
+        .await
     }
 
     async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
@@ -1006,6 +1024,7 @@ impl GfmRag {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
         crate::retrievers::common::check_all_finite(dir, GFM_FILE, st)?;
+        let _lock = crate::durable::open_for_save(&GFM_DIR, dir)?;
         // The weights go first, under a name no other save uses; `gfm.json` names them
         // and its atomic replacement commits the pair: a crash leaves the old pair or the
         // new one, never new JSON with old weights.
@@ -1113,8 +1132,7 @@ impl Retriever for GfmRag {
         let span = tracing::info_span!("gfm.retrieve");
         async {
             selection.validate()?;
-            let dim = self.state.chunk_emb.dim();
-            let q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
+            let q = self.embed_query(query).await?;
             let scores = self.scores_for(query.trim(), &q).await?;
             let pad = self.state.config.pad_with_dense;
             let pad = pad.then_some((&self.state.chunk_emb, q.as_slice()));

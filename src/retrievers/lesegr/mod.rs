@@ -95,6 +95,11 @@ pub struct LesegrConfig {
     pub queries_per_batch: usize,
     /// Training of the trained variant.
     pub train: LesegrTrainConfig,
+    /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
+    /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
+    /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
+    /// 512-token window).
+    pub max_query_bytes: usize,
 }
 
 impl Default for LesegrConfig {
@@ -108,6 +113,7 @@ impl Default for LesegrConfig {
             candidates: 100,
             queries_per_batch: 2,
             train: LesegrTrainConfig::default(),
+            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }
@@ -560,6 +566,9 @@ async fn knn_document_links(
 /// Version of the file written by [`LesegrRag::save`].
 pub const LESEGR_FORMAT_VERSION: u32 = 1;
 const LESEGR_FILE: &str = "lesegr.json";
+/// Where a save may write (its file and nothing else of the directory).
+const LESEGR_DIR: lprag_core::dirs::DirSpec =
+    crate::durable::peer_index("a LeSeGR index", LESEGR_FILE);
 
 #[derive(Serialize, Deserialize)]
 struct LesegrState {
@@ -595,6 +604,19 @@ impl crate::retrievers::common::FloatFields for LesegrState {
         ];
         if let Some(t) = &self.transform {
             out.push(("transform".to_string(), t.as_slice()));
+        }
+        if let Some(g) = &self.gate {
+            for (i, l) in g.layers.iter().enumerate() {
+                out.push((format!("gate.layers[{i}].weight"), l.weight.as_slice()));
+                out.push((format!("gate.layers[{i}].bias"), l.bias.as_slice()));
+            }
+        }
+        if let Some(t) = &self.stats.train {
+            out.push((
+                "stats.train.train_loss".to_string(),
+                t.train_loss.as_slice(),
+            ));
+            out.push(("stats.train.val_loss".to_string(), t.val_loss.as_slice()));
         }
         out
     }
@@ -680,7 +702,13 @@ impl LesegrRag {
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         let dim = self.state.emb.dim();
-        let mut q = crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await?;
+        let mut q = crate::retrievers::common::embed_user_query(
+            &*self.encoder,
+            query,
+            dim,
+            self.state.config.max_query_bytes,
+        )
+        .await?;
         let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
         if n > 0.0 {
             q.iter_mut().for_each(|x| *x /= n);
@@ -747,6 +775,7 @@ impl LesegrRag {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
         crate::retrievers::common::check_all_finite(dir, LESEGR_FILE, st)?;
+        let _lock = crate::durable::open_for_save(&LESEGR_DIR, dir)?;
         save_json_atomic(dir, LESEGR_FILE, st)
     }
 

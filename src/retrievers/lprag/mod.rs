@@ -43,6 +43,15 @@ const GRAPH: &str = "graph.bin";
 const PREDICTOR_DIR: &str = "predictor";
 const KNN: &str = "knn.bin";
 
+/// Where [`LpRag::save`] may write: an `LpRag` index is replaced whole, so the directory
+/// must hold nothing but an index's files.
+pub(crate) const INDEX_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpec {
+    kind: "an LpRag index",
+    marker: MANIFEST,
+    marker_key: Some("format_version"),
+    owns: Some(|name| [MANIFEST, CHUNKS, QUERIES, GRAPH, PREDICTOR_DIR, KNN].contains(&name)),
+};
+
 /// Default [`LpRagConfig::candidate_pool`]: the 20 nearest chunks and their graph
 /// neighbours are scored.
 pub const DEFAULT_CANDIDATE_POOL: usize = 20;
@@ -109,6 +118,12 @@ pub struct LpRagConfig {
     /// `Some(`[`DEFAULT_COLUMN_SCAN_FROM`]`)`; not used under
     /// [`LpRagConfig::candidate_index`], whose lists are scanned as rows.
     pub column_scan_from: Option<usize>,
+    /// The longest query, in bytes of UTF-8, that `retrieve`, `retrieve_filtered` and
+    /// `retrieve_batch` embed; a longer one is [`Error::InvalidInput`] before any work.
+    /// Default [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an
+    /// encoder's 512-token window). Change it on a built or opened index with
+    /// [`LpRag::set_max_query_bytes`].
+    pub max_query_bytes: usize,
 }
 
 /// The built-in link predictors an [`LpRag`] can train by itself (a custom one goes to
@@ -304,6 +319,7 @@ impl Default for LpRagConfig {
             candidate_neighbours: true,
             candidate_index: None,
             column_scan_from: Some(DEFAULT_COLUMN_SCAN_FROM),
+            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }
@@ -640,12 +656,27 @@ impl LpRagBuilder {
 
         // 1. Chunks.
         let chunk_key = match &work {
-            Some(_) => StageKey::of_json(documents)?.then(&[chunker.name().as_bytes()]),
+            Some(_) => StageKey::of_json(documents)?.then(&[
+                chunker.name().as_bytes(),
+                chunker.fingerprint().unwrap_or_default().as_bytes(),
+            ]),
             None => StageKey(0),
         };
         let cached = work
             .as_ref()
-            .and_then(|w| w.load_json::<Vec<Chunk>>("chunks", chunk_key, &warn));
+            .and_then(|w| w.load_json::<Vec<Chunk>>("chunks", chunk_key, &warn))
+            .filter(|c| {
+                // Chunk ids are positions: a duplicate or out-of-range id is damage.
+                let ok = c.iter().enumerate().all(|(i, c)| c.id == i);
+                if !ok {
+                    warn(
+                        "work directory: chunks.json has chunk ids that are not their \
+                          positions; recomputing"
+                            .into(),
+                    );
+                }
+                ok
+            });
         let mut chunks = match cached {
             Some(c) => {
                 reused.push("chunk".into());
@@ -695,9 +726,13 @@ impl LpRagBuilder {
             texts = chunks.iter().map(Chunk::embedding_text).collect();
             labelled = labelled_queries(&chunks, &labelled_pairs)?;
         }
+        // The encoder's name, width, fingerprint and query mode: another encoder (or the
+        // same one with other weights or fitted tables) recomputes from here on.
         let emb_key = stage_key(&work, || chunks_key(&chunks)).then(&[
             encoder.name().as_bytes(),
             &(encoder.dimension() as u64).to_le_bytes(),
+            encoder.fingerprint().unwrap_or_default().as_bytes(),
+            &[u8::from(encoder.embeds_queries_apart())],
         ]);
         let cached = work
             .as_ref()
@@ -808,13 +843,30 @@ impl LpRagBuilder {
 
         // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
         //    gold documents' chunks.
-        let query_key = graph_key.then(&[&seed.to_le_bytes(), query_generator.name().as_bytes()]);
+        let query_key = graph_key.then(&[
+            &seed.to_le_bytes(),
+            query_generator.name().as_bytes(),
+            query_generator.fingerprint().unwrap_or_default().as_bytes(),
+        ]);
         let mut queries = if labelled_only || transfer.is_some() {
             Vec::new()
         } else {
             let cached = work
                 .as_ref()
-                .and_then(|w| w.load_json::<Vec<SyntheticQuery>>("queries", query_key, &warn));
+                .and_then(|w| w.load_json::<Vec<SyntheticQuery>>("queries", query_key, &warn))
+                .filter(|q| {
+                    let ok = q
+                        .iter()
+                        .all(|q| q.chunk_ids.iter().all(|&c| c < chunks.len()));
+                    if !ok {
+                        warn(
+                            "work directory: queries.json links a chunk that does not \
+                              exist; recomputing"
+                                .into(),
+                        );
+                    }
+                    ok
+                });
             match cached {
                 Some(q) => {
                     reused.push("queries".into());
@@ -1237,6 +1289,12 @@ impl LpRag {
         })
     }
 
+    /// Set [`LpRagConfig::max_query_bytes`], the longest query (UTF-8 bytes) this index
+    /// embeds.
+    pub fn set_max_query_bytes(&mut self, max_bytes: usize) {
+        self.config.max_query_bytes = max_bytes;
+    }
+
     /// Make the candidate search `config` asks for, then keep `config` (unchanged on error).
     fn set_search(&mut self, config: LpRagConfig) -> Result<()> {
         self.search = Arc::new(ChunkSearch::for_config(&self.graph, &config)?);
@@ -1346,8 +1404,13 @@ impl LpRag {
     /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
     /// index or the new one, concurrent saves do not collide, and a reader always finds
     /// one.
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] when `dir` exists and is neither empty nor an `LpRag`
+    /// index (a manifest and only an index's files): nothing is written then.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
+        INDEX_DIR.check(dir)?;
         let staged = crate::durable::staging_dir(dir)?;
         let tmp = staged.path().to_path_buf();
         let write_json = |name: &str, value: &dyn erased::Json| -> Result<()> {
@@ -1378,7 +1441,7 @@ impl LpRag {
             lprag_graph::save_knn_lists(lists, tmp.join(KNN))?;
         }
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
-        crate::durable::replace_dir(staged, dir)
+        crate::durable::replace_dir(staged, dir, &INDEX_DIR)
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
@@ -1793,6 +1856,7 @@ impl Retriever for LpRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        lprag_core::check_query_len(query, self.config.max_query_bytes)?;
         if query.trim().is_empty() {
             return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
         }
@@ -1806,6 +1870,7 @@ impl Retriever for LpRag {
         selection: Selection,
         filter: &Filter,
     ) -> Result<Vec<ScoredChunk>> {
+        lprag_core::check_query_len(query, self.config.max_query_bytes)?;
         if query.trim().is_empty() {
             return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
         }
@@ -1822,6 +1887,9 @@ impl Retriever for LpRag {
         selection: Selection,
     ) -> Result<Vec<Vec<ScoredChunk>>> {
         selection.validate()?;
+        for q in queries {
+            lprag_core::check_query_len(q, self.config.max_query_bytes)?;
+        }
         if let Some(i) = queries.iter().position(|q| q.trim().is_empty()) {
             return Err(Error::invalid(
                 format!("LpRag::retrieve_batch (query {i})"),

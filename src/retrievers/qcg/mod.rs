@@ -56,6 +56,11 @@ pub struct QcgConfig {
     /// Fill a top-k list that the graph cannot fill with direct dense chunk search.
     /// Default true.
     pub pad_with_dense: bool,
+    /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
+    /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
+    /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
+    /// 512-token window).
+    pub max_query_bytes: usize,
 }
 
 impl Default for QcgConfig {
@@ -68,6 +73,7 @@ impl Default for QcgConfig {
             gamma: 1.0,
             hops: 1,
             pad_with_dense: true,
+            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
 }
@@ -369,6 +375,8 @@ impl QcgRagBuilder {
 /// Version of the file written by [`QcgRag::save`].
 pub const QCG_FORMAT_VERSION: u32 = 1;
 const QCG_FILE: &str = "qcg.json";
+/// Where a save may write (its file and nothing else of the directory).
+const QCG_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a QCG-RAG index", QCG_FILE);
 
 #[derive(Serialize, Deserialize)]
 struct QcgState {
@@ -475,7 +483,13 @@ impl QcgRag {
 
     async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         let dim = self.state.chunk_emb.dim();
-        crate::retrievers::common::embed_user_query(&*self.encoder, query, dim).await
+        crate::retrievers::common::embed_user_query(
+            &*self.encoder,
+            query,
+            dim,
+            self.state.config.max_query_bytes,
+        )
+        .await
     }
 
     fn scores_for(&self, e: &[f32]) -> QcgScores {
@@ -498,6 +512,7 @@ impl QcgRag {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let (dir, st) = (dir.as_ref(), &*self.state);
         crate::retrievers::common::check_all_finite(dir, QCG_FILE, st)?;
+        let _lock = crate::durable::open_for_save(&QCG_DIR, dir)?;
         save_json_atomic(dir, QCG_FILE, st)
     }
 

@@ -98,6 +98,7 @@ impl Retriever for Bm25Retriever {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        lprag_core::check_query_len(query, lprag_core::DEFAULT_MAX_QUERY_BYTES)?;
         let scores = self.scores(query);
         Ok(select(&scores, selection)?
             .into_iter()

@@ -125,6 +125,7 @@ impl Retriever for DenseRetriever {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        lprag_core::check_query_len(query, lprag_core::DEFAULT_MAX_QUERY_BYTES)?;
         selection.validate()?;
         let e = self.encoder.embed_queries(&[query.to_string()]).await?;
         if e.rows() != 1 {

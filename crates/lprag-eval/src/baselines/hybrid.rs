@@ -115,6 +115,7 @@ impl Retriever for HybridRetriever {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
+        lprag_core::check_query_len(query, lprag_core::DEFAULT_MAX_QUERY_BYTES)?;
         selection.validate()?;
         let depth = match selection {
             Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => {
