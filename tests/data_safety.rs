@@ -96,6 +96,11 @@ async fn no_save_touches_a_directory_that_is_not_its_index() {
     for (name, save) in &saves {
         let users = root.path().join(format!("users-{name}"));
         users_directory(&users);
+        if *name == "lprag" {
+            // Checked before a build is paid for.
+            assert_foreign("check_save_dir", LpRag::check_save_dir(&users), &users);
+            LpRag::check_save_dir(root.path().join("not-yet")).unwrap();
+        }
         assert_foreign(name, save(&users), &users);
         assert_untouched(&users);
 

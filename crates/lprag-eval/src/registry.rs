@@ -409,6 +409,10 @@ pub async fn build_lprag(
     encoder: Arc<dyn Encoder>,
     options: &RetrieverOptions,
 ) -> Result<lprag::LpRag> {
+    // A directory the save would refuse is refused before the build is paid for.
+    if let Some(dir) = &options.lprag_save {
+        lprag::LpRag::check_save_dir(dir)?;
+    }
     let chunker = lprag_chunker(options);
     let mut builder = lprag::LpRag::builder();
     let writer = query_writer(options, lprag::llm::LlmQueryGenerator::new);

@@ -1444,6 +1444,16 @@ impl LpRag {
         crate::durable::replace_dir(staged, dir, &INDEX_DIR)
     }
 
+    /// Whether [`LpRag::save`] may write into `dir` now: it does not exist, is empty, or is
+    /// an `LpRag` index holding nothing else. Call it before a long build whose result
+    /// goes there, so that a refused directory costs nothing (`save` checks again).
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] naming `dir` and what was found in it.
+    pub fn check_save_dir(dir: impl AsRef<Path>) -> Result<()> {
+        INDEX_DIR.check(dir.as_ref())
+    }
+
     /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
     /// the built-in [`GnnLinkPredictor`], rebuilding the encoder from the index.
     ///
