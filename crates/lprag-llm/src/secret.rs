@@ -282,38 +282,44 @@ fn redact_url_credentials(text: &str) -> String {
     out
 }
 
-/// The word after `Bearer` or `Basic` (any case, at a word start, followed by blanks)
-/// becomes `***`.
-fn redact_after_auth_schemes(text: &str) -> String {
-    let lower = text.to_ascii_lowercase();
+/// `text` with a span replaced by `***` wherever `secret_at` finds one: called at every
+/// word start `i`, it returns `(keep_until, end)` — the text up to `keep_until` is kept,
+/// `keep_until..end` is hidden, and the scan goes on at `end`.
+fn hide_at_word_starts(text: &str, secret_at: impl Fn(usize) -> Option<(usize, usize)>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
     let mut i = 0;
     while i < text.len() {
         let at_word_start = text[..i].chars().next_back().is_none_or(|c| !is_word(c));
-        let scheme = AUTH_SCHEMES
-            .iter()
-            .find(|s| at_word_start && lower[i..].starts_with(*s));
-        if let Some(scheme) = scheme {
-            let after = i + scheme.len();
-            let blank_end = run_end(text, after, |c| c == ' ' || c == '\t');
-            if blank_end > after {
-                let end = run_end(text, blank_end, |c| !ends_credential(c));
-                let credential = &text[blank_end..end];
-                let plausible = *scheme != "basic" || looks_like_base64(credential);
-                if !credential.is_empty() && credential != HIDDEN && plausible {
-                    out.push_str(&text[copied..blank_end]);
-                    out.push_str(HIDDEN);
-                    copied = end;
-                    i = end;
-                    continue;
-                }
-            }
+        if let Some((keep_until, end)) = at_word_start.then(|| secret_at(i)).flatten() {
+            out.push_str(&text[copied..keep_until]);
+            out.push_str(HIDDEN);
+            copied = end;
+            i = end;
+            continue;
         }
         i += text[i..].chars().next().map_or(1, char::len_utf8);
     }
     out.push_str(&text[copied..]);
     out
+}
+
+/// The word after `Bearer` or `Basic` (any case, at a word start, followed by blanks)
+/// becomes `***`.
+fn redact_after_auth_schemes(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    hide_at_word_starts(text, |i| {
+        let scheme = AUTH_SCHEMES.iter().find(|s| lower[i..].starts_with(*s))?;
+        let after = i + scheme.len();
+        let blank_end = run_end(text, after, |c| c == ' ' || c == '\t');
+        if blank_end == after {
+            return None;
+        }
+        let end = run_end(text, blank_end, |c| !ends_credential(c));
+        let credential = &text[blank_end..end];
+        let plausible = *scheme != "basic" || looks_like_base64(credential);
+        (!credential.is_empty() && credential != HIDDEN && plausible).then_some((blank_end, end))
+    })
 }
 
 /// At least [`MIN_TOKEN_TAIL`] base64 characters, with a digit, `+`, `/`, `=` or a capital
@@ -406,35 +412,19 @@ fn value_after_name(text: &str, from: usize) -> Option<(usize, usize)> {
 /// Free-standing tokens with a [`KEY_PREFIXES`] prefix become `prefix***`.
 fn redact_prefixed_tokens(text: &str) -> String {
     let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
-    let mut i = 0;
-    while i < text.len() {
-        let at_word_start = text[..i].chars().next_back().is_none_or(|c| !is_word(c));
-        if at_word_start {
-            if let Some(prefix) = KEY_PREFIXES.iter().find(|p| text[i..].starts_with(*p)) {
-                let tail = i + prefix.len();
-                let end = run_end(text, tail, key_char);
-                // A sentence's final `.` is not part of the key.
-                let end = text[tail..end].trim_end_matches('.').len() + tail;
-                if text[tail..end]
-                    .chars()
-                    .filter(|c| c.is_ascii_alphanumeric())
-                    .count()
-                    >= MIN_TOKEN_TAIL
-                {
-                    out.push_str(&text[copied..tail]);
-                    out.push_str(HIDDEN);
-                    copied = end;
-                    i = end;
-                    continue;
-                }
-            }
-        }
-        i += text[i..].chars().next().map_or(1, char::len_utf8);
-    }
-    out.push_str(&text[copied..]);
-    out
+    hide_at_word_starts(text, |i| {
+        let prefix = KEY_PREFIXES.iter().find(|p| text[i..].starts_with(*p))?;
+        let tail = i + prefix.len();
+        let end = run_end(text, tail, key_char);
+        // A sentence's final `.` is not part of the key.
+        let end = text[tail..end].trim_end_matches('.').len() + tail;
+        let long_enough = text[tail..end]
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .count()
+            >= MIN_TOKEN_TAIL;
+        long_enough.then_some((tail, end))
+    })
 }
 
 #[cfg(test)]
