@@ -2,16 +2,18 @@
 //!
 //! An axum service around one index: `GET /search?q=…&k=…` ranks chunks (optionally
 //! `&lang=…` filters on metadata), `POST /documents` adds documents in the background
-//! while queries keep being answered. The index lives in a `tokio::sync::RwLock`: queries
-//! share the read lock (they run concurrently), an update takes the write lock only for
-//! the update itself. No global state: everything is in the router's state.
+//! while queries keep being answered. The index lives in an [`lprag::Live`]: a query
+//! answers from the current snapshot (an `Arc`), an update changes a copy aside, saves it
+//! and swaps it in, so queries never wait for an update and always see a complete index.
+//! No global state: everything is in the router's state. (`lprag serve` is this service,
+//! complete, for any retriever.)
 //!
 //! Every request is bounded: a body of at most [`MAX_BODY_BYTES`] (axum's
 //! `DefaultBodyLimit`, else 413), `k` of at most [`MAX_K`] and a query of at most
 //! [`MAX_QUERY_BYTES`] (the index's own limit, `LpRag::set_max_query_bytes`; else 400),
-//! and an answer within [`REQUEST_TIMEOUT`] (waiting for an update's write lock included;
-//! else 503). Every error is JSON: `{"error": "…"}`. With `LPRAG_SERVICE_DIR` set, the
-//! index is saved there after every update (the demo saves to a temporary directory).
+//! and an answer within [`REQUEST_TIMEOUT`] (else 503). Every error is JSON:
+//! `{"error": "…"}`. Every update is saved before it is served: into `LPRAG_SERVICE_DIR`
+//! when set (the demo saves to a temporary directory).
 //!
 //! Run it: the example starts the service on a free loopback port, fires concurrent
 //! queries at it, adds two documents while they run, waits until a query finds one of
@@ -32,10 +34,9 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use lprag::{Document, Filter, HashingEncoder, LpRag, Retriever, Selection};
+use lprag::{Document, Filter, HashingEncoder, Live, LpRag, Retriever, Selection, UpdateInputs};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::RwLock;
 
 #[path = "data/logging.rs"]
 mod logging;
@@ -49,16 +50,15 @@ const MAX_K: usize = 100;
 /// The longest query, in bytes: a search box's worth (the library's default,
 /// `lprag::DEFAULT_MAX_QUERY_BYTES`, is 32 KiB).
 const MAX_QUERY_BYTES: usize = 2048;
-/// The longest a search may take, waiting for an update's write lock included. A search
-/// may ask for less with `timeout_ms`, never for more. A timed-out search stops waiting;
-/// ranking already under way on a blocking thread finishes there and is dropped.
+/// The longest a search may take. A search may ask for less with `timeout_ms`, never for
+/// more. A timed-out search stops waiting; ranking already under way on a blocking thread
+/// finishes there and is dropped.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The service's state: one index, shared, and where to save it after an update.
+/// The service's state: one live index (saved after every update).
 #[derive(Clone)]
 struct App {
-    index: Arc<RwLock<LpRag>>,
-    save_to: Option<PathBuf>,
+    index: Arc<Live<LpRag>>,
 }
 
 #[derive(Deserialize)]
@@ -123,7 +123,7 @@ async fn search(
         Duration::from_millis(ms).min(REQUEST_TIMEOUT)
     });
     let work = async {
-        let index = app.index.read().await;
+        let index = app.index.snapshot();
         // The index refuses a query over its max_query_bytes before embedding it.
         index.retrieve_filtered(&p.q, selection, &filter).await
     };
@@ -150,8 +150,8 @@ async fn search(
     ))
 }
 
-/// `POST /documents`: accepted at once, added in the background (202), then saved when
-/// the service has a save directory. A body over [`MAX_BODY_BYTES`] is a 413, a body that
+/// `POST /documents`: accepted at once, added in the background (202): saved, then
+/// served. A body over [`MAX_BODY_BYTES`] is a 413, a body that
 /// is not a JSON list of documents a 400 or 415; each with a JSON error.
 async fn add(
     State(app): State<App>,
@@ -163,26 +163,15 @@ async fn add(
         .map(|d| Document::new(d.id, d.title, d.text).with_metadata("lang", d.lang))
         .collect();
     tokio::spawn(async move {
-        let mut index = app.index.write().await;
-        match index.add_documents(&docs).await {
+        // Updates run one at a time; searches go on throughout.
+        match app.index.apply(&docs, &[], &UpdateInputs::default()).await {
             Ok(report) => eprintln!(
-                "added {} documents ({} chunks) in {:.3} s",
+                "added and saved {} documents ({} chunks) in {:.3} s",
                 report.added_documents,
                 report.added_chunks,
                 report.seconds.iter().map(|s| s.1).sum::<f64>()
             ),
-            Err(e) => {
-                eprintln!("adding documents failed: {e}");
-                return;
-            }
-        }
-        // Save under the read lock: searches go on meanwhile, the next update waits.
-        let index = index.downgrade();
-        if let Some(dir) = &app.save_to {
-            match tokio::task::block_in_place(|| index.save(dir)) {
-                Ok(()) => eprintln!("index saved to {}", dir.display()),
-                Err(e) => eprintln!("saving the index failed: {e}"),
-            }
+            Err(e) => eprintln!("adding documents failed (nothing changed): {e}"),
         }
     });
     Ok(StatusCode::ACCEPTED)
@@ -233,8 +222,7 @@ async fn main() -> Result<(), lprag::Report> {
         .map(PathBuf::from)
         .unwrap_or_else(|| scratch.path().join("index"));
     let app = App {
-        index: Arc::new(RwLock::new(rag)),
-        save_to: Some(save_to.clone()),
+        index: Arc::new(Live::new(rag).saving_to(&save_to)),
     };
     let router = Router::new()
         .route("/search", get(search))
@@ -310,11 +298,9 @@ async fn main() -> Result<(), lprag::Report> {
     assert_eq!(hit.document, "zugspitze");
     println!(
         "index now holds {} chunks",
-        app.index.read().await.chunks().len()
+        app.index.snapshot().chunks().len()
     );
-    // The update saved the index while holding the read lock: the write lock waits for it.
-    // (Held on, it stands for a long update below.)
-    let long_update = app.index.write().await;
+    // An update is saved before it is served.
     assert!(
         save_to.join("manifest.json").exists(),
         "saved after the update"
@@ -331,9 +317,6 @@ async fn main() -> Result<(), lprag::Report> {
         assert!(e.error.contains(says), "{status}: {}", e.error);
         println!("refused with {status}: {}", e.error);
     };
-    let slow = request(addr, "GET", "/search?q=capital&timeout_ms=100", "").await;
-    refused(&slow, "503", "no answer within 100 ms");
-    drop(long_update);
     let big_k = request(
         addr,
         "GET",

@@ -27,33 +27,49 @@
 //! - [`graph`] (`lprag-graph`): mutual k-NN, chunk–query graphs, sampling, CSR;
 //! - [`model`] (`lprag-model`): burn link predictors (NCN, GAE, MLP), the LeSeGR scorer and
 //!   GFM-RAG's query-dependent GNN;
-//! - [`llm`] (`lprag-llm`): LLM backends and prompts.
+//! - [`llm`] (`lprag-llm`): LLM backends and prompts;
+//! - [`load`] (`lprag-load`): a user's files (Markdown, text, HTML, JSON/JSONL, PDF) as
+//!   documents.
+//!
+//! [`Live`] serves an index while it is updated, [`sync`] brings one in line with the
+//! current documents by content hash (module [`live`]).
 #![warn(missing_docs)]
 
+mod cpu;
 mod durable;
+pub mod live;
 mod progress;
 mod report;
 mod retrievers;
 mod workdir;
 
+pub use retrievers::baselines;
 pub use retrievers::{g2, gfm, lesegr, qcg};
 
 pub use lprag_core as core;
 pub use lprag_graph as graph;
 pub use lprag_llm as llm;
+/// The loaders: a user's files as documents ([`lprag_load`]).
+pub use lprag_load as load;
 pub use lprag_model as model;
 pub use lprag_text as text;
 
+pub use baselines::{
+    Bm25Config, Bm25Retriever, Bm25RetrieverBuilder, DenseConfig, DenseRetriever,
+    DenseRetrieverBuilder, HybridRetriever, HybridRetrieverBuilder, RrfConfig,
+};
 pub use g2::{
     ClusterDistance, Community, G2Config, G2Explanation, G2Hit, G2Rag, G2RagBuilder, G2Source,
     G2Stats, MergeOrder, OutlierPolicy,
 };
 pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
+pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
     LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
     ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
+    DOCUMENT_HASH_KEY,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{

@@ -46,8 +46,16 @@ async fn every_retriever_returns_metadata_and_only_admitted_chunks() {
             .unwrap();
         assert!(!hits.is_empty(), "{name}");
         for h in &hits {
+            // Every chunk also records its document's content hash (for `sync`).
+            let mut m = h.chunk.metadata.clone();
+            let hash = m.remove(lprag::DOCUMENT_HASH_KEY);
+            let doc = docs
+                .iter()
+                .find(|d| d.id == h.chunk.provenance.document_id)
+                .unwrap();
+            assert_eq!(hash, Some(doc.content_hash()), "{name}");
             assert_eq!(
-                &h.chunk.metadata,
+                &m,
                 meta[h.chunk.provenance.document_id.as_str()],
                 "{name}: a hit lost its document's metadata"
             );

@@ -14,6 +14,7 @@ mod mini_corpus;
 mod mutate;
 
 mod bad_encoder;
+mod baselines;
 mod candidate_index;
 mod chunk_limits;
 mod concurrency;
@@ -27,6 +28,7 @@ mod g2;
 mod gfm;
 mod index_file_mutations;
 mod lesegr;
+mod live;
 mod pipeline;
 mod qcg;
 mod real_llm;

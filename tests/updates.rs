@@ -182,12 +182,17 @@ async fn bad_updates_are_refused_and_change_nothing() {
     assert!(err.contains("cannot be empty"), "{err}");
     let empty = Document::new("blank", "", "   ");
     assert!(rag.add_documents(&[empty]).await.is_err());
-    // A model shared outside the index cannot be re-attached.
+    // A model shared outside the index no longer stops an update: the update attaches a
+    // copy to its new graph and the shared one keeps scoring the old graph.
     let shared = rag.predictor().clone();
-    let err = rag
-        .add_documents(&[Document::new("x", "X", "Text about x.")])
-        .await;
-    assert!(err.unwrap_err().to_string().contains("shared"));
+    let mut copy = rag.clone();
+    copy.add_documents(&[Document::new("x", "X", "Text about x.")])
+        .await
+        .unwrap();
+    assert_eq!(copy.chunks().len(), docs.len() + 1);
+    assert!(shared
+        .score(&vec![0.1; rag.graph().features.dim()], &[0])
+        .is_ok());
     drop(shared);
     assert_eq!(rag.chunks().len(), docs.len());
     let after = futures_scores(&rag).await;

@@ -15,7 +15,7 @@ use lprag_model::bert::SentenceEncoder;
 use lprag_text::{HashingEncoder, HashingEncoderConfig};
 use serde::{Deserialize, Serialize};
 
-pub(crate) use lprag_core::blocking;
+pub(crate) use crate::cpu::blocking;
 
 /// Texts embedded per encoder call while indexing (progress is reported per batch).
 const EMBED_BATCH: usize = 256;
@@ -527,6 +527,7 @@ pub(crate) async fn update_chunks(
     } else {
         let mut c = chunker.chunk(add).await?;
         Chunk::inherit_metadata(&mut c, add);
+        Chunk::stamp_document_hashes(&mut c, add);
         let (c, note) = fit_to_encoder(c, add, encoder, chunker.name()).await?;
         warnings.extend(note);
         c
@@ -667,6 +668,7 @@ pub(crate) async fn chunk_and_encoder(
 ) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
     let mut chunks = chunker.chunk(documents).await?;
     Chunk::inherit_metadata(&mut chunks, documents);
+    Chunk::stamp_document_hashes(&mut chunks, documents);
     if chunks.is_empty() {
         return Err(Error::EmptyCorpus("no document produced a chunk".into()));
     }

@@ -6,8 +6,11 @@
 //! - [`qcg`]: QCG-RAG, a query-centric graph of Doc2Query questions;
 //! - [`lesegr`]: CG-RAG's LeSeGR scorer over a citation-style chunk graph;
 //! - [`g2`]: G²RAG, hierarchical clustering into communities;
-//! - [`gfm`]: GFM-RAG, a query-dependent GNN over a knowledge graph.
+//! - [`gfm`]: GFM-RAG, a query-dependent GNN over a knowledge graph;
+//! - [`baselines`]: dense, BM25 and hybrid (RRF) baselines, built, updated and saved the
+//!   same way.
 
+pub mod baselines;
 pub(crate) mod common;
 pub mod g2;
 pub mod gfm;

@@ -41,5 +41,5 @@ pub use traits::{
 };
 pub use types::{
     Chunk, ChunkId, Document, EdgeKind, LinkEdge, LinkGraph, Provenance, ScoredChunk, Selection,
-    SyntheticQuery,
+    SyntheticQuery, DOCUMENT_HASH_KEY, VOLATILE_METADATA,
 };

@@ -229,6 +229,24 @@ pub trait LinkPredictor: Send + Sync {
     /// Persist the trained model (weights, configuration, and whatever of the attached
     /// graph it keeps) under `dir`, which the caller creates.
     fn save(&self, dir: &Path) -> Result<()>;
+
+    /// A copy of this predictor attached to `graph` (as [`LinkPredictor::attach`] would
+    /// attach it), `self` left as it is: queries keep being scored by `self` while an index
+    /// update prepares the copy, and the copy replaces it when the update is done. The
+    /// built-in predictors share their trained weights with the copy.
+    ///
+    /// `None` (the default) when the predictor cannot be copied: an update then needs the
+    /// predictor to itself and attaches it in place (`&mut`, no query meanwhile).
+    fn attach_copy(&self, graph: &LinkGraph) -> Option<Result<Box<dyn LinkPredictor>>> {
+        let _ = graph;
+        None
+    }
+
+    /// Whether [`LinkPredictor::attach_copy`] returns a copy (checked before an update
+    /// pays for anything). Implementations that override `attach_copy` return `true`.
+    fn copies_on_attach(&self) -> bool {
+        false
+    }
 }
 
 /// What a [`LinkScorer`] sees of the index when it scores one query.

@@ -37,7 +37,40 @@ impl Document {
         self.metadata.insert(key.into(), value.into());
         self
     }
+
+    /// The document's content hash: SHA-256 (hex) of its title, text and metadata, the
+    /// keys of [`VOLATILE_METADATA`] and [`DOCUMENT_HASH_KEY`] left out. Two versions of a
+    /// document with the same hash index to the same chunks; `sync` uses it to skip
+    /// unchanged documents. The id is not part of it.
+    pub fn content_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        // Length-prefixed fields: no two different documents hash the same input.
+        let mut field = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field(self.title.as_bytes());
+        field(self.text.as_bytes());
+        for (k, v) in &self.metadata {
+            if k == DOCUMENT_HASH_KEY || VOLATILE_METADATA.contains(&k.as_str()) {
+                continue;
+            }
+            field(k.as_bytes());
+            field(v.as_bytes());
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
+
+/// The chunk metadata key under which every retriever records the
+/// [`Document::content_hash`] of the chunk's document (see
+/// [`Chunk::stamp_document_hashes`]).
+pub const DOCUMENT_HASH_KEY: &str = "lprag.document_hash";
+
+/// Metadata keys left out of [`Document::content_hash`]: they change when nothing in the
+/// content does (a file's modification time).
+pub const VOLATILE_METADATA: &[&str] = &["modified"];
 
 /// Index of a chunk within one corpus (its position in the chunk list).
 pub type ChunkId = usize;
@@ -96,6 +129,28 @@ impl Chunk {
                 c.metadata = (*m).clone();
             }
         }
+    }
+
+    /// Record on every chunk its document's [`Document::content_hash`] under
+    /// [`DOCUMENT_HASH_KEY`] (matched by [`Provenance::document_id`]). The pipelines call
+    /// it on every chunk they index, after [`Chunk::inherit_metadata`].
+    pub fn stamp_document_hashes(chunks: &mut [Chunk], documents: &[Document]) {
+        let by_id: std::collections::HashMap<&str, String> = documents
+            .iter()
+            .map(|d| (d.id.as_str(), d.content_hash()))
+            .collect();
+        for c in chunks.iter_mut() {
+            if let Some(h) = by_id.get(c.provenance.document_id.as_str()) {
+                c.metadata.insert(DOCUMENT_HASH_KEY.to_string(), h.clone());
+            }
+        }
+    }
+
+    /// The content hash of this chunk's document as recorded when it was indexed
+    /// ([`Chunk::stamp_document_hashes`]); `None` for chunks indexed before hashes were
+    /// recorded.
+    pub fn document_hash(&self) -> Option<&str> {
+        self.metadata.get(DOCUMENT_HASH_KEY).map(String::as_str)
     }
 
     /// The text that is embedded for this chunk: `title + "\n" + text` when the title is

@@ -61,6 +61,7 @@ pub mod cache;
 pub mod datasets;
 mod error;
 pub mod harness;
+pub mod live_bench;
 pub mod metrics;
 pub mod qa;
 pub mod registry;

@@ -7,6 +7,8 @@
 //! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--limit N] [--json OUT]
 //! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
 //!     [--llm-base-url URL] [--llm-model NAME] [--llm-cache DIR] [--json OUT]
+//! lprag-eval live-update --dataset DIR [--index DIR | --save DIR] [--clients 4] \
+//!     [--seconds 10] [--updates 3] [--docs-per-update 10] [--json OUT]
 //! ```
 
 use std::collections::HashMap;
@@ -46,6 +48,10 @@ enum Command {
     /// distractors; index time per stage, query p50/p95 (and the ratio to flat dense
     /// search in the same run), peak RSS and recall per retriever and size.
     Scale(ScaleArgs),
+    /// Updates that never block queries: query latency (p50/p95/p99/max) of concurrent
+    /// clients idle, while documents are added and removed through `lprag::Live`, and
+    /// under the old `RwLock` design, in one run.
+    LiveUpdate(lprag_eval::live_bench::LiveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -341,6 +347,12 @@ async fn main() -> ExitCode {
         Command::Retrieval(args) => retrieval(args).await,
         Command::Qa(args) => qa(args).await,
         Command::Scale(args) => scale(args).await,
+        Command::LiveUpdate(args) => {
+            match args.lprag_config.as_deref().map(lprag_config).transpose() {
+                Ok(config) => lprag_eval::live_bench::command(args, config).await,
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -308,6 +308,10 @@ impl ChatModel for CachedChat {
         self.inner.backend()
     }
 
+    fn context_tokens(&self) -> Option<u32> {
+        self.inner.context_tokens()
+    }
+
     fn forget(&self, request: &ChatRequest) {
         if !self.keep_unreadable {
             let key = ResponseCache::key(self.inner.backend(), self.inner.name(), request);

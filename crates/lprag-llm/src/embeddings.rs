@@ -20,6 +20,10 @@ pub struct OpenAiEmbeddingsConfig {
     pub dimension: Option<usize>,
     /// Texts per request. Default 64.
     pub batch_size: usize,
+    /// Batch requests of one [`Encoder::embed`] call in flight at once (the [`HttpClient`]'s
+    /// `max_concurrency` bounds all requests through it as well). Default 4; 1 sends one
+    /// batch after the other, as before this setting existed.
+    pub concurrency: usize,
     /// L2-normalise every vector (lprag's retrievers compare by cosine). Default `true`.
     pub normalize: bool,
     /// Timeouts, retries, concurrency.
@@ -34,6 +38,7 @@ impl std::fmt::Debug for OpenAiEmbeddingsConfig {
             .field("api_key", &self.api_key)
             .field("dimension", &self.dimension)
             .field("batch_size", &self.batch_size)
+            .field("concurrency", &self.concurrency)
             .field("normalize", &self.normalize)
             .field("http", &self.http)
             .finish()
@@ -41,6 +46,9 @@ impl std::fmt::Debug for OpenAiEmbeddingsConfig {
 }
 
 impl OpenAiEmbeddingsConfig {
+    /// [`OpenAiEmbeddingsConfig::concurrency()`]'s default.
+    pub const DEFAULT_CONCURRENCY: usize = 4;
+
     /// `model` at `base_url`, dimension discovered on connect.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
@@ -49,6 +57,7 @@ impl OpenAiEmbeddingsConfig {
             api_key: None,
             dimension: None,
             batch_size: 64,
+            concurrency: Self::DEFAULT_CONCURRENCY,
             normalize: true,
             http: HttpConfig::default(),
         }
@@ -65,6 +74,13 @@ impl OpenAiEmbeddingsConfig {
         self.dimension = Some(dim);
         self
     }
+
+    /// Batch requests in flight at once (at least 1). Default
+    /// [`OpenAiEmbeddingsConfig::DEFAULT_CONCURRENCY`].
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
 }
 
 /// Remote embeddings through the OpenAI embeddings protocol.
@@ -76,6 +92,7 @@ pub struct OpenAiEmbeddings {
     api_key: Option<ApiKey>,
     dim: usize,
     batch_size: usize,
+    concurrency: usize,
     normalize: bool,
     http: HttpClient,
 }
@@ -89,6 +106,7 @@ impl std::fmt::Debug for OpenAiEmbeddings {
             .field("api_key", &self.api_key)
             .field("dim", &self.dim)
             .field("batch_size", &self.batch_size)
+            .field("concurrency", &self.concurrency)
             .field("normalize", &self.normalize)
             .field("http", &self.http)
             .finish()
@@ -135,6 +153,12 @@ impl OpenAiEmbeddings {
                 "must be at least 1",
             ));
         }
+        if config.concurrency == 0 {
+            return Err(Error::invalid(
+                "OpenAiEmbeddingsConfig::concurrency",
+                "must be at least 1",
+            ));
+        }
         Ok(Self {
             url: crate::http::join_url(&config.base_url, "embeddings")?,
             name: format!("openai-embeddings:{}", config.model),
@@ -142,9 +166,17 @@ impl OpenAiEmbeddings {
             api_key: config.api_key,
             dim,
             batch_size: config.batch_size,
+            concurrency: config.concurrency,
             normalize: config.normalize,
             http,
         })
+    }
+
+    /// Send at most `n` batch requests at once (at least 1). See
+    /// [`OpenAiEmbeddingsConfig::concurrency()`].
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
     }
 
     async fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
@@ -210,11 +242,23 @@ impl Encoder for OpenAiEmbeddings {
         self.dim
     }
 
+    /// Batches of [`OpenAiEmbeddingsConfig::batch_size`] texts, up to
+    /// [`OpenAiEmbeddingsConfig::concurrency()`] requests in flight, rows kept in the order
+    /// of `texts`. The first batch that fails (after the client's retries) fails the call:
+    /// no partial result, and the requests still in flight are dropped.
     async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
+        use futures::StreamExt;
         let mut data = Vec::with_capacity(texts.len() * self.dim);
-        for (b, batch) in texts.chunks(self.batch_size).enumerate() {
-            let rows = self.request(batch).await?;
-            for (i, row) in rows.into_iter().enumerate() {
+        // The futures are made first (they do nothing until polled): a closure inside
+        // the stream would trip the compiler's `Send` check of this async-trait method.
+        let requests: Vec<_> = texts
+            .chunks(self.batch_size)
+            .map(|batch| self.request(batch))
+            .collect();
+        let mut batches = futures::stream::iter(requests).buffered(self.concurrency.max(1));
+        let mut b = 0;
+        while let Some(rows) = batches.next().await {
+            for (i, row) in rows?.into_iter().enumerate() {
                 if row.len() != self.dim {
                     return Err(Error::DimensionMismatch {
                         location: format!(
@@ -228,6 +272,7 @@ impl Encoder for OpenAiEmbeddings {
                 }
                 data.extend(row);
             }
+            b += 1;
         }
         let mut e = Embeddings::new(self.dim, data)?;
         if self.normalize {

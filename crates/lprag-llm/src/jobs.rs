@@ -173,6 +173,9 @@ pub(crate) struct Settings {
     pub(crate) concurrency: usize,
     pub(crate) temperature: Option<f32>,
     pub(crate) max_tokens: Option<u32>,
+    /// `true` once the caller set `max_tokens` (a component may size its default per
+    /// call, as [`crate::LlmChunker`] does, only while this is `false`).
+    pub(crate) max_tokens_set: bool,
     pub(crate) parse_retries: u32,
     pub(crate) on_unparseable: OnUnparseable,
 }
@@ -204,6 +207,7 @@ impl Settings {
             concurrency: 8,
             temperature: Some(0.0),
             max_tokens: Some(max_tokens),
+            max_tokens_set: false,
             parse_retries: 1,
             on_unparseable: OnUnparseable::Fallback,
         }
@@ -254,6 +258,31 @@ impl Settings {
         what: impl Fn() -> String,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Parsed<T>, LlmError> {
+        match self
+            .call_parsed_or_split(stage, request, what, parse, false)
+            .await?
+        {
+            Attempt::Answered(p) => Ok(p),
+            // Never returned when splitting is not asked for.
+            Attempt::TooLong { why, .. } => Ok(Parsed::Unreadable(why.to_string())),
+        }
+    }
+
+    /// [`Settings::call_parsed`], and with `split` set, two more outcomes for an input
+    /// that can be split and asked again in smaller pieces: an answer the backend cut at
+    /// the token limit ([`crate::ChatResponse::truncated`], at any attempt; the answer is
+    /// not parsed, as whatever it lost would be lost silently), and a first request the
+    /// server refuses as longer than its context ([`LlmError::ContextLength`]; a parse
+    /// retry refused so is handled as [`Settings::call_parsed`] does). Nothing is
+    /// forgotten for those: a rerun replays the cut answer and splits the same way.
+    pub(crate) async fn call_parsed_or_split<T>(
+        &self,
+        stage: &str,
+        request: crate::ChatRequest,
+        what: impl Fn() -> String,
+        parse: impl Fn(&str) -> Result<T, String>,
+        split: bool,
+    ) -> Result<Attempt<T>, LlmError> {
         let mut request = request;
         let mut attempt = 0;
         let mut asked: Vec<crate::ChatRequest> = Vec::new();
@@ -262,6 +291,12 @@ impl Settings {
         loop {
             let response = match self.call(stage, &request).await {
                 Ok(r) => r,
+                Err(LlmError::ContextLength(why)) if split && attempt == 0 => {
+                    return Ok(Attempt::TooLong {
+                        why: TooLong::Context(why),
+                        asked,
+                    });
+                }
                 Err(LlmError::ContextLength(why))
                     if self.on_unparseable == OnUnparseable::Fallback =>
                 {
@@ -271,16 +306,25 @@ impl Settings {
                     } else {
                         String::new()
                     };
-                    return Ok(Parsed::Unreadable(format!(
+                    return Ok(Attempt::Answered(Parsed::Unreadable(format!(
                         "{}: the request is longer than the model's context{after}: {why}",
                         what()
-                    )));
+                    ))));
                 }
                 Err(e) => return Err(e),
             };
             asked.push(request.clone());
+            if split && response.truncated() {
+                return Ok(Attempt::TooLong {
+                    why: TooLong::Truncated {
+                        max_tokens: request.max_tokens,
+                        raw: response.content,
+                    },
+                    asked,
+                });
+            }
             match parse(&response.content) {
-                Ok(v) => return Ok(Parsed::Read(v)),
+                Ok(v) => return Ok(Attempt::Answered(Parsed::Read(v))),
                 Err(reason) if attempt < self.parse_retries => {
                     attempt += 1;
                     let again = self
@@ -297,16 +341,66 @@ impl Settings {
                     let e = parse_error(what(), reason, &response);
                     return match self.on_unparseable {
                         OnUnparseable::Fail => Err(e),
-                        OnUnparseable::Fallback => Ok(Parsed::Unreadable(match &e {
-                            LlmError::Parse { what, reason, raw } => {
-                                let head: String = raw.chars().take(160).collect();
-                                let more = if head.len() < raw.len() { "…" } else { "" };
-                                format!("{what}: {reason}; the answer began {head:?}{more}")
-                            }
-                            other => other.to_string(),
-                        })),
+                        OnUnparseable::Fallback => {
+                            Ok(Attempt::Answered(Parsed::Unreadable(unreadable_reason(&e))))
+                        }
                     };
                 }
+            }
+        }
+    }
+}
+
+/// The short account of an unreadable answer, for the stage's warning.
+pub(crate) fn unreadable_reason(e: &LlmError) -> String {
+    match e {
+        LlmError::Parse { what, reason, raw } => {
+            let head: String = raw.chars().take(160).collect();
+            let more = if head.len() < raw.len() { "…" } else { "" };
+            format!("{what}: {reason}; the answer began {head:?}{more}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The outcome of [`Settings::call_parsed_or_split`].
+pub(crate) enum Attempt<T> {
+    /// Read, or unreadable under [`OnUnparseable::Fallback`].
+    Answered(Parsed<T>),
+    /// The input is too long for one call: split it and ask again.
+    TooLong {
+        /// Why.
+        why: TooLong,
+        /// The requests of this conversation that were answered (for
+        /// [`crate::ChatModel::forget`] when the input cannot be split further).
+        asked: Vec<crate::ChatRequest>,
+    },
+}
+
+/// Why an input has to be split.
+#[derive(Debug)]
+pub(crate) enum TooLong {
+    /// The answer hit the token limit (`max_tokens` of the request that was cut).
+    Truncated {
+        /// The limit the request carried.
+        max_tokens: Option<u32>,
+        /// The cut answer.
+        raw: String,
+    },
+    /// The server refused the request as longer than its context.
+    Context(String),
+}
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Truncated {
+                max_tokens: Some(n),
+                ..
+            } => write!(f, "the answer hit the token limit ({n} tokens)"),
+            Self::Truncated { .. } => write!(f, "the answer hit the backend's token limit"),
+            Self::Context(why) => {
+                write!(f, "the request is longer than the model's context: {why}")
             }
         }
     }
@@ -387,6 +481,7 @@ macro_rules! settings_methods {
         /// request times out). The default of each component is in its docs.
         pub fn max_tokens(mut self, n: Option<u32>) -> Self {
             self.settings.max_tokens = n;
+            self.settings.max_tokens_set = true;
             self
         }
     };

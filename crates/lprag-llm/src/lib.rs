@@ -52,7 +52,7 @@ mod usage;
 
 pub use answer::{Answer, AnswerGenerator};
 pub use cache::{CacheStats, CachedChat, ResponseCache};
-pub use chunker::LlmChunker;
+pub use chunker::{ChunkerStats, LlmChunker};
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};
 pub use extract::LlmTripleExtractor;
 pub use http::{HttpClient, HttpConfig};
@@ -299,6 +299,14 @@ pub trait ChatModel: Send + Sync {
     /// `"custom"`).
     fn backend(&self) -> &str {
         "custom"
+    }
+
+    /// The model's context window in tokens (prompt and answer together), when the backend
+    /// knows it: [`OllamaChat`] reports the `num_ctx` it sends ([`OllamaConfig::num_ctx()`]),
+    /// [`CachedChat`] its inner model's. Default `None` (unknown). [`LlmChunker`] sizes its
+    /// windows to it unless [`LlmChunker::context_tokens`] says otherwise.
+    fn context_tokens(&self) -> Option<u32> {
+        None
     }
 
     /// Complete the chat.

@@ -13,6 +13,17 @@ pub struct OllamaConfig {
     pub base_url: String,
     /// Model tag, e.g. `llama3.1:8b`.
     pub model: String,
+    /// The context window asked of the server, in tokens, sent as `options.num_ctx` with
+    /// every request; `None` sends none, leaving the server's default (2,048 or 4,096
+    /// tokens depending on Ollama's version, or its `OLLAMA_CONTEXT_LENGTH`).
+    ///
+    /// Default **8,192**, a departure from Ollama's own default: Ollama silently drops the
+    /// start of a prompt longer than its context, and 8,192 is the budget
+    /// [`crate::LlmChunker`] assumes for a model that reports none. The chunker reads this
+    /// value ([`crate::ChatModel::context_tokens`]) and sizes its windows to it. A larger
+    /// context costs the server memory (its KV cache), and a model cannot use more than it
+    /// was trained for.
+    pub num_ctx: Option<u32>,
     /// Timeouts, retries, concurrency.
     pub http: HttpConfig,
 }
@@ -22,17 +33,22 @@ impl std::fmt::Debug for OllamaConfig {
         f.debug_struct("OllamaConfig")
             .field("base_url", &crate::secret::redact_url(&self.base_url))
             .field("model", &self.model)
+            .field("num_ctx", &self.num_ctx)
             .field("http", &self.http)
             .finish()
     }
 }
 
 impl OllamaConfig {
+    /// [`OllamaConfig::num_ctx()`]'s default.
+    pub const DEFAULT_NUM_CTX: u32 = 8192;
+
     /// `model` on the local default server.
     pub fn new(model: impl Into<String>) -> Self {
         Self {
             base_url: "http://localhost:11434".into(),
             model: model.into(),
+            num_ctx: Some(Self::DEFAULT_NUM_CTX),
             http: HttpConfig::default(),
         }
     }
@@ -42,6 +58,13 @@ impl OllamaConfig {
         self.base_url = url.into();
         self
     }
+
+    /// The context window to ask for (`options.num_ctx`); `None` leaves the server's
+    /// default. Default [`OllamaConfig::DEFAULT_NUM_CTX`].
+    pub fn num_ctx(mut self, tokens: Option<u32>) -> Self {
+        self.num_ctx = tokens;
+        self
+    }
 }
 
 /// A [`ChatModel`] speaking Ollama's native chat API.
@@ -49,6 +72,7 @@ impl OllamaConfig {
 pub struct OllamaChat {
     url: String,
     model: String,
+    num_ctx: Option<u32>,
     http: HttpClient,
 }
 
@@ -57,6 +81,7 @@ impl std::fmt::Debug for OllamaChat {
         f.debug_struct("OllamaChat")
             .field("url", &crate::secret::redact_url(&self.url))
             .field("model", &self.model)
+            .field("num_ctx", &self.num_ctx)
             .field("http", &self.http)
             .finish()
     }
@@ -74,9 +99,16 @@ impl OllamaChat {
         if config.model.trim().is_empty() {
             return Err(LlmError::Permanent("OllamaConfig::model is empty".into()));
         }
+        if config.num_ctx == Some(0) {
+            return Err(LlmError::Permanent(
+                "OllamaConfig::num_ctx must be at least 1 (or None for the server's default)"
+                    .into(),
+            ));
+        }
         Ok(Self {
             url: crate::http::join_url(&config.base_url, "api/chat")?,
             model: config.model,
+            num_ctx: config.num_ctx,
             http,
         })
     }
@@ -116,6 +148,10 @@ impl ChatModel for OllamaChat {
         "ollama"
     }
 
+    fn context_tokens(&self) -> Option<u32> {
+        self.num_ctx
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut options = serde_json::Map::new();
         if let Some(t) = request.temperature {
@@ -123,6 +159,9 @@ impl ChatModel for OllamaChat {
         }
         if let Some(n) = request.max_tokens {
             options.insert("num_predict".into(), json!(n));
+        }
+        if let Some(n) = self.num_ctx {
+            options.insert("num_ctx".into(), json!(n));
         }
         let body = json!({
             "model": self.model,

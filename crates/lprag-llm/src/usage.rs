@@ -33,6 +33,22 @@ pub struct StageUsage {
     /// Completion tokens the cached answers cost when they were paid.
     #[serde(default)]
     pub cached_completion_tokens: u64,
+    /// Items (documents, for `"chunking"`) longer than the model's context budget, split
+    /// into windows before the model saw them, so that nothing was cut.
+    #[serde(default)]
+    pub windowed_items: u64,
+    /// Windows sent to the model (an item that fits is one window; a window split again
+    /// after a cut answer adds its pieces).
+    #[serde(default)]
+    pub windows: u64,
+    /// Answers cut at the token limit (finish reason `length`) whose window was split in
+    /// two and asked again instead of being read incomplete.
+    #[serde(default)]
+    pub truncated_retries: u64,
+    /// Requests the server refused as longer than its context whose window was split in
+    /// two and asked again.
+    #[serde(default)]
+    pub context_retries: u64,
 }
 
 impl StageUsage {
@@ -80,6 +96,25 @@ impl TokenMeter {
         stages.entry(stage.to_string()).or_default().fallbacks += n;
     }
 
+    /// Count what a stage split to fit the model's context: `windowed_items` items split
+    /// into `windows` windows in all, `truncated_retries` windows split again after a cut
+    /// answer and `context_retries` after a request refused as too long.
+    pub fn record_windows(
+        &self,
+        stage: &str,
+        windowed_items: u64,
+        windows: u64,
+        truncated_retries: u64,
+        context_retries: u64,
+    ) {
+        let mut stages = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        let s = stages.entry(stage.to_string()).or_default();
+        s.windowed_items += windowed_items;
+        s.windows += windows;
+        s.truncated_retries += truncated_retries;
+        s.context_retries += context_retries;
+    }
+
     /// Usage per stage so far.
     pub fn snapshot(&self) -> BTreeMap<String, StageUsage> {
         self.stages
@@ -100,6 +135,10 @@ impl TokenMeter {
             t.fallbacks += s.fallbacks;
             t.cached_prompt_tokens += s.cached_prompt_tokens;
             t.cached_completion_tokens += s.cached_completion_tokens;
+            t.windowed_items += s.windowed_items;
+            t.windows += s.windows;
+            t.truncated_retries += s.truncated_retries;
+            t.context_retries += s.context_retries;
         }
         t
     }
@@ -138,5 +177,24 @@ mod tests {
         m.record("queries", &bare);
         assert_eq!(m.snapshot()["queries"].cached_calls, 1);
         assert_eq!(m.total().cached_prompt_tokens, 10);
+        m.record_windows("chunking", 2, 7, 1, 0);
+        m.record_windows("chunking", 0, 1, 0, 1);
+        let c = m.snapshot()["chunking"];
+        assert_eq!(
+            (
+                c.windowed_items,
+                c.windows,
+                c.truncated_retries,
+                c.context_retries
+            ),
+            (2, 8, 1, 1)
+        );
+        assert_eq!(m.total().windows, 8);
+        // Usage saved before these counts existed still loads.
+        let old: StageUsage = serde_json::from_str(
+            r#"{"calls":1,"cached_calls":0,"prompt_tokens":1,"completion_tokens":1,"calls_without_usage":0}"#,
+        )
+        .unwrap();
+        assert_eq!(old.windows, 0);
     }
 }

@@ -113,7 +113,7 @@ async fn ollama_happy_path() {
     Mock::given(method("POST"))
         .and(path("/api/chat"))
         .and(body_partial_json(json!({
-            "model": "llama3", "stream": false, "options": {"num_predict": 7}
+            "model": "llama3", "stream": false, "options": {"num_predict": 7, "num_ctx": 8192}
         })))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "model": "llama3", "message": {"role": "assistant", "content": "Warsaw."},
@@ -128,6 +128,7 @@ async fn ollama_happy_path() {
     let r = chat.complete(&ask("where?").max_tokens(7)).await.unwrap();
     assert_eq!(r.content, "Warsaw.");
     assert_eq!(r.usage.unwrap().completion_tokens, 2);
+    assert_eq!(chat.context_tokens(), Some(8192));
 
     // Ollama reports errors as {"error": "..."}.
     let server = always(
@@ -144,6 +145,137 @@ async fn ollama_happy_path() {
     assert!(matches!(err, LlmError::Permanent(_)), "{err}");
     assert!(err.to_string().contains("not found"), "{err}");
     assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn ollama_sends_the_configured_context_size_and_the_chunker_uses_it() {
+    let server = always(ResponseTemplate::new(200).set_body_json(json!({
+        "model": "llama3", "message": {"role": "assistant", "content": "ok"},
+        "done": true, "done_reason": "stop"
+    })))
+    .await;
+    let chat = |num_ctx: Option<u32>| {
+        let mut config = OllamaConfig::new("llama3")
+            .base_url(server.uri())
+            .num_ctx(num_ctx);
+        config.http = fast();
+        OllamaChat::new(config).unwrap()
+    };
+    let big = chat(Some(16384));
+    big.complete(&ask("x")).await.unwrap();
+    // None leaves the server's default: no num_ctx is sent.
+    chat(None).complete(&ask("x")).await.unwrap();
+    let options: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["options"].clone())
+        .collect();
+    assert_eq!(options[0]["num_ctx"], 16384);
+    assert!(options[1].get("num_ctx").is_none(), "{}", options[1]);
+    // The chunker sizes its windows to it, also through a cache.
+    assert_eq!(
+        LlmChunker::new(Arc::new(big.clone())).context_budget(),
+        16384
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedChat::open(Arc::new(big), dir.path()).unwrap();
+    assert_eq!(LlmChunker::new(Arc::new(cached)).context_budget(), 16384);
+    assert!(OllamaChat::new(OllamaConfig::new("m").num_ctx(Some(0))).is_err());
+}
+
+/// Answers embedding requests after a delay, counting the requests in flight: a request
+/// counts from its arrival until a little before its answer is sent (so a request that
+/// arrives after an earlier one's answer never finds it still counted).
+struct SlowEmbed {
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    delay: Duration,
+    fail_on: Option<String>,
+}
+
+impl Respond for SlowEmbed {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let (in_flight, early) = (self.in_flight.clone(), self.delay * 3 / 4);
+        std::thread::spawn(move || {
+            std::thread::sleep(early);
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let inputs = body["input"].as_array().unwrap();
+        if let Some(bad) = &self.fail_on {
+            if inputs.iter().any(|t| t == bad.as_str()) {
+                return ResponseTemplate::new(400)
+                    .set_body_json(json!({"error": {"message": "bad input"}}))
+                    .set_delay(self.delay);
+            }
+        }
+        // Each text is "t<n>": its vector is [n, 1].
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let n: f32 = t.as_str().unwrap()[1..].parse().unwrap();
+                json!({"index": i, "embedding": [n, 1.0]})
+            })
+            .collect();
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"data": data}))
+            .set_delay(self.delay)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embeddings_send_batches_concurrently_up_to_the_limit_in_order() {
+    async fn run(
+        concurrency: usize,
+        fail_on: Option<&str>,
+    ) -> (lprag_core::Result<lprag_core::Embeddings>, usize, usize) {
+        let server = MockServer::start().await;
+        let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        Mock::given(method("POST"))
+            .and(path("/v1/embeddings"))
+            .respond_with(SlowEmbed {
+                in_flight,
+                peak: peak.clone(),
+                delay: Duration::from_millis(200),
+                fail_on: fail_on.map(str::to_string),
+            })
+            .mount(&server)
+            .await;
+        let mut config = OpenAiEmbeddingsConfig::new(format!("{}/v1", server.uri()), "emb")
+            .dimension(2)
+            .concurrency(concurrency);
+        config.batch_size = 3;
+        config.normalize = false;
+        config.http = HttpConfig {
+            max_retries: 0,
+            ..fast()
+        };
+        let texts: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+        let e = OpenAiEmbeddings::new(config).unwrap().embed(&texts).await;
+        let n = requests(&server).await;
+        (e, peak.load(Ordering::SeqCst), n)
+    }
+    // Ten batches, at most four at once, rows in the order of the texts.
+    let (e, peak, n) = run(4, None).await;
+    let e = e.unwrap();
+    assert_eq!(n, 10);
+    assert!(peak <= 4 && peak > 1, "{peak} batches in flight at once");
+    assert_eq!(e.rows(), 30);
+    for i in 0..30 {
+        assert_eq!(e.row(i)[0], i as f32, "row {i}");
+    }
+    // One at a time when asked.
+    let (_, peak, _) = run(1, None).await;
+    assert_eq!(peak, 1);
+    // A failed batch fails the call: no partial result.
+    let (e, _, _) = run(4, Some("t13")).await;
+    let err = e.unwrap_err();
+    assert!(err.to_string().contains("bad input"), "{err}");
 }
 
 #[tokio::test]
@@ -918,6 +1050,57 @@ async fn kept_unreadable_answers_make_a_rerun_free_and_fall_back_the_same_way() 
         2,
         "the rerun asks nothing"
     );
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_the_token_limit_is_split_and_asked_again_over_http() {
+    // The server cuts answers to paragraphs over 300 bytes (finish_reason "length").
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let user = body["messages"][1]["content"].as_str().unwrap();
+            let paragraph = user
+                .lines()
+                .filter(|l| !l.starts_with("[The "))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let chunks: String = paragraph
+                .split_inclusive('.')
+                .map(|s| format!("[{}]\n", s.trim()))
+                .collect();
+            let answer =
+                format!("[Sentence 1]\n{paragraph}\n[Extracted Chunks in Sentence 1]\n{chunks}");
+            let mut reply = completion(&answer);
+            if paragraph.len() > 300 {
+                reply["choices"][0]["message"]["content"] = json!(answer[..answer.len() / 2]);
+                reply["choices"][0]["finish_reason"] = json!("length");
+            }
+            ResponseTemplate::new(200).set_body_json(reply)
+        })
+        .mount(&server)
+        .await;
+    let text: String = (0..12)
+        .map(|i| format!("Sentence number {i} names the city of Town{i}."))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.len() > 300);
+    let meter = Arc::new(TokenMeter::new());
+    let chunker = LlmChunker::new(Arc::new(openai(&server, fast()))).with_meter(meter.clone());
+    let chunks = chunker
+        .chunk(&[Document::new("d", "", text.clone())])
+        .await
+        .unwrap();
+    let got: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+    let want: Vec<&str> = text.split_inclusive('.').map(str::trim).collect();
+    assert_eq!(
+        got, want,
+        "every sentence, in order, none read from a cut answer"
+    );
+    let usage = meter.snapshot()["chunking"];
+    assert!(usage.truncated_retries >= 1, "{usage:?}");
+    assert_eq!(usage.windows, usage.calls);
+    assert_eq!(chunker.stats().truncated_retries, usage.truncated_retries);
 }
 
 #[tokio::test]

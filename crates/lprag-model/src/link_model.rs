@@ -1213,6 +1213,38 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
         Ok(report)
     }
 
+    fn copies_on_attach(&self) -> bool {
+        true
+    }
+
+    fn attach_copy(&self, graph: &LinkGraph) -> Option<Result<Box<dyn LinkPredictor>>> {
+        if let Some(st) = &self.state {
+            if st.model.is_some() && st.d_in != graph.features.dim() {
+                return Some(Err(Error::DimensionMismatch {
+                    location: format!(
+                        "BurnLinkPredictor '{}' attach_copy (feature width)",
+                        self.name
+                    ),
+                    expected: st.d_in,
+                    actual: graph.features.dim(),
+                }));
+            }
+        }
+        let mut copy = BurnLinkPredictor {
+            name: self.name.clone(),
+            init: self.init.clone(),
+            train: self.train.clone(),
+            device: self.device.clone(),
+            state: None,
+            checkpoints: self.checkpoints.clone(),
+        };
+        let model = self.state.as_ref().and_then(|s| s.model.clone());
+        Some(
+            copy.serve(model, graph, None)
+                .map(|()| Box::new(copy) as Box<dyn LinkPredictor>),
+        )
+    }
+
     fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
         if let Some(st) = &self.state {
             if st.model.is_some() && st.d_in != graph.features.dim() {

@@ -752,6 +752,47 @@ impl LinkPredictor for GnnLinkPredictor {
         Ok(report)
     }
 
+    fn copies_on_attach(&self) -> bool {
+        true
+    }
+
+    fn attach_copy(&self, graph: &LinkGraph) -> Option<Result<Box<dyn LinkPredictor>>> {
+        let mut copy = GnnLinkPredictor {
+            model: self.model.clone(),
+            train: self.train.clone(),
+            device: self.device.clone(),
+            state: None,
+            checkpoints: self.checkpoints.clone(),
+        };
+        let attached = match &self.state {
+            // The trained weights travel with the copy (burn parameters are shared
+            // handles); the width is checked against the new graph.
+            Some(st) => {
+                let d_in = graph.features.dim();
+                if st.d_in != d_in {
+                    return Some(Err(Error::DimensionMismatch {
+                        location: "GnnLinkPredictor::attach_copy (feature width)".into(),
+                        expected: st.d_in,
+                        actual: d_in,
+                    }));
+                }
+                ChunkContext::new(graph).and_then(|ctx| {
+                    let net = st.net.clone();
+                    copy.state = Some(Trained::new(
+                        net,
+                        d_in,
+                        ctx,
+                        &copy.model,
+                        copy.train.inference,
+                    )?);
+                    Ok(())
+                })
+            }
+            None => copy.attach(graph),
+        };
+        Some(attached.map(|()| Box::new(copy) as Box<dyn LinkPredictor>))
+    }
+
     fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
         let ctx = ChunkContext::new(graph)?;
         let d_in = graph.features.dim();

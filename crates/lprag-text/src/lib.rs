@@ -29,6 +29,7 @@ pub mod bm25;
 mod chunker;
 pub mod cooccurrence;
 mod hashing;
+mod markdown;
 mod querygen;
 mod token;
 
@@ -36,6 +37,7 @@ pub use bm25::{bm25_tokens, Bm25, Bm25Config, Bm25Index};
 pub use chunker::{PassageChunker, SentenceChunker, SentenceChunkerConfig};
 pub use cooccurrence::{CooccurrenceConfig, CooccurrenceExtractor};
 pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
+pub use markdown::{MarkdownChunker, HEADING_KEY};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 pub use token::{
     over_long, split_to_fit, truncation_warning, BoundedPassageChunker, TokenChunker,

@@ -212,3 +212,29 @@ impl GfmRag {
         Ok(report)
     }
 }
+
+#[async_trait::async_trait]
+impl crate::Updatable for GfmRag {
+    /// One update: `inputs.extractor` (else the index's offline co-occurrence extractor)
+    /// reads the new chunks' triples.
+    async fn apply_changes(
+        &mut self,
+        upsert: &[Document],
+        remove: &[String],
+        inputs: &crate::UpdateInputs,
+    ) -> Result<UpdateReport> {
+        let gone =
+            crate::live::check_changes(&self.document_ids(), upsert, remove, "GfmRag update")?;
+        match &inputs.extractor {
+            Some(e) => self.apply(&gone, upsert, &*inputs.chunker, &**e).await,
+            None => {
+                let e = self.default_extractor();
+                self.apply(&gone, upsert, &*inputs.chunker, &e).await
+            }
+        }
+    }
+
+    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
+        self.save(dir)
+    }
+}

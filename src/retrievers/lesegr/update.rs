@@ -260,3 +260,22 @@ impl LesegrRag {
         Ok(report)
     }
 }
+
+#[async_trait::async_trait]
+impl crate::Updatable for LesegrRag {
+    /// One update, without citation links for the new documents.
+    async fn apply_changes(
+        &mut self,
+        upsert: &[Document],
+        remove: &[String],
+        inputs: &crate::UpdateInputs,
+    ) -> Result<UpdateReport> {
+        let gone =
+            crate::live::check_changes(&self.document_ids(), upsert, remove, "LesegrRag update")?;
+        self.apply(&gone, upsert, &*inputs.chunker, &[]).await
+    }
+
+    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
+        self.save(dir)
+    }
+}

@@ -691,6 +691,8 @@ impl LpRagBuilder {
                 c
             }
         };
+        // Also on chunks reused from a work directory written before hashes were kept.
+        Chunk::stamp_document_hashes(&mut chunks, documents);
         if chunks.is_empty() {
             return Err(Error::EmptyCorpus("no document produced a chunk".into()));
         }
@@ -1071,6 +1073,22 @@ impl LinkPredictor for ScorerPredictor {
         Ok(())
     }
 
+    fn copies_on_attach(&self) -> bool {
+        true
+    }
+
+    fn attach_copy(&self, graph: &LinkGraph) -> Option<Result<Box<dyn LinkPredictor>>> {
+        let mut copy = ScorerPredictor {
+            scorer: self.scorer.clone(),
+            graph: self.graph.clone(),
+            search: self.search.clone(),
+        };
+        Some(
+            copy.attach(graph)
+                .map(|()| Box::new(copy) as Box<dyn LinkPredictor>),
+        )
+    }
+
     fn score(&self, query: &[f32], candidates: &[ChunkId]) -> Result<Vec<f32>> {
         self.score_near(query, &[], candidates)
     }
@@ -1107,7 +1125,10 @@ impl LinkPredictor for ScorerPredictor {
 /// and synthetic queries.
 ///
 /// `LpRag` is `Send + Sync` and cheap to share behind an `Arc`; [`Retriever::retrieve`]
-/// runs the model on a blocking thread.
+/// runs the model on a blocking thread. A clone shares the graph, the embeddings and the
+/// model with the original and copies the chunk and query lists; an update of the clone
+/// leaves the original as it was ([`crate::Live`] serves one while updating the other).
+#[derive(Clone)]
 pub struct LpRag {
     pub(crate) chunks: Vec<Chunk>,
     pub(crate) queries: Vec<SyntheticQuery>,

@@ -24,6 +24,7 @@ use lprag_text::HeuristicQueryGenerator;
 use serde::{Deserialize, Serialize};
 
 use super::{ChunkSearch, PredictorSource};
+use crate::cpu::run_cpu;
 use crate::retrievers::common::{
     blocking, document_ids, embed_all, embed_queries_into, refuse_present, refuse_unknown,
     replaced_ids, update_chunks,
@@ -258,8 +259,11 @@ impl LpRag {
         add: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
-        // Checked before anything is paid for.
-        self.exclusive_predictor("LpRag update")?;
+        // Checked before anything is paid for: a predictor that cannot be copied is
+        // attached in place, which needs it to itself.
+        if !self.predictor.copies_on_attach() {
+            self.exclusive_predictor("LpRag update")?;
+        }
         let mut report = UpdateReport::default();
         let mut lap = {
             let mut t = Instant::now();
@@ -411,17 +415,26 @@ impl LpRag {
         // 4. Attach the trained model to the new graph. No await from here on: the update
         //    cannot be cancelled half-way.
         let graph = Arc::new(graph);
-        // Exclusive since the check above: `&mut self` let no one clone it meanwhile.
-        let attached = self
-            .exclusive_predictor("LpRag update")
-            .and_then(|p| run_cpu(|| p.attach(&graph)));
-        if let Err(e) = attached {
-            // Best effort back to the old graph, then report the failure.
-            let old = self.graph.clone();
-            if let Some(p) = Arc::get_mut(&mut self.predictor) {
-                let _ = run_cpu(|| p.attach(&old));
+        // A copy of the model attached to the new graph, the old one untouched (clones of
+        // this index keep answering with it); a predictor without copies is attached in
+        // place, exclusive since the check above.
+        let predictor = self.predictor.clone();
+        let copy = run_cpu(|| predictor.attach_copy(&graph));
+        match copy {
+            Some(copy) => self.predictor = Arc::from(copy?),
+            None => {
+                let attached = self
+                    .exclusive_predictor("LpRag update")
+                    .and_then(|p| run_cpu(|| p.attach(&graph)));
+                if let Err(e) = attached {
+                    // Best effort back to the old graph, then report the failure.
+                    let old = self.graph.clone();
+                    if let Some(p) = Arc::get_mut(&mut self.predictor) {
+                        let _ = run_cpu(|| p.attach(&old));
+                    }
+                    return Err(e);
+                }
             }
-            return Err(e);
         }
         lap(&mut report, "attach");
 
@@ -446,13 +459,22 @@ impl LpRag {
     }
 }
 
-/// Run CPU-bound work from async code: on a multi-threaded tokio runtime the worker hands
-/// its other tasks to the pool first (`block_in_place`); elsewhere it runs inline.
-fn run_cpu<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
+#[async_trait::async_trait]
+impl crate::Updatable for LpRag {
+    /// One update through [`LpRag::update_documents_with`]'s path; the model is attached
+    /// to a copy of the graph, not retrained. `inputs.chunker` chunks the new versions.
+    async fn apply_changes(
+        &mut self,
+        upsert: &[Document],
+        remove: &[String],
+        inputs: &crate::UpdateInputs,
+    ) -> Result<UpdateReport> {
+        let gone =
+            crate::live::check_changes(&self.document_ids(), upsert, remove, "LpRag update")?;
+        self.apply(&gone, upsert, &*inputs.chunker).await
+    }
+
+    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
+        self.save(dir)
     }
 }

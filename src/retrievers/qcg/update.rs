@@ -231,3 +231,28 @@ impl QcgRag {
         Ok(report)
     }
 }
+
+#[async_trait::async_trait]
+impl crate::Updatable for QcgRag {
+    /// One update: `inputs.query_generator` (else the index's offline default) writes the
+    /// new chunks' questions.
+    async fn apply_changes(
+        &mut self,
+        upsert: &[Document],
+        remove: &[String],
+        inputs: &crate::UpdateInputs,
+    ) -> Result<UpdateReport> {
+        let gone =
+            crate::live::check_changes(&self.document_ids(), upsert, remove, "QcgRag update")?;
+        let generator = inputs
+            .query_generator
+            .clone()
+            .unwrap_or_else(|| default_generator(&self.state.config));
+        self.apply(&gone, upsert, &*inputs.chunker, &*generator)
+            .await
+    }
+
+    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
+        self.save(dir)
+    }
+}

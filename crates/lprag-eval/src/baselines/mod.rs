@@ -1,123 +1,137 @@
 //! Baseline retrievers implementing [`lprag_core::Retriever`]: exact flat cosine search
-//! ([`DenseRetriever`]), Okapi BM25 ([`Bm25Retriever`]) and reciprocal-rank fusion of
-//! several retrievers ([`HybridRetriever`]).
+//! ([`DenseRetriever`]), Okapi BM25 ([`Bm25Retriever`]) and reciprocal-rank fusion of the
+//! two ([`HybridRetriever`]). They live in the library ([`lprag::baselines`], with
+//! builders, filters, updates and save/open); this module re-exports them for the
+//! harness.
 //!
-//! All three index whole passages by default (one [`Chunk`] per [`Document`], see
-//! [`passage_chunks`]) and can also be built over any chunk list (`from_chunks`). The
-//! text a chunk is indexed under is [`Chunk::embedding_text`]: `title + "\n" + text`
-//! (the HippoRAG passage string) when the title is not empty.
+//! The harness indexes whole passages (one [`lprag_core::Chunk`] per
+//! [`lprag_core::Document`], see [`passage_chunks`]) with `build` / `from_chunks`. The
+//! text a chunk is indexed under is [`lprag_core::Chunk::embedding_text`]:
+//! `title + "\n" + text` (the HippoRAG passage string) when the title is not empty.
 //!
 //! Ranking is deterministic: equal scores are ordered by chunk id.
 
-mod bm25;
-mod dense;
-mod hybrid;
-
-pub use bm25::{bm25_tokens, Bm25Config, Bm25Retriever};
-pub use dense::DenseRetriever;
-pub use hybrid::{HybridRetriever, RrfConfig};
-
-use lprag_core::{Chunk, Document, Error, Provenance, Result, Selection};
-
-/// One chunk per document, holding its whole text: chunk `i` is document `i`, with
-/// `provenance.document_id` = the document's id and span `0..text.len()`.
-///
-/// Fails with [`Error::EmptyCorpus`] when `docs` is empty.
-pub fn passage_chunks(docs: &[Document]) -> Result<Vec<Chunk>> {
-    if docs.is_empty() {
-        return Err(Error::EmptyCorpus("no documents to index".into()));
-    }
-    Ok(docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| Chunk {
-            id: i,
-            text: d.text.clone(),
-            provenance: Provenance {
-                document_id: d.id.clone(),
-                title: d.title.clone(),
-                span: 0..d.text.len(),
-            },
-            metadata: d.metadata.clone(),
-        })
-        .collect())
-}
-
-/// Check that chunk ids are positions (`chunks[i].id == i`) and that there is at least one.
-pub(crate) fn check_chunks(chunks: &[Chunk], who: &str) -> Result<()> {
-    if chunks.is_empty() {
-        return Err(Error::EmptyCorpus(format!("{who}: no chunks to index")));
-    }
-    if let Some((i, c)) = chunks.iter().enumerate().find(|(i, c)| c.id != *i) {
-        return Err(Error::invalid(
-            format!("{who}: chunks[{i}]"),
-            format!("chunk id is {} but must equal its position {i}", c.id),
-        ));
-    }
-    Ok(())
-}
-
-/// Indices of `scores` that `selection` keeps, best first; equal scores by index; NaN
-/// scores rank last.
-pub(crate) fn select(scores: &[f64], selection: Selection) -> Result<Vec<(usize, f64)>> {
-    selection.validate()?;
-    let key = |i: usize| {
-        let s = scores[i];
-        if s.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            s
-        }
-    };
-    let cmp = |a: &usize, b: &usize| key(*b).total_cmp(&key(*a)).then(a.cmp(b));
-    let (threshold, k) = match selection {
-        Selection::TopK(k) => (None, Some(k)),
-        Selection::Threshold(t) => (Some(f64::from(t)), None),
-        Selection::ThresholdTopK { threshold, k } => (Some(f64::from(threshold)), Some(k)),
-    };
-    let mut idx: Vec<usize> = match threshold {
-        Some(t) => (0..scores.len()).filter(|&i| key(i) >= t).collect(),
-        None => (0..scores.len()).collect(),
-    };
-    if let Some(k) = k {
-        if k < idx.len() {
-            idx.select_nth_unstable_by(k - 1, cmp);
-            idx.truncate(k);
-        }
-    }
-    idx.sort_unstable_by(cmp);
-    Ok(idx.into_iter().map(|i| (i, scores[i])).collect())
-}
+pub use lprag::baselines::{
+    passage_chunks, Bm25Config, Bm25Retriever, DenseConfig, DenseRetriever, HybridRetriever,
+    RrfConfig,
+};
+pub use lprag_text::bm25_tokens;
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use lprag_core::{Document, Filter, Retriever, Selection};
+
     use super::*;
+    use crate::test_support::KeywordEncoder;
+
+    #[tokio::test]
+    async fn dense_ranks_by_cosine() {
+        let docs = vec![
+            Document::new("0", "", "apple apple"),
+            Document::new("1", "", "banana"),
+            Document::new("2", "", "apple banana"),
+        ];
+        let r = DenseRetriever::build(&docs, Arc::new(KeywordEncoder))
+            .await
+            .unwrap();
+        let hits = r.retrieve("apple", Selection::TopK(3)).await.unwrap();
+        let ids: Vec<usize> = hits.iter().map(|h| h.chunk.id).collect();
+        // cosines: doc0 = 1, doc2 = 1/√2, doc1 = 0
+        assert_eq!(ids, vec![0, 2, 1]);
+        assert!((hits[1].score - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        let hits = r
+            .retrieve("apple", Selection::Threshold(0.5))
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 2);
+        assert!(r.retrieve("apple", Selection::TopK(0)).await.is_err());
+        assert_eq!(r.chunks().len(), 3);
+        // A filter ranks the admitted chunks only.
+        let f = Filter::documents(["1", "2"]);
+        let hits = r
+            .retrieve_filtered("apple", Selection::TopK(1), &f)
+            .await
+            .unwrap();
+        assert_eq!(hits[0].chunk.id, 2);
+    }
+
+    fn corpus() -> Vec<Document> {
+        vec![
+            Document::new("0", "", "cat sat"),
+            Document::new("1", "", "Cat cat dog."),
+            Document::new("2", "", "bird"),
+        ]
+    }
+
+    #[tokio::test]
+    async fn bm25_ranks_by_the_core_index_scores() {
+        use lprag_core::SparseIndex;
+        let r = Bm25Retriever::build(&corpus(), Bm25Config::default()).unwrap();
+        // The scores are the core index's (hand-computed in lprag_text::bm25's tests).
+        assert_eq!(r.scores("cat dog"), r.index().scores("cat dog"));
+        assert!(r.idf("cat").is_some());
+        assert_eq!(r.vocabulary_size(), 4);
+        let hits = r.retrieve("cat dog", Selection::TopK(3)).await.unwrap();
+        let ids: Vec<usize> = hits.iter().map(|h| h.chunk.id).collect();
+        assert_eq!(ids, vec![1, 0, 2]);
+        assert_eq!(r.name(), "bm25");
+    }
 
     #[test]
-    fn select_orders_breaks_ties_and_thresholds() {
-        let s = [0.5, 0.9, f64::NAN, 0.5, 0.1];
-        let ids = |v: Vec<(usize, f64)>| v.into_iter().map(|(i, _)| i).collect::<Vec<_>>();
-        assert_eq!(ids(select(&s, Selection::TopK(3)).unwrap()), vec![1, 0, 3]);
-        assert_eq!(
-            ids(select(&s, Selection::TopK(10)).unwrap()),
-            vec![1, 0, 3, 4, 2]
-        );
-        assert_eq!(
-            ids(select(&s, Selection::Threshold(0.5)).unwrap()),
-            vec![1, 0, 3]
-        );
-        assert_eq!(
-            ids(select(
-                &s,
-                Selection::ThresholdTopK {
-                    threshold: 0.2,
-                    k: 2
-                }
-            )
-            .unwrap()),
-            vec![1, 0]
-        );
-        assert!(select(&s, Selection::TopK(0)).is_err());
+    fn bm25_indexes_titles_and_checks_its_config() {
+        // (with N = 2, a term in one chunk has idf ln(1.5) − ln(1.5) = 0: use three)
+        let docs = vec![
+            Document::new("0", "Zebra", "stripes"),
+            Document::new("1", "", "horse"),
+            Document::new("2", "", "pony"),
+        ];
+        let r = Bm25Retriever::build(&docs, Bm25Config::default()).unwrap();
+        assert!(r.scores("zebra")[0] > 0.0);
+        let bad = Bm25Config {
+            b: 1.5,
+            ..Bm25Config::default()
+        };
+        assert!(Bm25Retriever::build(&docs, bad).is_err());
+        assert!(Bm25Retriever::build(&[], Bm25Config::default()).is_err());
+    }
+
+    #[tokio::test]
+    async fn hybrid_dense_bm25_over_passages() {
+        let docs = vec![
+            Document::new("0", "", "apple pie"),
+            Document::new("1", "", "banana bread"),
+            Document::new("2", "", "cherry tart"),
+        ];
+        let h = HybridRetriever::dense_bm25(&docs, Arc::new(KeywordEncoder))
+            .await
+            .unwrap();
+        let hits = h.retrieve("banana", Selection::TopK(1)).await.unwrap();
+        assert_eq!(hits[0].chunk.provenance.document_id, "1");
+        assert_eq!(h.chunks().len(), 3);
+        // RRF of the parts' rankings, with the default k = 60.
+        let all = h.retrieve("banana", Selection::TopK(3)).await.unwrap();
+        let dense = h
+            .dense()
+            .retrieve("banana", Selection::TopK(3))
+            .await
+            .unwrap();
+        let bm25 = h
+            .bm25()
+            .retrieve("banana", Selection::TopK(3))
+            .await
+            .unwrap();
+        for hit in &all {
+            let rank = |list: &[lprag_core::ScoredChunk]| {
+                list.iter()
+                    .position(|x| x.chunk.id == hit.chunk.id)
+                    .unwrap()
+                    + 1
+            };
+            let expect = 1.0 / (60.0 + rank(&dense) as f64) + 1.0 / (60.0 + rank(&bm25) as f64);
+            assert!((f64::from(hit.score) - expect).abs() < 1e-6);
+        }
     }
 
     #[test]
@@ -128,6 +142,7 @@ mod tests {
         assert_eq!(c[1].provenance.document_id, "b");
         assert_eq!(c[0].embedding_text(), "T\nbody");
         assert_eq!(c[0].provenance.span, 0..4);
+        assert_eq!(c[0].document_hash(), Some(docs[0].content_hash().as_str()));
         assert!(passage_chunks(&[]).is_err());
     }
 }
