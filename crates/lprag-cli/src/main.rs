@@ -35,8 +35,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Index the files under DIR (Markdown, text, HTML, JSON/JSONL; PDF with the `pdf`
-    /// feature), honouring .gitignore. Resumable: run it again after an interruption.
+    /// Index the files under DIR (Markdown, text, HTML, JSON/JSONL; PDF when built with
+    /// `--features pdf`), honouring .gitignore. Resumable: run it again after an
+    /// interruption.
     Index(IndexArgs),
     /// Bring an index in line with DIR: add new files, update changed ones (content hash),
     /// remove deleted ones, then save. Unchanged files cost nothing.
@@ -146,7 +147,8 @@ struct ServeArgs {
     /// Updates waiting at most (one runs at a time; more are refused with 429).
     #[arg(long, default_value_t = 4)]
     max_pending_updates: usize,
-    /// Print the address once listening, then serve (for scripts: `--port-file` writes it).
+    /// Write the address listened on (`host:port`) to this file once listening: for
+    /// scripts, with `--addr 127.0.0.1:0` to let the system choose the port.
     #[arg(long)]
     port_file: Option<PathBuf>,
 }

@@ -93,6 +93,21 @@ fn query(idx: &Path, q: &str, extra: &[&str]) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `lprag index SRC --index IDX --encoder hashing -q` and `extra` options.
+fn index_hashing(src: &Path, idx: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "index",
+        src.to_str().unwrap(),
+        "--index",
+        idx.to_str().unwrap(),
+        "--encoder",
+        "hashing",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
 fn docs_of(h: &[Value]) -> Vec<String> {
     h.iter()
         .map(|h| h["document"].as_str().unwrap().to_string())
@@ -186,17 +201,7 @@ fn index_sync_query_on_a_folder_of_every_format() {
 
     // The synced index answers exactly as a fresh build of the folder.
     let fresh = tmp.path().join("fresh");
-    ok(&[
-        "index",
-        s,
-        "--index",
-        fresh.to_str().unwrap(),
-        "--encoder",
-        "hashing",
-        "--retriever",
-        "dense",
-        "-q",
-    ]);
+    index_hashing(&src, &fresh, &["--retriever", "dense"]);
     for q in [
         "Warsaw old town",
         "capital of Japan",
@@ -231,34 +236,14 @@ fn lp_rag_index_sync_and_query_through_the_binary() {
     let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
     notes(&src);
     let (s, i) = (src.to_str().unwrap(), idx.to_str().unwrap());
-    ok(&[
-        "index",
-        s,
-        "--index",
-        i,
-        "--encoder",
-        "hashing",
-        "--epochs",
-        "2",
-        "-q",
-    ]);
+    index_hashing(&src, &idx, &["--epochs", "2"]);
     let h = query(&idx, "Where was Marie Curie born?", &["-k", "2"]);
     assert!(
         docs_of(&h).contains(&"people/curie.html".to_string()),
         "{h:?}"
     );
     // Resumable: indexing again reuses the work directory and gives the same answers.
-    ok(&[
-        "index",
-        s,
-        "--index",
-        i,
-        "--encoder",
-        "hashing",
-        "--epochs",
-        "2",
-        "-q",
-    ]);
+    index_hashing(&src, &idx, &["--epochs", "2"]);
     assert_eq!(query(&idx, "Where was Marie Curie born?", &["-k", "2"]), h);
     std::fs::remove_file(src.join("cities/warsaw.txt")).unwrap();
     let log = ok(&["sync", s, "--index", i, "-q"]);
@@ -336,19 +321,7 @@ async fn service_under_load(retriever: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
     notes(&src);
-    ok(&[
-        "index",
-        src.to_str().unwrap(),
-        "--index",
-        idx.to_str().unwrap(),
-        "--encoder",
-        "hashing",
-        "--retriever",
-        retriever,
-        "--epochs",
-        "2",
-        "-q",
-    ]);
+    index_hashing(&src, &idx, &["--retriever", retriever, "--epochs", "2"]);
     let server = serve(&idx, &[]);
     let client = http();
     let base = server.base.clone();
@@ -557,17 +530,7 @@ async fn off_loopback_needs_a_token_and_every_request_carries_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
     notes(&src);
-    ok(&[
-        "index",
-        src.to_str().unwrap(),
-        "--index",
-        idx.to_str().unwrap(),
-        "--encoder",
-        "hashing",
-        "--retriever",
-        "bm25",
-        "-q",
-    ]);
+    index_hashing(&src, &idx, &["--retriever", "bm25"]);
     let out = lprag(&["serve", idx.to_str().unwrap(), "--addr", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
