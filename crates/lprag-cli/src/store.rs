@@ -356,7 +356,13 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
         }),
     };
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    settings.write(dir)?;
+    // A new index's settings mark the directory as the command's before the long build;
+    // over an existing index they are replaced only once the new index is saved, so a
+    // failed rebuild never leaves settings that do not match the saved index.
+    let rebuild = index_path(dir).exists();
+    if !rebuild {
+        settings.write(dir)?;
+    }
     let (docs, report) = load(&settings.source, &settings, args.strict, quiet)?;
     if !quiet {
         print_load(&report);
@@ -365,6 +371,9 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     let path = index_path(dir);
     let saved = index.clone();
     lprag::core::blocking(move || saved.save_index(&path)).await?;
+    if rebuild {
+        settings.write(dir)?;
+    }
     eprintln!(
         "indexed {} documents as {} chunks with {} in {:.1} s into {}",
         docs.len(),

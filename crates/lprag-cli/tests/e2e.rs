@@ -605,3 +605,36 @@ fn the_readme_job_answers_from_the_bundled_notes() {
         "{h:?}"
     );
 }
+
+/// A rebuild that fails leaves the settings of the saved index, which still answers.
+#[test]
+fn a_failed_rebuild_keeps_the_index_and_its_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, idx, empty) = (
+        tmp.path().join("notes"),
+        tmp.path().join("idx"),
+        tmp.path().join("empty"),
+    );
+    notes(&src);
+    std::fs::create_dir_all(&empty).unwrap();
+    index_hashing(&src, &idx, &["--retriever", "dense"]);
+    let settings = std::fs::read_to_string(idx.join("lprag.json")).unwrap();
+    let out = lprag(&[
+        "index",
+        empty.to_str().unwrap(),
+        "--index",
+        idx.to_str().unwrap(),
+        "--retriever",
+        "dense",
+        "--max-tokens",
+        "40",
+        "-q",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(idx.join("lprag.json")).unwrap(),
+        settings
+    );
+    let h = query(&idx, "Where was Marie Curie born?", &["-k", "1"]);
+    assert_eq!(docs_of(&h), ["people/curie.html"]);
+}

@@ -169,11 +169,8 @@ impl Chunker for PassageChunker {
     }
 }
 
-/// The corpus rules shared by both chunkers.
-fn chunk_corpus(
-    documents: &[Document],
-    split: impl Fn(&str) -> Vec<Range<usize>>,
-) -> Result<Vec<Chunk>> {
+/// No documents, or two with one id, are errors (the rule of every chunker here).
+pub(crate) fn check_corpus(documents: &[Document]) -> Result<()> {
     if documents.is_empty() {
         return Err(Error::EmptyCorpus("no documents".into()));
     }
@@ -186,6 +183,15 @@ fn chunk_corpus(
             ));
         }
     }
+    Ok(())
+}
+
+/// The corpus rules shared by both chunkers.
+fn chunk_corpus(
+    documents: &[Document],
+    split: impl Fn(&str) -> Vec<Range<usize>>,
+) -> Result<Vec<Chunk>> {
+    check_corpus(documents)?;
     let mut chunks = Vec::new();
     for d in documents {
         for span in split(&d.text) {

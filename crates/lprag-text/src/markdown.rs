@@ -1,12 +1,13 @@
 //! [`MarkdownChunker`]: token-bounded chunks along a Markdown document's structure, each
 //! labelled with the heading path it falls under.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{Chunk, Chunker, Document, Encoder, Error, Provenance, Result};
+
+use crate::chunker::check_corpus;
 use text_splitter::{ChunkConfig, ChunkSizer, MarkdownSplitter};
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -208,23 +209,6 @@ impl MarkdownChunker {
         }
         Ok(chunks)
     }
-}
-
-/// No documents, or two with one id, are errors (as for the other chunkers).
-fn check_corpus(documents: &[Document]) -> Result<()> {
-    if documents.is_empty() {
-        return Err(Error::EmptyCorpus("no documents".into()));
-    }
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(documents.len());
-    for (i, d) in documents.iter().enumerate() {
-        if let Some(first) = seen.insert(d.id.as_str(), i) {
-            return Err(Error::invalid(
-                format!("document '{}'", d.id),
-                format!("duplicate document id (documents {first} and {i})"),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn count(encoder: Option<&dyn Encoder>, text: &str) -> usize {
