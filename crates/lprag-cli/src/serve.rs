@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -415,8 +415,8 @@ pub async fn serve(args: ServeArgs) -> lprag::Result<()> {
     Ok(())
 }
 
-fn write_port_file(path: &PathBuf, addr: SocketAddr) -> lprag::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, addr.to_string()).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+/// Written atomically through a uniquely named temporary file (never a fixed name beside
+/// it that could be the user's).
+fn write_port_file(path: &Path, addr: SocketAddr) -> lprag::Result<()> {
+    lprag::core::dirs::write_atomic(path, addr.to_string().as_bytes())
 }
