@@ -815,13 +815,29 @@ mod tests {
             let emb = random_emb(300, 32, 100 + seed);
             let exact = mutual_knn_edges(&emb, DEFAULT_K, &KnnBackend::Exact).unwrap();
             let approx = mutual_knn_edges(&emb, DEFAULT_K, &hnsw_strong()).unwrap();
-            let e: Vec<(u32, u32)> = exact.iter().map(|e| (e.a, e.b)).collect();
-            let h: Vec<(u32, u32)> = approx.iter().map(|e| (e.a, e.b)).collect();
-            assert_eq!(e, h, "seed {seed}");
-            for (x, y) in exact.iter().zip(&approx) {
-                assert!((x.weight - y.weight).abs() < 1e-5);
-            }
             assert!(!exact.is_empty());
+            // HNSW inserts in parallel, so its graph (and, rarely, one of its 10-NN lists on
+            // random data full of near ties) differs from run to run: it must find nearly
+            // every exact edge and no weight of its own.
+            let weights: std::collections::HashMap<(u32, u32), f32> =
+                exact.iter().map(|e| ((e.a, e.b), e.weight)).collect();
+            let shared = approx
+                .iter()
+                .filter(|y| match weights.get(&(y.a, y.b)) {
+                    Some(w) => {
+                        assert!((w - y.weight).abs() < 1e-5, "seed {seed}: weight differs");
+                        true
+                    }
+                    None => false,
+                })
+                .count();
+            let recall = shared as f64 / exact.len() as f64;
+            let precision = shared as f64 / approx.len().max(1) as f64;
+            assert!(
+                recall >= 0.99 && precision >= 0.99,
+                "seed {seed}: recall {recall:.4}, precision {precision:.4} of {} exact edges",
+                exact.len()
+            );
         }
     }
 
