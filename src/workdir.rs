@@ -58,14 +58,122 @@ impl StageKey {
 /// The file that marks a directory as a work directory (written when it is first used).
 const MARKER: &str = "workdir.json";
 
-/// The stages a build writes.
-const STAGES: [&str; 5] = [
-    "chunks",
-    "chunk-embeddings",
-    "chunk-graph",
-    "queries",
-    "query-embeddings",
-];
+/// The stages a build keeps in its work directory, in the order it runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The chunks of the documents.
+    Chunks,
+    /// One embedding per chunk.
+    ChunkEmbeddings,
+    /// The chunk graph's edges (mutual k-NN and bridges).
+    ChunkGraph,
+    /// The synthetic queries and the chunks each links.
+    Queries,
+    /// One embedding per query.
+    QueryEmbeddings,
+}
+
+impl Stage {
+    /// Every stage, in build order.
+    pub(crate) const ALL: [Stage; 5] = [
+        Stage::Chunks,
+        Stage::ChunkEmbeddings,
+        Stage::ChunkGraph,
+        Stage::Queries,
+        Stage::QueryEmbeddings,
+    ];
+
+    /// The stem of the stage's files (`STEM.json` or `STEM.bin`, and `STEM.key`).
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            Stage::Chunks => "chunks",
+            Stage::ChunkEmbeddings => "chunk-embeddings",
+            Stage::ChunkGraph => "chunk-graph",
+            Stage::Queries => "queries",
+            Stage::QueryEmbeddings => "query-embeddings",
+        }
+    }
+
+    /// The stage's name in `IndexStats::reused_stages` when it was loaded, not computed.
+    pub(crate) fn reused_as(self) -> &'static str {
+        match self {
+            Stage::Chunks => "chunk",
+            Stage::ChunkEmbeddings => "embed",
+            Stage::ChunkGraph => "graph",
+            Stage::Queries => "queries",
+            Stage::QueryEmbeddings => "query-embed",
+        }
+    }
+}
+
+/// What one stage reads: every value that determines its output. The stage's key is
+/// derived from the whole input ([`StageInput::key`]), and a saved output is used only
+/// under the same key, so an input cannot be left out of the key and still reach the
+/// computation. Each implementation also says how its output is stored and checked.
+pub(crate) trait StageInput {
+    /// What the stage produces.
+    type Output;
+    /// Which stage this is.
+    const STAGE: Stage;
+    /// The key of every input that determines the output.
+    fn key(&self) -> Result<StageKey>;
+    /// The output saved under `key`, when it is there and usable (`warn` hears why not).
+    fn load(&self, work: &WorkDir, key: StageKey, warn: &dyn Fn(String)) -> Option<Self::Output>;
+    /// Save `output` under `key` and hand it back.
+    fn save(&self, work: &WorkDir, key: StageKey, output: Self::Output) -> Result<Self::Output>;
+}
+
+/// A stage's output, its key (a placeholder without a work directory) and whether it was
+/// loaded from the work directory rather than computed.
+pub(crate) struct Done<T> {
+    pub(crate) output: T,
+    pub(crate) key: StageKey,
+    pub(crate) reused: bool,
+}
+
+/// Run the stage `input` describes: without a work directory, `compute`; with one, the
+/// saved output when its key matches, else `compute` and save. `state` is handed to
+/// `compute` and back (values the computation moves to another thread and returns), and
+/// returned untouched when the stage is loaded.
+pub(crate) async fn run_stage<I, S, F, Fut>(
+    work: Option<&WorkDir>,
+    input: &I,
+    warn: &dyn Fn(String),
+    state: S,
+    compute: F,
+) -> Result<(Done<I::Output>, S)>
+where
+    I: StageInput,
+    F: FnOnce(S) -> Fut,
+    Fut: std::future::Future<Output = Result<(I::Output, S)>>,
+{
+    let Some(w) = work else {
+        let (output, state) = compute(state).await?;
+        let done = Done {
+            output,
+            key: StageKey(0),
+            reused: false,
+        };
+        return Ok((done, state));
+    };
+    let key = input.key()?;
+    if let Some(output) = input.load(w, key, warn) {
+        let done = Done {
+            output,
+            key,
+            reused: true,
+        };
+        return Ok((done, state));
+    }
+    let (output, state) = compute(state).await?;
+    let output = input.save(w, key, output)?;
+    let done = Done {
+        output,
+        key,
+        reused: false,
+    };
+    Ok((done, state))
+}
 
 /// Whether `name` is something a build writes into its work directory: the marker, a
 /// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
@@ -76,12 +184,12 @@ fn owned(name: &str) -> bool {
     }
     // The graph files' own temporary names: `.STAGE.bin.tmp-…`.
     if let Some(rest) = name.strip_prefix('.') {
-        if STAGES.iter().any(|st| rest.starts_with(st)) && rest.contains(".tmp") {
+        if Stage::ALL.iter().any(|st| rest.starts_with(st.file())) && rest.contains(".tmp") {
             return true;
         }
     }
-    STAGES.iter().any(|stage| {
-        name.strip_prefix(stage).is_some_and(|rest| {
+    Stage::ALL.iter().any(|stage| {
+        name.strip_prefix(stage.file()).is_some_and(|rest| {
             matches!(rest, ".json" | ".bin" | ".key" | ".bin.tmp")
                 || (rest.starts_with(".bin.") && rest.ends_with(".tmp"))
         })

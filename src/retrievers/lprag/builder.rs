@@ -1,0 +1,515 @@
+//! [`LpRagBuilder`]: the components of a build and the build itself, stage by stage.
+
+use super::stages::{self, ChunkInput, EmbedInput, QueryEmbedInput, QueryInput, StageCtx};
+use super::{
+    read_manifest, ChunkSearch, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
+    PredictorSource, RankModel, RecordingProgress,
+};
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{
+    Chunk, Document, Embeddings, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result,
+};
+use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, TokenMeter};
+use lprag_model::ComputeDevice;
+use lprag_text::HeuristicQueryGenerator;
+
+use crate::retrievers::common::{
+    blocking, fit_to_encoder, input_setters, labelled_queries, BuildInputs, DefaultEncoder,
+    Labelled,
+};
+use crate::workdir::WorkDir;
+
+/// Assembles an [`LpRag`] retriever; every component has an offline default.
+///
+/// The default chunker keeps documents whole (split only where one exceeds the encoder's
+/// input). The paper's atomic chunks come from an LLM that rewrites statements to stand
+/// alone; the offline [`lprag_text::SentenceChunker`] cuts sentences as written ("She was
+/// born in …"), which loses the subject, and measured 3–4 points below whole passages on
+/// MuSiQue-100 (`docs/benchmarks.md`). Pass `Arc::new(SentenceChunker::default())` to
+/// [`LpRagBuilder::chunker`] to index sentences.
+#[derive(Default)]
+pub struct LpRagBuilder {
+    inputs: BuildInputs,
+    query_generator: Option<Arc<dyn QueryGenerator>>,
+    llm: Option<Arc<dyn ChatModel>>,
+    llm_on_unparseable: OnUnparseable,
+    model: Option<ModelChoice>,
+    labelled: Labelled,
+    labelled_only: bool,
+    config: LpRagConfig,
+    work_dir: Option<PathBuf>,
+    device: ComputeDevice,
+}
+
+impl LpRagBuilder {
+    input_setters!();
+
+    /// Use this query generator (default: [`HeuristicQueryGenerator`]).
+    pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
+        self.query_generator = Some(generator);
+        self
+    }
+
+    /// Index with an LLM, as the paper does: [`LlmChunker`] (C-PROMPT atomic statements)
+    /// and [`LlmQueryGenerator`] (S-PROMPT questions per A.2 batch) replace the offline
+    /// defaults, unless [`LpRagBuilder::chunker`] / [`LpRagBuilder::query_generator`]
+    /// chose others. Tokens per stage land in [`IndexStats::llm_usage`].
+    ///
+    /// Wrap the model in a [`CachedChat`](lprag_llm::CachedChat) so an interrupted build
+    /// resumes without paying again:
+    ///
+    /// ```no_run
+    /// # async fn run(docs: Vec<lprag::Document>) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use lprag::llm::{CachedChat, OpenAiChat, OpenAiConfig};
+    /// let config = OpenAiConfig::from_env().ok_or("set LPRAG_LLM_MODEL")?;
+    /// let model = CachedChat::open(Arc::new(OpenAiChat::new(config)?), "llm-cache")?;
+    /// let rag = lprag::LpRag::builder().llm(Arc::new(model)).build(&docs).await?;
+    /// println!("{:?}", rag.stats().llm_usage);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A weak model does not abort the build: a document (or batch) whose answer cannot be
+    /// parsed, even after the model is asked once more, is chunked by the offline
+    /// [`lprag_text::SentenceChunker`] (or gets [`HeuristicQueryGenerator`] questions) instead;
+    /// [`IndexStats::llm_usage`]'s `fallbacks` counts them per stage and
+    /// [`IndexStats::warnings`] says so. [`LpRagBuilder::llm_on_unparseable`] with
+    /// [`OnUnparseable::Fail`] fails the build instead.
+    pub fn llm(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.llm = Some(model);
+        self
+    }
+
+    /// What the LLM chunker and query writer made by [`LpRagBuilder::llm`] do with an
+    /// answer they cannot parse: fall back to the offline component for that item
+    /// (default) or fail the build ([`OnUnparseable::Fail`], strict mode).
+    pub fn llm_on_unparseable(mut self, policy: OnUnparseable) -> Self {
+        self.llm_on_unparseable = policy;
+        self
+    }
+
+    /// Use a custom link predictor instead of the [`GnnLinkPredictor`] built from
+    /// [`LpRagConfig::model`] and [`LpRagConfig::train`]; it is trained with
+    /// [`LinkPredictor::fit`] on the index's graph. Reopen the saved index with
+    /// [`LpRag::load_with`]. Replaces an earlier [`LpRagBuilder::scorer`].
+    pub fn predictor(mut self, predictor: Box<dyn LinkPredictor>) -> Self {
+        self.model = Some(ModelChoice::Predictor(predictor));
+        self
+    }
+
+    /// Rank with a training-free [`LinkScorer`] instead of a trained link predictor: the
+    /// index is built as usual (chunks, embeddings, chunk graph, synthetic queries) but
+    /// nothing is trained, and every query is scored by `scorer` with the index's graph in
+    /// its [`ScoreContext`]. Reopen the saved index with [`LpRag::load_with_scorer`].
+    /// Replaces an earlier [`LpRagBuilder::predictor`].
+    ///
+    /// If the scorer does not read the synthetic queries, skip writing them (and their
+    /// LLM calls) with `.labelled_only(Vec::new())`.
+    pub fn scorer(mut self, scorer: impl LinkScorer + 'static) -> Self {
+        self.model = Some(ModelChoice::Scorer(Arc::new(scorer)));
+        self
+    }
+
+    /// Train and score the built-in predictor on `device` (default
+    /// [`ComputeDevice::Cpu`]; a GPU needs the `cuda` or `wgpu` cargo feature, checked
+    /// before anything is computed). Reopen the index on a device with [`LpRag::open_on`]
+    /// or [`LpRag::load_on`]. A custom predictor chooses its own device.
+    pub fn device(mut self, device: ComputeDevice) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Transfer (LP-RAG B.3): reuse the built-in predictor trained for the index saved in
+    /// `index_dir` (another corpus) on this corpus without training it again. The new index
+    /// is chunked, embedded and linked as usual; no synthetic queries are written (nothing
+    /// is trained), and the predictor is attached to the new chunk graph with
+    /// [`LinkPredictor::attach`]. The new index takes the saved index's predictor
+    /// configuration ([`LpRagConfig::predictor`], `model`, `train`), so [`LpRag::open`]
+    /// reopens it. The encoder must be the one the saved index was built with (name and
+    /// dimension are checked before anything else is done).
+    ///
+    /// Replaces an earlier [`LpRagBuilder::predictor`] or [`LpRagBuilder::scorer`].
+    pub fn transfer_from(mut self, index_dir: impl Into<PathBuf>) -> Self {
+        self.model = Some(ModelChoice::Transfer(index_dir.into()));
+        self
+    }
+
+    /// Supervised mode: real `(question, gold document ids)` pairs — a query log — become
+    /// query nodes linked to every chunk of their gold documents, **in addition to** the
+    /// synthetic queries. Unknown document ids are an error naming the pair.
+    pub fn labelled(mut self, pairs: Labelled) -> Self {
+        self.labelled = pairs;
+        self.labelled_only = false;
+        self
+    }
+
+    /// Supervised mode with the labelled pairs **instead of** synthetic queries (no query
+    /// generator runs).
+    pub fn labelled_only(mut self, pairs: Labelled) -> Self {
+        self.labelled = pairs;
+        self.labelled_only = true;
+        self
+    }
+
+    /// Replace the whole configuration.
+    pub fn config(mut self, config: LpRagConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Keep each finished stage (chunks, chunk embeddings, chunk graph, synthetic
+    /// queries, query embeddings) in `dir`, and reuse the stages found there; the built-in
+    /// predictor also checkpoints every training epoch in `dir/train` (see
+    /// [`GnnLinkPredictor::with_checkpoints`]) and resumes from it. A build
+    /// that was interrupted, or is repeated with a changed later stage (say, another
+    /// [`TrainConfig`]), starts after the last stage whose inputs are unchanged.
+    ///
+    /// A stage is reused only when its key matches: a hash of the documents (for the
+    /// chunks) or of the previous stage's output, the component's
+    /// [`name`](Chunker::name) (chunker, encoder and its dimension, query generator) and
+    /// the configuration fields the stage reads. Settings held inside a custom
+    /// component are not part of its name: clear the directory after changing them.
+    /// [`IndexStats::reused_stages`] lists what was loaded. Files are written atomically
+    /// and an unreadable one is recomputed with a warning. With an LLM, also wrap it in
+    /// [`CachedChat`](lprag_llm::CachedChat) so a stage interrupted half-way keeps the
+    /// answers it already paid for.
+    pub fn work_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.work_dir = Some(dir.into());
+        self
+    }
+
+    /// Index `documents`: chunk, embed, build the chunk graph, write synthetic queries and
+    /// train the link predictor.
+    pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
+        use tracing::Instrument;
+        let span = tracing::info_span!("lprag.build", documents = documents.len());
+        self.build_traced(documents).instrument(span).await
+    }
+
+    /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
+    async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
+        let LpRagBuilder {
+            inputs,
+            query_generator,
+            llm,
+            llm_on_unparseable,
+            model,
+            labelled,
+            labelled_only,
+            config,
+            work_dir,
+            device,
+        } = self;
+        let progress = inputs.progress();
+        let (chunker_set, mut chunker) = (inputs.chunker.is_some(), inputs.chunker());
+        let encoder = inputs.encoder;
+        let query_generator_set = query_generator.is_some();
+        let mut query_generator = query_generator.unwrap_or_else(|| {
+            Arc::new(HeuristicQueryGenerator::default()) as Arc<dyn QueryGenerator>
+        });
+        if documents.is_empty() {
+            return Err(Error::EmptyCorpus("no documents were given".into()));
+        }
+        if config.knn_k == 0 {
+            return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
+        }
+        // The device is checked before anything is paid for.
+        device.to_burn()?;
+        let meter = Arc::new(TokenMeter::new());
+        // The LLM components warn (fallbacks) through this; their warnings go to
+        // `progress` and into the stats.
+        let llm_progress = Arc::new(RecordingProgress::new(progress.clone()));
+        if let Some(model) = &llm {
+            let made = LlmParts {
+                model,
+                meter: &meter,
+                progress: &llm_progress,
+                on_unparseable: llm_on_unparseable,
+            };
+            if !chunker_set {
+                chunker = made.chunker();
+            }
+            if !query_generator_set {
+                query_generator = made.query_generator();
+            }
+        }
+        let mut stats = IndexStats {
+            documents: documents.len(),
+            ..IndexStats::default()
+        };
+        let mut timer = StageTimer::start();
+        let mut lap = |stats: &mut IndexStats, name: &str| timer.lap(stats, name);
+
+        let work = work_dir.as_deref().map(WorkDir::open).transpose()?;
+        let warned = std::sync::Mutex::new(Vec::<String>::new());
+        let warn = |m: String| {
+            progress.warn(&m);
+            warned.lock().unwrap_or_else(|p| p.into_inner()).push(m);
+        };
+        let mut ctx = StageCtx {
+            work: work.as_ref(),
+            warn: &warn,
+            progress: &*progress,
+            reused: Vec::new(),
+        };
+
+        // 1. Chunks.
+        let input = ChunkInput {
+            documents,
+            chunker: &*chunker,
+        };
+        let chunks = stages::chunk(&mut ctx, &input).await?;
+        if chunks.is_empty() {
+            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+        }
+        stats.chunks = chunks.len();
+        // Checked now, before anything is paid for (and mapped again below if chunks are
+        // split to fit the encoder).
+        let labelled_pairs = labelled;
+        let mut labelled = labelled_queries(&chunks, &labelled_pairs)?;
+        lap(&mut stats, "chunk");
+
+        // 2. Chunk embeddings (choosing the default encoder first when none was given).
+        let (encoder, default_encoder, chunks) = choose_and_fit(
+            encoder, chunks, documents, &*chunker, &mut stats, &*progress,
+        )
+        .await?;
+        if chunks.len() != stats.chunks {
+            stats.chunks = chunks.len();
+            labelled = labelled_queries(&chunks, &labelled_pairs)?;
+        }
+        let input = EmbedInput {
+            chunks: &chunks,
+            encoder: &*encoder,
+        };
+        let (chunk_emb, emb_key) = stages::embed_chunks(&mut ctx, &input).await?;
+        lap(&mut stats, "embed");
+        // A transferred predictor: its index's manifest is checked now, before the graph and
+        // the rest are paid for; its predictor configuration becomes this index's.
+        let mut config = config;
+        let transfer = match &model {
+            Some(ModelChoice::Transfer(dir)) => {
+                Some(transfer_manifest(dir, &*encoder, &mut config)?)
+            }
+            _ => None,
+        };
+
+        // 3. Mutual k-NN chunk graph and A.2 batches.
+        let input = stages::graph_input(&config, emb_key, chunks.len());
+        let (graph_stage, chunks, chunk_emb) =
+            stages::chunk_graph(&mut ctx, &input, config.seed, chunks, chunk_emb).await?;
+        stats.chunk_edges = graph_stage.edges.len();
+        stats.bridge_edges = graph_stage.bridges;
+        stats.isolated_chunks = graph_stage.isolated;
+        lap(&mut stats, "graph");
+
+        // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
+        //    gold documents' chunks.
+        let mut queries = if labelled_only || transfer.is_some() {
+            Vec::new()
+        } else {
+            let input = QueryInput {
+                graph: graph_stage.key,
+                chunks: &chunks,
+                batches: &graph_stage.batches,
+                seed: config.seed,
+                generator: &*query_generator,
+            };
+            stages::write_queries(&mut ctx, &input).await?
+        };
+        stats.labelled_queries = labelled.len();
+        queries.extend(labelled);
+        let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
+        // The graph's node features: the chunk rows, then the query rows, in one buffer.
+        let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
+        let mut features = chunk_emb.into_vec();
+        let input = QueryEmbedInput {
+            embeddings: emb_key,
+            texts: &qtexts,
+            encoder: &*encoder,
+            dim,
+        };
+        stages::embed_queries(&mut ctx, &input, &mut features).await?;
+        drop(qtexts);
+        let reused = std::mem::take(&mut ctx.reused);
+        drop(ctx);
+        let features = Embeddings::new(dim, features)?;
+        let edges = graph_stage.edges;
+        let knn_lists = graph_stage.knn;
+        let graph = lprag_graph::link_graph_from_features(features, nc, &edges, &queries)?;
+        stats.queries = queries.len();
+        stats.query_edges = graph.edges.len() - edges.len();
+        lap(&mut stats, "queries");
+
+        // 5. Train the link predictor on a blocking thread (a training-free scorer is
+        //    only given the graph).
+        let graph = Arc::new(graph);
+        let search = Arc::new(ChunkSearch::for_config(&graph, &config)?);
+        let choice = RankModel {
+            model,
+            transfer,
+            config: &config,
+            work_dir: work_dir.as_deref(),
+            device,
+        };
+        let (predictor, source) = choice.make(&graph, &search, &progress, &mut stats).await?;
+        lap(&mut stats, "train");
+        stats.llm_usage = meter.snapshot();
+        stats.reused_stages = reused;
+        stats.warnings.extend(llm_progress.take_warnings());
+        stats
+            .warnings
+            .extend(warned.into_inner().unwrap_or_else(|p| p.into_inner()));
+
+        Ok(LpRag {
+            chunks,
+            queries,
+            search,
+            graph,
+            encoder,
+            default_encoder,
+            predictor,
+            source,
+            config,
+            stats,
+            knn: knn_lists,
+            device,
+        })
+    }
+}
+
+/// The encoder (the one given, else the default chosen for these chunks; its fallback
+/// warning goes to `progress` and the stats) and the chunks fitted to its input.
+async fn choose_and_fit(
+    encoder: Option<Arc<dyn Encoder>>,
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    chunker: &dyn lprag_core::Chunker,
+    stats: &mut IndexStats,
+    progress: &dyn lprag_core::Progress,
+) -> Result<(Arc<dyn Encoder>, Option<DefaultEncoder>, Vec<Chunk>)> {
+    let (encoder, default_encoder) = match encoder {
+        Some(e) => (e, None),
+        None => {
+            let t: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+            let (spec, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            if let Some(w) = warning {
+                progress.warn(&w);
+                stats.warnings.push(w);
+            }
+            (enc, Some(spec))
+        }
+    };
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    if let Some(w) = warning {
+        progress.warn(&w);
+        stats.warnings.push(w);
+    }
+    Ok((encoder, default_encoder, chunks))
+}
+
+/// The manifest of the index a predictor is transferred from, checked against this
+/// build's encoder; its predictor configuration becomes `config`'s.
+fn transfer_manifest(
+    dir: &Path,
+    encoder: &dyn Encoder,
+    config: &mut LpRagConfig,
+) -> Result<(PathBuf, Manifest)> {
+    let manifest = read_manifest(dir)?;
+    if manifest.predictor_source != PredictorSource::Builtin {
+        return Err(Error::invalid(
+            "LpRagBuilder::transfer_from",
+            format!(
+                "the index in {} was built with the custom predictor or scorer '{}'; restore \
+                 it yourself and pass it to LpRagBuilder::predictor",
+                dir.display(),
+                manifest.predictor
+            ),
+        ));
+    }
+    if manifest.encoder != encoder.name() || manifest.dimension != encoder.dimension() {
+        return Err(Error::invalid(
+            "LpRagBuilder::transfer_from (encoder)",
+            format!(
+                "the index in {} was built with encoder '{}' ({} dims), this build uses '{}' \
+                 ({} dims)",
+                dir.display(),
+                manifest.encoder,
+                manifest.dimension,
+                encoder.name(),
+                encoder.dimension()
+            ),
+        ));
+    }
+    config.predictor = manifest.config.predictor;
+    config.model = manifest.config.model.clone();
+    config.train = manifest.config.train.clone();
+    Ok((dir.to_path_buf(), manifest))
+}
+
+/// How the LLM-backed components of a build are made.
+struct LlmParts<'a> {
+    model: &'a Arc<dyn ChatModel>,
+    meter: &'a Arc<TokenMeter>,
+    progress: &'a Arc<RecordingProgress>,
+    on_unparseable: OnUnparseable,
+}
+
+impl LlmParts<'_> {
+    /// The LLM chunker.
+    fn chunker(&self) -> Arc<dyn lprag_core::Chunker> {
+        Arc::new(
+            LlmChunker::new(self.model.clone())
+                .with_meter(self.meter.clone())
+                .with_progress(self.progress.clone())
+                .on_unparseable(self.on_unparseable),
+        )
+    }
+
+    /// The LLM question writer.
+    fn query_generator(&self) -> Arc<dyn QueryGenerator> {
+        Arc::new(
+            LlmQueryGenerator::new(self.model.clone())
+                .with_meter(self.meter.clone())
+                .with_progress(self.progress.clone())
+                .on_unparseable(self.on_unparseable),
+        )
+    }
+}
+
+/// The stages' clock and tracing spans: one span per stage, open from its start to its
+/// end (an OpenTelemetry layer reports its duration); the stages run in this order.
+struct StageTimer {
+    clock: Instant,
+    span: tracing::Span,
+}
+
+impl StageTimer {
+    /// The clock of the first stage, `chunk`.
+    fn start() -> Self {
+        Self {
+            clock: Instant::now(),
+            span: tracing::info_span!("stage", name = "chunk"),
+        }
+    }
+
+    /// Record stage `name`'s seconds in `stats` and start the next stage's clock and span.
+    fn lap(&mut self, stats: &mut IndexStats, name: &str) {
+        let seconds = self.clock.elapsed().as_secs_f64();
+        stats.seconds.push((name.to_string(), seconds));
+        tracing::info!(parent: &self.span, seconds, "stage finished");
+        let next = match name {
+            "chunk" => "embed",
+            "embed" => "graph",
+            "graph" => "queries",
+            "queries" => "train",
+            _ => "done",
+        };
+        self.span = tracing::info_span!("stage", name = next);
+        self.clock = Instant::now();
+    }
+}

@@ -1,0 +1,413 @@
+//! Saving and opening an index: the manifest, the files beside it, and the ranking model.
+
+use super::{
+    BuiltinPredictor, ChunkSearch, IndexStats, KnnLists, LpRag, LpRagConfig, PredictorSource,
+    ScorerPredictor, CHUNKS, GRAPH, INDEX_DIR, INDEX_FORMAT_VERSION, KNN, MANIFEST, PREDICTOR_DIR,
+    QUERIES,
+};
+
+use std::path::Path;
+use std::sync::Arc;
+
+use lprag_core::{
+    Chunk, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result, SyntheticQuery,
+};
+
+use lprag_model::ComputeDevice;
+use serde::{Deserialize, Serialize};
+
+use crate::retrievers::common::{check_fingerprint, check_version, DefaultEncoder};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Manifest {
+    pub(super) format_version: u32,
+    pub(super) encoder: String,
+    /// [`Encoder::fingerprint`] of the encoder the index was built with (absent in indexes
+    /// saved before it existed, and for encoders without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) encoder_fingerprint: Option<String>,
+    pub(super) dimension: usize,
+    pub(super) predictor: String,
+    #[serde(default)]
+    pub(super) predictor_source: PredictorSource,
+    #[serde(default)]
+    pub(super) default_encoder: Option<DefaultEncoder>,
+    pub(super) config: LpRagConfig,
+    pub(super) stats: IndexStats,
+}
+
+impl LpRag {
+    /// Save the whole index (chunks, queries, graph with embeddings, trained model) under
+    /// `dir`, atomically and durably: everything is written to a uniquely named sibling
+    /// directory, synced to disk, and swapped in for `dir` in one step (an atomic exchange
+    /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
+    /// index or the new one, concurrent saves do not collide, and a reader always finds
+    /// one.
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] when `dir` exists and is neither empty nor an `LpRag`
+    /// index (a manifest and only an index's files): nothing is written then.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        INDEX_DIR.check(dir)?;
+        let staged = crate::durable::staging_dir(dir)?;
+        let tmp = staged.path().to_path_buf();
+        let write_json = |name: &str, value: &dyn erased::Json| -> Result<()> {
+            let path = tmp.join(name);
+            let bytes = value
+                .to_json()
+                .map_err(|e| Error::format(&path, e.to_string()))?;
+            std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+        };
+        write_json(
+            MANIFEST,
+            &Manifest {
+                format_version: INDEX_FORMAT_VERSION,
+                encoder: self.encoder.name().to_string(),
+                encoder_fingerprint: self.encoder.fingerprint(),
+                dimension: self.encoder.dimension(),
+                predictor: self.predictor.name().to_string(),
+                predictor_source: self.source,
+                default_encoder: self.default_encoder.clone(),
+                config: self.config.clone(),
+                stats: self.stats.clone(),
+            },
+        )?;
+        write_json(CHUNKS, &self.chunks)?;
+        write_json(QUERIES, &self.queries)?;
+        lprag_graph::save_link_graph(&self.graph, tmp.join(GRAPH))?;
+        if let Some(lists) = &self.knn {
+            lprag_graph::save_knn_lists(lists, tmp.join(KNN))?;
+        }
+        self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
+        crate::durable::replace_dir(staged, dir, &INDEX_DIR)
+    }
+
+    /// Whether [`LpRag::save`] may write into `dir` now: it does not exist, is empty, or is
+    /// an `LpRag` index holding nothing else. Call it before a long build whose result
+    /// goes there, so that a refused directory costs nothing (`save` checks again).
+    ///
+    /// # Errors
+    /// [`Error::ForeignDirectory`] naming `dir` and what was found in it.
+    pub fn check_save_dir(dir: impl AsRef<Path>) -> Result<()> {
+        INDEX_DIR.check(dir.as_ref())
+    }
+
+    /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
+    /// the built-in [`GnnLinkPredictor`], rebuilding the encoder from the index.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the index was built with a custom encoder (use
+    /// [`LpRag::load`] and pass it); the errors of [`LpRag::load`] otherwise.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_on(dir, ComputeDevice::Cpu)
+    }
+
+    /// [`LpRag::open`] with the built-in predictor scoring on `device`.
+    pub fn open_on(dir: impl AsRef<Path>, device: ComputeDevice) -> Result<Self> {
+        let dir = dir.as_ref();
+        device.to_burn()?;
+        let manifest = read_manifest(dir)?;
+        if manifest.predictor_source != PredictorSource::Builtin {
+            return Err(Error::invalid(
+                "LpRag::open",
+                format!(
+                    "the index in {} was built with the custom predictor or scorer '{}'; \
+                     load it with {}",
+                    dir.display(),
+                    manifest.predictor,
+                    manifest.predictor_source.how_to_load()
+                ),
+            ));
+        }
+        let Some(spec) = manifest.default_encoder else {
+            return Err(Error::invalid(
+                "LpRag::open",
+                format!(
+                    "the index in {} was built with the custom encoder '{}'; load it with \
+                     LpRag::load(dir, encoder)",
+                    dir.display(),
+                    manifest.encoder
+                ),
+            ));
+        };
+        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+        Self::load_on(dir, spec.rebuild(&texts)?, device)
+    }
+
+    /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
+    /// [`GnnLinkPredictor`]. `encoder` must be the encoder the index was built with (its name
+    /// and dimension are checked).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the index was built with a custom predictor or scorer
+    /// (the message names the loader to use); I/O and format errors of the index files.
+    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
+        Self::load_on(dir, encoder, ComputeDevice::Cpu)
+    }
+
+    /// [`LpRag::load`] with the built-in predictor scoring on `device`.
+    pub fn load_on(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        device: ComputeDevice,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let parts = Parts::read(dir, encoder, "LpRag::load", &[PredictorSource::Builtin])?;
+        let predictor = BuiltinPredictor::restore(
+            &parts.manifest.config,
+            &dir.join(PREDICTOR_DIR),
+            &parts.graph,
+            device,
+        )?;
+        Ok(parts.finish(predictor, device))
+    }
+
+    /// Load an index saved by [`LpRag::save`] that was built with a custom
+    /// [`LinkPredictor`] ([`LpRagBuilder::predictor`]) or the built-in one. `restore`
+    /// rebuilds the predictor from the directory its [`LinkPredictor::save`] wrote and the
+    /// index's graph; its name must be the one recorded in the index. For example, the
+    /// built-in predictor on a device of your choice:
+    ///
+    /// ```no_run
+    /// # fn run(encoder: std::sync::Arc<dyn lprag::Encoder>) -> lprag::Result<()> {
+    /// use lprag::{GnnLinkPredictor, LinkPredictor, LpRag};
+    /// let rag = LpRag::load_with("index", encoder, |dir, _graph| {
+    ///     // ComputeDevice::Cuda(0) or Wgpu(0) with the `cuda` / `wgpu` feature
+    ///     let device = lprag::ComputeDevice::Cpu.to_burn()?;
+    ///     Ok(Box::new(GnnLinkPredictor::from_dir_on(dir, device)?) as Box<dyn LinkPredictor>)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`LpRag::load`], and whatever `restore` returns.
+    pub fn load_with(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        restore: impl FnOnce(&Path, &LinkGraph) -> Result<Box<dyn LinkPredictor>>,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let parts = Parts::read(
+            dir,
+            encoder,
+            "LpRag::load_with",
+            &[PredictorSource::Custom, PredictorSource::Builtin],
+        )?;
+        let predictor = restore(&dir.join(PREDICTOR_DIR), &parts.graph)?;
+        if predictor.name() != parts.manifest.predictor {
+            return Err(Error::invalid(
+                "LpRag::load_with (predictor)",
+                format!(
+                    "the index was built with the predictor '{}', the restored one is '{}'",
+                    parts.manifest.predictor,
+                    predictor.name()
+                ),
+            ));
+        }
+        Ok(parts.finish(Arc::from(predictor), ComputeDevice::Cpu))
+    }
+
+    /// Load an index saved by [`LpRag::save`] that was built with the training-free
+    /// [`LinkScorer`] `scorer` ([`LpRagBuilder::scorer`]); its name must match the one
+    /// recorded in the index.
+    ///
+    /// # Errors
+    /// Those of [`LpRag::load`], and [`Error::InvalidInput`] for another scorer's name.
+    pub fn load_with_scorer(
+        dir: impl AsRef<Path>,
+        encoder: Arc<dyn Encoder>,
+        scorer: impl LinkScorer + 'static,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let parts = Parts::read(
+            dir,
+            encoder,
+            "LpRag::load_with_scorer",
+            &[PredictorSource::Scorer],
+        )?;
+        if scorer.name() != parts.manifest.predictor {
+            return Err(Error::invalid(
+                "LpRag::load_with_scorer",
+                format!(
+                    "the index was built with the scorer '{}', not '{}'",
+                    parts.manifest.predictor,
+                    scorer.name()
+                ),
+            ));
+        }
+        let predictor = Arc::new(ScorerPredictor {
+            scorer: Arc::new(scorer),
+            graph: parts.graph.clone(),
+            search: parts.search.clone(),
+        });
+        Ok(parts.finish(predictor, ComputeDevice::Cpu))
+    }
+}
+
+/// An index read from disk, before its ranking model is restored.
+pub(super) struct Parts {
+    manifest: Manifest,
+    chunks: Vec<Chunk>,
+    queries: Vec<SyntheticQuery>,
+    graph: Arc<LinkGraph>,
+    search: Arc<ChunkSearch>,
+    encoder: Arc<dyn Encoder>,
+    knn: Option<Arc<KnnLists>>,
+}
+
+impl Parts {
+    /// Read and check everything but the predictor for `loader`; the index must have been
+    /// built with a model of an `accepted` kind.
+    fn read(
+        dir: &Path,
+        encoder: Arc<dyn Encoder>,
+        loader: &str,
+        accepted: &[PredictorSource],
+    ) -> Result<Self> {
+        let manifest = read_manifest(dir)?;
+        if !accepted.contains(&manifest.predictor_source) {
+            return Err(Error::invalid(
+                format!("{loader} (predictor)"),
+                format!(
+                    "the index in {} was built with the {} '{}'; load it with {}",
+                    dir.display(),
+                    match manifest.predictor_source {
+                        PredictorSource::Builtin => "built-in predictor",
+                        PredictorSource::Custom => "custom predictor",
+                        PredictorSource::Scorer => "training-free scorer",
+                    },
+                    manifest.predictor,
+                    manifest.predictor_source.how_to_load()
+                ),
+            ));
+        }
+        if manifest.encoder != encoder.name() || manifest.dimension != encoder.dimension() {
+            return Err(Error::invalid(
+                "LpRag::load (encoder)",
+                format!(
+                    "index was built with encoder '{}' ({} dims) but '{}' ({} dims) was given",
+                    manifest.encoder,
+                    manifest.dimension,
+                    encoder.name(),
+                    encoder.dimension()
+                ),
+            ));
+        }
+        check_fingerprint(
+            "LpRag::load (encoder)",
+            manifest.encoder_fingerprint.as_deref(),
+            &*encoder,
+        )?;
+        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
+        let graph = lprag_graph::load_link_graph(dir.join(GRAPH))?;
+        if graph.num_chunks != chunks.len() {
+            return Err(Error::format(
+                dir.join(GRAPH),
+                format!(
+                    "graph has {} chunks, chunks.json has {}",
+                    graph.num_chunks,
+                    chunks.len()
+                ),
+            ));
+        }
+        // The k-NN lists are optional (indexes saved before incremental updates have
+        // none; the first update computes them), but a file that is there must be sound.
+        let knn_path = dir.join(KNN);
+        let knn = if knn_path.exists() {
+            let lists = lprag_graph::load_knn_lists(&knn_path)?;
+            if lists.len() != chunks.len() {
+                return Err(Error::format(
+                    knn_path,
+                    format!("{} k-NN lists for {} chunks", lists.len(), chunks.len()),
+                ));
+            }
+            Some(Arc::new(lists))
+        } else {
+            None
+        };
+        let search = Arc::new(ChunkSearch::for_config(&graph, &manifest.config)?);
+        Ok(Self {
+            manifest,
+            chunks,
+            queries,
+            search,
+            graph: Arc::new(graph),
+            encoder,
+            knn,
+        })
+    }
+
+    fn finish(self, predictor: Arc<dyn LinkPredictor>, device: ComputeDevice) -> LpRag {
+        LpRag {
+            chunks: self.chunks,
+            queries: self.queries,
+            search: self.search,
+            graph: self.graph,
+            encoder: self.encoder,
+            default_encoder: self.manifest.default_encoder,
+            predictor,
+            source: self.manifest.predictor_source,
+            config: self.manifest.config,
+            stats: self.manifest.stats,
+            knn: self.knn,
+            device,
+        }
+    }
+}
+
+/// The manifest of the index in `dir`, its format version checked.
+
+pub(super) fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    check_version(&path, &bytes, "format_version", INDEX_FORMAT_VERSION)?;
+    let manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| Error::format(&path, e.to_string()))?;
+    if manifest.format_version != INDEX_FORMAT_VERSION {
+        return Err(Error::format(
+            dir.join(MANIFEST),
+            format!(
+                "index format version {}, this build reads version {INDEX_FORMAT_VERSION}",
+                manifest.format_version
+            ),
+        ));
+    }
+    Ok(manifest)
+}
+
+mod erased {
+    /// Object-safe JSON serialisation for the save helper.
+    pub trait Json {
+        fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+            serde_json::to_vec(self)
+        }
+    }
+}
+
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_version_reads_the_version_before_the_body() {
+        let p = Path::new("/x.json");
+        assert!(check_version(p, br#"{"a":[1,2],"version":1,"b":{}}"#, "version", 1).is_ok());
+        let err = check_version(p, br#"{"a":[1,2],"version":3}"#, "version", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("format version 3"), "{err}");
+        assert!(check_version(p, br#"{"a":1}"#, "version", 1).is_ok());
+        assert!(check_version(p, b"[1,2]", "version", 1).is_err());
+    }
+}

@@ -1,0 +1,384 @@
+//! The build's stages, each a function from a typed input to its output. The five stages a
+//! work directory keeps ([`Stage`]) run through [`run_stage`], which derives their key
+//! from the whole input; the encoder choice and the training are not cached.
+
+use std::sync::Arc;
+
+use lprag_core::{
+    Chunk, Chunker, Document, EdgeKind, Embeddings, Encoder, LinkEdge, Progress, QueryGenerator,
+    Result, SyntheticQuery,
+};
+use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
+
+use super::{KnnLists, LpRagConfig};
+use crate::retrievers::common::{blocking, embed_all, embed_queries_into};
+use crate::workdir::{keep_embeddings, run_stage, Stage, StageInput, StageKey, WorkDir};
+
+/// What the stages share: the work directory (if any), where warnings go, and the names
+/// of the stages loaded rather than computed.
+pub(super) struct StageCtx<'a> {
+    pub(super) work: Option<&'a WorkDir>,
+    pub(super) warn: &'a dyn Fn(String),
+    pub(super) progress: &'a dyn Progress,
+    pub(super) reused: Vec<String>,
+}
+
+impl StageCtx<'_> {
+    /// Run `input`'s stage (see [`run_stage`]) and note it when it was loaded.
+    async fn run<I, S, F, Fut>(&mut self, input: &I, state: S, compute: F) -> Result<(Done<I>, S)>
+    where
+        I: StageInput,
+        F: FnOnce(S) -> Fut,
+        Fut: std::future::Future<Output = Result<(I::Output, S)>>,
+    {
+        let (done, state) = run_stage(self.work, input, self.warn, state, compute).await?;
+        if done.reused {
+            self.reused.push(I::STAGE.reused_as().into());
+        }
+        Ok(((done.output, done.key), state))
+    }
+}
+
+/// A stage's output and its key.
+type Done<I> = (<I as StageInput>::Output, StageKey);
+
+/// The key of a list of chunks (their ids, texts and provenance).
+fn chunks_key(chunks: &[Chunk]) -> StageKey {
+    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        let mut p = Vec::with_capacity(c.text.len() + c.provenance.title.len() + 32);
+        p.extend_from_slice(&(c.id as u64).to_le_bytes());
+        for s in [&c.text, &c.provenance.title, &c.provenance.document_id] {
+            p.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            p.extend_from_slice(s.as_bytes());
+        }
+        p.extend_from_slice(&(c.provenance.span.start as u64).to_le_bytes());
+        p.extend_from_slice(&(c.provenance.span.end as u64).to_le_bytes());
+        parts.push(p);
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    StageKey::of(&refs)
+}
+
+/// Stage 1: the documents and the chunker.
+pub(super) struct ChunkInput<'a> {
+    pub(super) documents: &'a [Document],
+    pub(super) chunker: &'a dyn Chunker,
+}
+
+impl StageInput for ChunkInput<'_> {
+    type Output = Vec<Chunk>;
+    const STAGE: Stage = Stage::Chunks;
+
+    fn key(&self) -> Result<StageKey> {
+        Ok(StageKey::of_json(self.documents)?.then(&[
+            self.chunker.name().as_bytes(),
+            self.chunker.fingerprint().unwrap_or_default().as_bytes(),
+        ]))
+    }
+
+    fn load(&self, work: &WorkDir, key: StageKey, warn: &dyn Fn(String)) -> Option<Vec<Chunk>> {
+        let chunks = work.load_json::<Vec<Chunk>>(Self::STAGE.file(), key, warn)?;
+        // Chunk ids are positions: a duplicate or out-of-range id is damage.
+        if chunks.iter().enumerate().all(|(i, c)| c.id == i) {
+            return Some(chunks);
+        }
+        warn(
+            "work directory: chunks.json has chunk ids that are not their positions; recomputing"
+                .into(),
+        );
+        None
+    }
+
+    fn save(&self, work: &WorkDir, key: StageKey, chunks: Vec<Chunk>) -> Result<Vec<Chunk>> {
+        work.save_json(Self::STAGE.file(), key, &chunks)?;
+        Ok(chunks)
+    }
+}
+
+/// Chunk the documents (each chunk inherits its document's metadata and content hash).
+pub(super) async fn chunk(ctx: &mut StageCtx<'_>, input: &ChunkInput<'_>) -> Result<Vec<Chunk>> {
+    let ((mut chunks, _), ()) = ctx
+        .run(input, (), |()| async {
+            let mut c = input.chunker.chunk(input.documents).await?;
+            Chunk::inherit_metadata(&mut c, input.documents);
+            Ok((c, ()))
+        })
+        .await?;
+    // Also on chunks reused from a work directory written before hashes were kept.
+    Chunk::stamp_document_hashes(&mut chunks, input.documents);
+    Ok(chunks)
+}
+
+/// Stage 2: the chunks (fitted to the encoder) and the encoder.
+pub(super) struct EmbedInput<'a> {
+    pub(super) chunks: &'a [Chunk],
+    pub(super) encoder: &'a dyn Encoder,
+}
+
+impl StageInput for EmbedInput<'_> {
+    type Output = Embeddings;
+    const STAGE: Stage = Stage::ChunkEmbeddings;
+
+    /// The chunks, and the encoder's name, width, fingerprint and query mode: another
+    /// encoder (or the same one with other weights or fitted tables) recomputes from here.
+    fn key(&self) -> Result<StageKey> {
+        Ok(chunks_key(self.chunks).then(&[
+            self.encoder.name().as_bytes(),
+            &(self.encoder.dimension() as u64).to_le_bytes(),
+            self.encoder.fingerprint().unwrap_or_default().as_bytes(),
+            &[u8::from(self.encoder.embeds_queries_apart())],
+        ]))
+    }
+
+    fn load(&self, work: &WorkDir, key: StageKey, warn: &dyn Fn(String)) -> Option<Embeddings> {
+        work.load_embeddings(Self::STAGE.file(), key, self.chunks.len(), warn)
+    }
+
+    fn save(&self, work: &WorkDir, key: StageKey, emb: Embeddings) -> Result<Embeddings> {
+        keep_embeddings(Some(work), Self::STAGE.file(), key, emb)
+    }
+}
+
+/// Embed the chunks; the result and the key the later stages chain from.
+pub(super) async fn embed_chunks(
+    ctx: &mut StageCtx<'_>,
+    input: &EmbedInput<'_>,
+) -> Result<(Embeddings, StageKey)> {
+    let progress = ctx.progress;
+    let (done, ()) = ctx
+        .run(input, (), |()| async {
+            let texts: Vec<String> = input.chunks.iter().map(Chunk::embedding_text).collect();
+            Ok((
+                embed_all(input.encoder, &texts, "embed chunks", progress).await?,
+                (),
+            ))
+        })
+        .await?;
+    Ok(done)
+}
+
+/// Stage 3: the embeddings' key and the graph settings.
+pub(super) struct GraphInput {
+    pub(super) embeddings: StageKey,
+    pub(super) chunks: usize,
+    pub(super) k: usize,
+    pub(super) backend: KnnBackend,
+    pub(super) bridges: BridgeConfig,
+}
+
+impl StageInput for GraphInput {
+    type Output = Vec<LinkEdge>;
+    const STAGE: Stage = Stage::ChunkGraph;
+
+    fn key(&self) -> Result<StageKey> {
+        Ok(self.embeddings.then(&[
+            &(self.k as u64).to_le_bytes(),
+            &StageKey::of_json(&self.backend)?.0.to_le_bytes(),
+            &StageKey::of_json(&self.bridges)?.0.to_le_bytes(),
+        ]))
+    }
+
+    fn load(&self, work: &WorkDir, key: StageKey, warn: &dyn Fn(String)) -> Option<Vec<LinkEdge>> {
+        work.load_json::<Vec<LinkEdge>>(Self::STAGE.file(), key, warn)
+            .filter(|edges| {
+                edges
+                    .iter()
+                    .all(|e| (e.a as usize) < self.chunks && (e.b as usize) < self.chunks)
+            })
+    }
+
+    fn save(&self, work: &WorkDir, key: StageKey, edges: Vec<LinkEdge>) -> Result<Vec<LinkEdge>> {
+        work.save_json(Self::STAGE.file(), key, &edges)?;
+        Ok(edges)
+    }
+}
+
+/// The chunk graph and what was learnt building it.
+pub(super) struct Graph {
+    pub(super) edges: Vec<LinkEdge>,
+    pub(super) key: StageKey,
+    /// The k-NN lists behind the mutual edges (`None` when the edges were loaded).
+    pub(super) knn: Option<Arc<KnnLists>>,
+    pub(super) batches: Vec<Vec<lprag_core::ChunkId>>,
+    pub(super) bridges: usize,
+    pub(super) isolated: usize,
+}
+
+/// Build the mutual k-NN chunk graph with its bridge edges, then the A.2 batches. The
+/// chunks and embeddings move to a blocking thread and back (no copy).
+pub(super) async fn chunk_graph(
+    ctx: &mut StageCtx<'_>,
+    input: &GraphInput,
+    seed: u64,
+    chunks: Vec<Chunk>,
+    chunk_emb: Embeddings,
+) -> Result<(Graph, Vec<Chunk>, Embeddings)> {
+    let (k, backend, bridges) = (input.k, input.backend, input.bridges);
+    let state = (chunks, chunk_emb, None);
+    let ((edges, key), (chunks, chunk_emb, knn)) = ctx
+        .run(input, state, |(chunks, chunk_emb, _)| async move {
+            let (edges, emb, back, lists) = blocking(move || {
+                let lists = lprag_graph::knn(&chunk_emb, k, &backend)?;
+                let mut edges = lprag_graph::mutual_edges_of(&lists)?;
+                edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
+                Ok((edges, chunk_emb, chunks, lists))
+            })
+            .await?;
+            Ok((edges, (back, emb, Some(Arc::new(lists)))))
+        })
+        .await?;
+    let rows = chunk_emb.rows();
+    let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
+    let (edges, batches, isolated) = blocking(move || {
+        let graph = ChunkGraph::from_edges(rows, &edges)?;
+        let batches = lprag_graph::sample_batches(&graph, seed);
+        let isolated = graph.isolated_count();
+        Ok((edges, batches, isolated))
+    })
+    .await?;
+    let graph = Graph {
+        edges,
+        key,
+        knn,
+        batches,
+        bridges: n_bridges,
+        isolated,
+    };
+    Ok((graph, chunks, chunk_emb))
+}
+
+/// Stage 4: the graph's key, the chunks, their batches, the seed and the question writer.
+pub(super) struct QueryInput<'a> {
+    pub(super) graph: StageKey,
+    pub(super) chunks: &'a [Chunk],
+    pub(super) batches: &'a [Vec<lprag_core::ChunkId>],
+    pub(super) seed: u64,
+    pub(super) generator: &'a dyn QueryGenerator,
+}
+
+impl StageInput for QueryInput<'_> {
+    type Output = Vec<SyntheticQuery>;
+    const STAGE: Stage = Stage::Queries;
+
+    fn key(&self) -> Result<StageKey> {
+        Ok(self.graph.then(&[
+            &self.seed.to_le_bytes(),
+            self.generator.name().as_bytes(),
+            self.generator.fingerprint().unwrap_or_default().as_bytes(),
+        ]))
+    }
+
+    fn load(
+        &self,
+        work: &WorkDir,
+        key: StageKey,
+        warn: &dyn Fn(String),
+    ) -> Option<Vec<SyntheticQuery>> {
+        let queries = work.load_json::<Vec<SyntheticQuery>>(Self::STAGE.file(), key, warn)?;
+        let n = self.chunks.len();
+        if queries.iter().all(|q| q.chunk_ids.iter().all(|&c| c < n)) {
+            return Some(queries);
+        }
+        warn("work directory: queries.json links a chunk that does not exist; recomputing".into());
+        None
+    }
+
+    fn save(
+        &self,
+        work: &WorkDir,
+        key: StageKey,
+        queries: Vec<SyntheticQuery>,
+    ) -> Result<Vec<SyntheticQuery>> {
+        work.save_json(Self::STAGE.file(), key, &queries)?;
+        Ok(queries)
+    }
+}
+
+/// Write synthetic queries for the chunk batches.
+pub(super) async fn write_queries(
+    ctx: &mut StageCtx<'_>,
+    input: &QueryInput<'_>,
+) -> Result<Vec<SyntheticQuery>> {
+    let ((queries, _), ()) = ctx
+        .run(input, (), |()| async {
+            let q = input
+                .generator
+                .generate(input.chunks, input.batches)
+                .await?;
+            Ok((q, ()))
+        })
+        .await?;
+    Ok(queries)
+}
+
+/// Stage 5 (stored apart: its rows go straight into the graph's feature buffer): the chunk
+/// embeddings' key, the query texts, and the encoder behind that key.
+pub(super) struct QueryEmbedInput<'a> {
+    pub(super) embeddings: StageKey,
+    pub(super) texts: &'a [String],
+    pub(super) encoder: &'a dyn Encoder,
+    pub(super) dim: usize,
+}
+
+impl QueryEmbedInput<'_> {
+    /// The chunk embeddings' key and the query texts (the encoder is in the former).
+    fn key(&self) -> Result<StageKey> {
+        Ok(self
+            .embeddings
+            .then(&[&StageKey::of_json(self.texts)?.0.to_le_bytes()]))
+    }
+}
+
+/// Embed the queries into `features` after the chunk rows: a saved copy is read straight
+/// into it and a fresh one saved from it (no second copy of the query rows).
+pub(super) async fn embed_queries(
+    ctx: &mut StageCtx<'_>,
+    input: &QueryEmbedInput<'_>,
+    features: &mut Vec<f32>,
+) -> Result<()> {
+    let (texts, dim) = (input.texts, input.dim);
+    let nc = features.len() / dim.max(1);
+    let Some(w) = ctx.work else {
+        return embed_into(input, features, ctx.progress).await;
+    };
+    let (stage, key) = (Stage::QueryEmbeddings, input.key()?);
+    if w.append_embeddings(stage.file(), key, texts.len(), dim, features, ctx.warn) {
+        ctx.reused.push(stage.reused_as().into());
+    } else if !texts.is_empty() {
+        embed_into(input, features, ctx.progress).await?;
+        w.save_rows(stage.file(), key, dim, &features[nc * dim..])?;
+    }
+    Ok(())
+}
+
+/// Append the query rows of `input` to `features` (nothing for no queries).
+async fn embed_into(
+    input: &QueryEmbedInput<'_>,
+    features: &mut Vec<f32>,
+    progress: &dyn Progress,
+) -> Result<()> {
+    if input.texts.is_empty() {
+        return Ok(());
+    }
+    features.reserve_exact(input.texts.len() * input.dim);
+    embed_queries_into(
+        input.encoder,
+        input.texts,
+        "embed queries",
+        progress,
+        features,
+    )
+    .await
+}
+
+/// The graph settings of `config` as the graph stage's input after `embeddings`.
+pub(super) fn graph_input(config: &LpRagConfig, embeddings: StageKey, chunks: usize) -> GraphInput {
+    GraphInput {
+        embeddings,
+        chunks,
+        k: config.knn_k,
+        backend: config.knn_backend,
+        bridges: config.bridges,
+    }
+}
