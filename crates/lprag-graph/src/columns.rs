@@ -129,7 +129,7 @@ impl ColumnIndex {
             || self.dim == 0
             || query.iter().any(|v| !v.is_finite())
         {
-            return crate::nearest_by_cosine_where(rows, inv_norms, query, m, keep);
+            return crate::kernels::nearest_by_cosine_where(rows, inv_norms, query, m, keep);
         }
         if m == 0 || n == 0 {
             return Vec::new();

@@ -82,13 +82,13 @@ mod components;
 mod error;
 mod graph;
 mod ivf;
+mod kernels;
 mod kg;
 mod knn;
 mod link;
 mod nndescent;
 mod persist;
 mod sampling;
-mod search;
 mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
@@ -98,6 +98,7 @@ pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
 pub use ivf::{IvfIndex, IvfParams};
+pub use kernels::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
 pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
@@ -111,5 +112,4 @@ pub use persist::{
     save_feature_rows, save_knn_lists, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
-pub use search::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
 pub use typed::{contextual_chunk_graph, InEdges, KgEdges};

@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::kernels::ranks_before;
 use crate::GraphError;
 
 /// Parameters of NN-descent ([`crate::KnnBackend::NnDescent`]).
@@ -75,11 +76,12 @@ impl NnDescentParams {
         }
         Ok(())
     }
-}
 
-/// `(s, j)` ranks before `(t, i)`: higher similarity, then lower index (the exact rule).
-fn before(s: f32, j: u32, t: f32, i: u32) -> bool {
-    s > t || (s == t && j < i)
+    /// Candidates kept per row for `k` neighbours of `n > k` rows: `list`, at least `k`,
+    /// at most `n − 1`.
+    pub(crate) fn list_len(&self, n: usize, k: usize) -> usize {
+        self.list.max(k).min(n - 1)
+    }
 }
 
 /// One row's candidates, best first: `(row, similarity, new since the last join)`.
@@ -92,7 +94,7 @@ impl Candidates {
     fn offer(&mut self, cap: usize, j: u32, s: f32) -> bool {
         if self.items.len() == cap {
             let &(li, ls, _) = &self.items[cap - 1];
-            if !before(s, j, ls, li) {
+            if !ranks_before(s, j, ls, li) {
                 return false;
             }
         }
@@ -102,7 +104,9 @@ impl Candidates {
         if self.items.len() == cap {
             self.items.pop();
         }
-        let pos = self.items.partition_point(|&(i, t, _)| before(t, i, s, j));
+        let pos = self
+            .items
+            .partition_point(|&(i, t, _)| ranks_before(t, i, s, j));
         self.items.insert(pos, (j, s, true));
         true
     }
@@ -117,27 +121,21 @@ impl Candidates {
     }
 }
 
-/// Approximate top-`k` lists over unit rows `x` (`n × d`), `1 ≤ k < n`, by NN-descent.
+/// Approximate top-`k` lists over unit rows `x` (`n × d`), `1 ≤ k < n`, by NN-descent,
+/// starting from `start` (row `i`'s initial candidates, best first, up to
+/// [`NnDescentParams::list_len`] of them; rows past its end start empty).
 pub(crate) fn nndescent_knn(
     x: &[f32],
     n: usize,
     d: usize,
     k: usize,
     p: &NnDescentParams,
+    start: Vec<Vec<(u32, f32)>>,
 ) -> Vec<Vec<(u32, f32)>> {
-    let cap = p.list.max(k).min(n - 1);
+    let cap = p.list_len(n, k);
     let row = |i: usize| &x[i * d..(i + 1) * d];
-    // Initial lists: an inverted file's, or random; topped up at random, seeded per row.
-    let start: Vec<Vec<(u32, f32)>> = if p.init_probes > 0 {
-        let ivf = crate::IvfParams {
-            probes: p.init_probes,
-            seed: p.seed,
-            ..crate::IvfParams::default()
-        };
-        crate::ivf::ivf_knn(x, n, d, cap, &ivf)
-    } else {
-        Vec::new()
-    };
+    // Initial lists: `start` (an inverted file's, or none), topped up at random, seeded
+    // per row.
     let lists: Vec<Mutex<Candidates>> = (0..n)
         .into_par_iter()
         .map(|i| {
@@ -296,7 +294,10 @@ mod tests {
                 "row {i} lists itself"
             );
             for w in l.windows(2) {
-                assert!(before(w[0].1, w[0].0, w[1].1, w[1].0), "row {i}: {l:?}");
+                assert!(
+                    ranks_before(w[0].1, w[0].0, w[1].1, w[1].0),
+                    "row {i}: {l:?}"
+                );
             }
             let mut ids: Vec<u32> = l.iter().map(|e| e.0).collect();
             ids.sort_unstable();
