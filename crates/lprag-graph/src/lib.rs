@@ -8,6 +8,9 @@
 //! * **Nearest rows for one query**: [`nearest_by_cosine`] scans the rows; [`ColumnIndex`]
 //!   gives the same answer from a 16-bit column-wise copy, reading only the query's
 //!   non-zero columns and rescoring exactly every row near the cut.
+//! * **Candidates of a query**: [`CandidateSearch`] finds a query's nearest chunks with a
+//!   [`NearestSearch`] strategy (exact scan, [`ColumnIndex`] or [`IvfIndex`]) and adds
+//!   the pool's chunk-graph neighbours, under a filter ([`CandidateRequest`]).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
 //!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
@@ -77,6 +80,7 @@
 
 mod adjacency;
 mod bridge;
+mod candidates;
 mod columns;
 mod components;
 mod error;
@@ -93,6 +97,7 @@ mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
 pub use bridge::{bridge_edges, BridgeConfig};
+pub use candidates::{CandidateRequest, CandidateSearch, ExactScan, NearestSearch, SearchKind};
 pub use columns::ColumnIndex;
 pub use components::{cluster_knn, components};
 pub use error::GraphError;
