@@ -11,7 +11,7 @@
 //! result does not depend on the order its comparisons ran in, so the output is
 //! deterministic for a seed (threads included).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use lprag_core::dot;
 use rand::seq::SliceRandom;
@@ -133,14 +133,56 @@ pub(crate) fn nndescent_knn(
     start: Vec<Vec<(u32, f32)>>,
 ) -> Vec<Vec<(u32, f32)>> {
     let cap = p.list_len(n, k);
-    let row = |i: usize| &x[i * d..(i + 1) * d];
-    // Initial lists: `start` (an inverted file's, or none), topped up at random, seeded
-    // per row.
-    let lists: Vec<Mutex<Candidates>> = (0..n)
+    let rows = UnitRows { x, d };
+    let lists = initial_lists(rows, n, cap, p.seed, &start);
+    let stop = (p.stop_per_mille as f64 / 1000.0 * n as f64 * cap as f64) as usize;
+    for iteration in 0..p.max_iterations {
+        let hoods = neighbourhoods(&lists, n, cap, p.seed, iteration);
+        local_joins(rows, cap, &lists, &hoods);
+        // Entries taken in this join and still kept: independent of the joins' order.
+        let changed: usize = (0..n)
+            .into_par_iter()
+            .map(|i| lock(&lists[i]).items.iter().filter(|e| e.2).count())
+            .sum();
+        if changed <= stop {
+            break;
+        }
+    }
+    best_k(lists, k)
+}
+
+/// Unit rows `x` of width `d`.
+#[derive(Clone, Copy)]
+struct UnitRows<'a> {
+    x: &'a [f32],
+    d: usize,
+}
+
+impl UnitRows<'_> {
+    fn row(&self, i: usize) -> &[f32] {
+        &self.x[i * self.d..(i + 1) * self.d]
+    }
+}
+
+/// A row's candidates, even from a thread that panicked holding them.
+fn lock(m: &Mutex<Candidates>) -> MutexGuard<'_, Candidates> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Initial lists: `start` (an inverted file's, or none), topped up at random, seeded per
+/// row.
+fn initial_lists(
+    rows: UnitRows<'_>,
+    n: usize,
+    cap: usize,
+    seed: u64,
+    start: &[Vec<(u32, f32)>],
+) -> Vec<Mutex<Candidates>> {
+    (0..n)
         .into_par_iter()
         .map(|i| {
             let mut rng =
-                ChaCha8Rng::seed_from_u64(p.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut c = Candidates {
                 items: Vec::with_capacity(cap + 1),
             };
@@ -150,95 +192,126 @@ pub(crate) fn nndescent_knn(
             while c.items.len() < cap {
                 let j = rng.random_range(0..n as u32);
                 if j as usize != i {
-                    c.offer(cap, j, dot(row(i), row(j as usize)));
+                    c.offer(cap, j, dot(rows.row(i), rows.row(j as usize)));
                 }
             }
             Mutex::new(c)
         })
-        .collect();
-    let lock = |i: usize| lists[i].lock().unwrap_or_else(|e| e.into_inner());
-    let stop = (p.stop_per_mille as f64 / 1000.0 * n as f64 * cap as f64) as usize;
-    for iteration in 0..p.max_iterations {
-        // Each row's new and old neighbours; the new ones become old.
-        let (new_fwd, old_fwd): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let mut c = lock(i);
-                let mut new = Vec::new();
-                let mut old = Vec::new();
-                for item in c.items.iter_mut() {
-                    if item.2 {
-                        new.push(item.0);
-                        item.2 = false;
-                    } else {
-                        old.push(item.0);
-                    }
-                }
-                (new, old)
-            })
-            .unzip();
-        // Reverse neighbours, at most `cap` of each kind per row, sampled by seed.
-        let reverse = |fwd: &[Vec<u32>], salt: u64| -> Vec<Vec<u32>> {
-            let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
-            for (i, l) in fwd.iter().enumerate() {
-                for &j in l {
-                    rev[j as usize].push(i as u32);
+        .collect()
+}
+
+/// One iteration's neighbourhoods: each row's new and old neighbours, forward and
+/// reverse.
+struct Neighbourhoods {
+    new_fwd: Vec<Vec<u32>>,
+    old_fwd: Vec<Vec<u32>>,
+    new_rev: Vec<Vec<u32>>,
+    old_rev: Vec<Vec<u32>>,
+}
+
+/// Each row's new and old neighbours (the new ones become old), and the reverse
+/// neighbours of both kinds, at most `cap` of each kind per row, sampled by seed.
+fn neighbourhoods(
+    lists: &[Mutex<Candidates>],
+    n: usize,
+    cap: usize,
+    seed: u64,
+    iteration: usize,
+) -> Neighbourhoods {
+    let (new_fwd, old_fwd): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let mut c = lock(&lists[i]);
+            let mut new = Vec::new();
+            let mut old = Vec::new();
+            for item in c.items.iter_mut() {
+                if item.2 {
+                    new.push(item.0);
+                    item.2 = false;
+                } else {
+                    old.push(item.0);
                 }
             }
-            rev.par_iter_mut().enumerate().for_each(|(j, r)| {
-                if r.len() > cap {
-                    let mut rng = ChaCha8Rng::seed_from_u64(
-                        p.seed
-                            ^ salt
-                            ^ ((iteration as u64) << 40)
-                            ^ (j as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
-                    );
-                    r.shuffle(&mut rng);
-                    r.truncate(cap);
-                }
-            });
-            rev
-        };
-        let new_rev = reverse(&new_fwd, 0x5EED_0001);
-        let old_rev = reverse(&old_fwd, 0x5EED_0002);
-        // Local joins: new × new and new × old around every row.
-        (0..n).into_par_iter().for_each(|i| {
-            let mut new: Vec<u32> = new_fwd[i].iter().chain(&new_rev[i]).copied().collect();
-            new.sort_unstable();
-            new.dedup();
-            let mut old: Vec<u32> = old_fwd[i].iter().chain(&old_rev[i]).copied().collect();
-            old.sort_unstable();
-            old.dedup();
-            old.retain(|j| new.binary_search(j).is_err());
-            let offer = |a: u32, b: u32| {
-                let s = dot(row(a as usize), row(b as usize));
-                for (u, v) in [(a, b), (b, a)] {
-                    let mut c = lock(u as usize);
-                    if s >= c.floor(cap) {
-                        c.offer(cap, v, s);
-                    }
-                }
-            };
-            for (x, &a) in new.iter().enumerate() {
-                for &b in &new[x + 1..] {
-                    offer(a, b);
-                }
-                for &b in &old {
-                    if a != b {
-                        offer(a, b);
-                    }
-                }
+            (new, old)
+        })
+        .unzip();
+    let reverse = |fwd: &[Vec<u32>], salt: u64| -> Vec<Vec<u32>> {
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, l) in fwd.iter().enumerate() {
+            for &j in l {
+                rev[j as usize].push(i as u32);
+            }
+        }
+        rev.par_iter_mut().enumerate().for_each(|(j, r)| {
+            if r.len() > cap {
+                let mut rng = ChaCha8Rng::seed_from_u64(
+                    seed ^ salt
+                        ^ ((iteration as u64) << 40)
+                        ^ (j as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+                );
+                r.shuffle(&mut rng);
+                r.truncate(cap);
             }
         });
-        // Entries taken in this join and still kept: independent of the joins' order.
-        let changed: usize = (0..n)
-            .into_par_iter()
-            .map(|i| lock(i).items.iter().filter(|e| e.2).count())
-            .sum();
-        if changed <= stop {
-            break;
-        }
+        rev
+    };
+    let new_rev = reverse(&new_fwd, 0x5EED_0001);
+    let old_rev = reverse(&old_fwd, 0x5EED_0002);
+    Neighbourhoods {
+        new_fwd,
+        old_fwd,
+        new_rev,
+        old_rev,
     }
+}
+
+/// Local joins: new × new and new × old around every row, each pair offered to both.
+fn local_joins(
+    rows: UnitRows<'_>,
+    cap: usize,
+    lists: &[Mutex<Candidates>],
+    hoods: &Neighbourhoods,
+) {
+    (0..lists.len()).into_par_iter().for_each(|i| {
+        let mut new: Vec<u32> = hoods.new_fwd[i]
+            .iter()
+            .chain(&hoods.new_rev[i])
+            .copied()
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        let mut old: Vec<u32> = hoods.old_fwd[i]
+            .iter()
+            .chain(&hoods.old_rev[i])
+            .copied()
+            .collect();
+        old.sort_unstable();
+        old.dedup();
+        old.retain(|j| new.binary_search(j).is_err());
+        let offer = |a: u32, b: u32| {
+            let s = dot(rows.row(a as usize), rows.row(b as usize));
+            for (u, v) in [(a, b), (b, a)] {
+                let mut c = lock(&lists[u as usize]);
+                if s >= c.floor(cap) {
+                    c.offer(cap, v, s);
+                }
+            }
+        };
+        for (x, &a) in new.iter().enumerate() {
+            for &b in &new[x + 1..] {
+                offer(a, b);
+            }
+            for &b in &old {
+                if a != b {
+                    offer(a, b);
+                }
+            }
+        }
+    });
+}
+
+/// Each row's best `k` candidates, `(row, similarity)`.
+fn best_k(lists: Vec<Mutex<Candidates>>, k: usize) -> Vec<Vec<(u32, f32)>> {
     lists
         .into_iter()
         .map(|m| {
