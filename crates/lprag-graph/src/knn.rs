@@ -236,14 +236,7 @@ pub fn update_knn(
             format!("{n} rows do not fit u32 node ids"),
         ));
     }
-    let mut new_id = vec![u32::MAX; keep.len()];
-    let mut kept = 0usize;
-    for (i, &k) in keep.iter().enumerate() {
-        if k {
-            new_id[i] = kept as u32;
-            kept += 1;
-        }
-    }
+    let (new_id, kept) = kept_ids(keep);
     if kept > n {
         return Err(GraphError::arg(
             "emb",
@@ -255,8 +248,34 @@ pub fn update_knn(
     if k == 0 {
         return Ok(vec![Vec::new(); n]);
     }
-    let row = |i: usize| &x[i * d..(i + 1) * d];
-    // Kept rows: their lists with ids remapped; a row that lost an entry is rescanned.
+    let (mut out, rescan) = remap_kept(lists, keep, &new_id, k, n);
+    scan_new_rows(&x, (n, d), kept, k, &mut out);
+    rescan_rows(&x, (n, d), k, rescan, &mut out);
+    Ok(out)
+}
+
+/// Each old row's id after the removals (`u32::MAX` when removed) and the number kept.
+fn kept_ids(keep: &[bool]) -> (Vec<u32>, usize) {
+    let mut new_id = vec![u32::MAX; keep.len()];
+    let mut kept = 0usize;
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
+            new_id[i] = kept as u32;
+            kept += 1;
+        }
+    }
+    (new_id, kept)
+}
+
+/// Kept rows: their lists with ids remapped (at most `k` entries; room for `n` lists),
+/// and the new ids of the rows that lost an entry (to rescan).
+fn remap_kept(
+    lists: &[Vec<(u32, f32)>],
+    keep: &[bool],
+    new_id: &[u32],
+    k: usize,
+    n: usize,
+) -> (Vec<Vec<(u32, f32)>>, Vec<usize>) {
     let mut out: Vec<Vec<(u32, f32)>> = Vec::with_capacity(n);
     let mut rescan: Vec<usize> = Vec::new();
     for (i, list) in lists.iter().enumerate().filter(|&(i, _)| keep[i]) {
@@ -274,7 +293,19 @@ pub fn update_knn(
         }
         out.push(l);
     }
-    // New rows: one exact scan each; the scan's scores are offered to the kept rows too.
+    (out, rescan)
+}
+
+/// New rows (`kept..n` of the unit rows `x`, `n × d`): one exact scan each, whose scores
+/// are offered to the `kept` rows' lists in `out` too; their lists are appended.
+fn scan_new_rows(
+    x: &[f32],
+    (n, d): (usize, usize),
+    kept: usize,
+    k: usize,
+    out: &mut Vec<Vec<(u32, f32)>>,
+) {
+    let row = |i: usize| &x[i * d..(i + 1) * d];
     // Per new row: its own list, and its offers to the kept rows' lists.
     type Scan = (Vec<(u32, f32)>, Vec<(u32, f32)>);
     let scans: Vec<Scan> = (kept..n)
@@ -310,7 +341,18 @@ pub fn update_knn(
         }
     }
     out.extend(scans.into_iter().map(|(list, _)| list));
-    // Kept rows that lost a neighbour: rescan against every row, new ones included.
+}
+
+/// Kept rows that lost a neighbour: rescan against every row of the unit rows `x`
+/// (`n × d`), new ones included.
+fn rescan_rows(
+    x: &[f32],
+    (n, d): (usize, usize),
+    k: usize,
+    rescan: Vec<usize>,
+    out: &mut [Vec<(u32, f32)>],
+) {
+    let row = |i: usize| &x[i * d..(i + 1) * d];
     let fresh: Vec<(usize, Vec<(u32, f32)>)> = rescan
         .into_par_iter()
         .map(|i| {
@@ -325,7 +367,6 @@ pub fn update_knn(
     for (i, list) in fresh {
         out[i] = list;
     }
-    Ok(out)
 }
 
 /// Mutual k-NN edges from k-NN lists (as [`knn`] or [`update_knn`] return them), the rule
