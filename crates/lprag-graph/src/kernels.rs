@@ -51,7 +51,7 @@ pub fn nearest_by_cosine_where(
     if m == 0 || n == 0 {
         return Vec::new();
     }
-    let mut scored: Vec<(u32, f32)> = rows
+    let scored: Vec<(u32, f32)> = rows
         .iter()
         .take(n)
         .zip(inv_norms)
@@ -59,6 +59,12 @@ pub fn nearest_by_cosine_where(
         .filter(|&(i, _)| keep(i))
         .map(|(i, (r, &inv))| (i as u32, dot(r, query) * inv))
         .collect();
+    best_first(scored, m)
+}
+
+/// The best `m` of `scored`, best first: higher score, ties to the lower row (by
+/// `total_cmp`, so the order is total).
+pub(crate) fn best_first(mut scored: Vec<(u32, f32)>, m: usize) -> Vec<(u32, f32)> {
     let m = m.min(scored.len());
     if m == 0 {
         return Vec::new();
