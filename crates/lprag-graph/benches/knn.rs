@@ -122,58 +122,68 @@ fn sample_recall(emb: &Embeddings, lists: &[Vec<(u32, f32)>], m: usize) -> Strin
     )
 }
 
-fn main() {
-    let mut sizes = env_list("LPRAG_BENCH_SIZES");
-    if sizes.is_empty() {
-        sizes = vec![10_000, 100_000];
+/// What to measure, from the environment (see the module docs).
+struct Settings {
+    sizes: Vec<usize>,
+    efcs: Vec<usize>,
+    ivf: bool,
+    nnd: Vec<usize>,
+    nnd_iterations: Option<usize>,
+    nnd_init: usize,
+    sample: usize,
+    exact_rows: bool,
+    hnsw_100k: bool,
+    real: Option<String>,
+    cached: Option<String>,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let mut sizes = env_list("LPRAG_BENCH_SIZES");
+        if sizes.is_empty() {
+            sizes = vec![10_000, 100_000];
+        }
+        let mut efcs = env_list("LPRAG_BENCH_HNSW_EFC");
+        if efcs.is_empty() {
+            efcs = vec![HnswParams::default().ef_construction];
+        }
+        let ivf = std::env::var("LPRAG_BENCH_IVF").map_or(true, |v| v != "0");
+        let mut nnd = env_list("LPRAG_BENCH_NND");
+        if nnd.is_empty() {
+            nnd = vec![NnDescentParams::default().list];
+        }
+        let nnd_iterations = env_list("LPRAG_BENCH_NND_ITERATIONS").first().copied();
+        let nnd_init = env_list("LPRAG_BENCH_NND_INIT")
+            .first()
+            .copied()
+            .unwrap_or(0);
+        let sample = env_list("LPRAG_BENCH_RECALL_SAMPLE")
+            .first()
+            .copied()
+            .unwrap_or(0);
+        Self {
+            sizes,
+            efcs,
+            ivf,
+            nnd,
+            nnd_iterations,
+            nnd_init,
+            sample,
+            exact_rows: std::env::var("LPRAG_BENCH_EXACT").map_or(true, |v| v != "0"),
+            hnsw_100k: std::env::var("LPRAG_BENCH_HNSW_100K").is_ok_and(|v| v == "1"),
+            real: std::env::var("LPRAG_BENCH_CORPUS").ok(),
+            cached: std::env::var("LPRAG_BENCH_EMBEDDINGS").ok(),
+        }
     }
-    let mut efcs = env_list("LPRAG_BENCH_HNSW_EFC");
-    if efcs.is_empty() {
-        efcs = vec![HnswParams::default().ef_construction];
-    }
-    let ivf = std::env::var("LPRAG_BENCH_IVF").map_or(true, |v| v != "0");
-    let mut nnd = env_list("LPRAG_BENCH_NND");
-    if nnd.is_empty() {
-        nnd = vec![NnDescentParams::default().list];
-    }
-    let nnd_iterations = env_list("LPRAG_BENCH_NND_ITERATIONS").first().copied();
-    let nnd_init = env_list("LPRAG_BENCH_NND_INIT")
-        .first()
-        .copied()
-        .unwrap_or(0);
-    let sample = env_list("LPRAG_BENCH_RECALL_SAMPLE")
-        .first()
-        .copied()
-        .unwrap_or(0);
-    let exact_rows = std::env::var("LPRAG_BENCH_EXACT").map_or(true, |v| v != "0");
-    let hnsw_100k = std::env::var("LPRAG_BENCH_HNSW_100K").is_ok_and(|v| v == "1");
-    let real = std::env::var("LPRAG_BENCH_CORPUS").ok();
-    let cached = std::env::var("LPRAG_BENCH_EMBEDDINGS").ok();
-    println!(
-        "mutual k-NN, k = {DEFAULT_K}, {} rayon threads, data: {}\n",
-        rayon::current_num_threads(),
-        cached
-            .as_deref()
-            .or(real.as_deref())
-            .unwrap_or("clustered random, d = 384")
-    );
-    println!(
-        "| rows | d | backend | seconds | rows/s | recall of exact lists | edges | isolated |"
-    );
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|");
-    for &n in &sizes {
-        let emb = match (&cached, &real) {
-            (Some(path), _) => cache_file(path, n),
-            (None, Some(path)) => common::hashing_corpus(path, n).1,
-            (None, None) => clustered(n, n as u64),
-        };
-        let n = emb.rows();
+
+    /// The backends to time at `n` rows, named for the table (exact first).
+    fn backends(&self, n: usize) -> Vec<(String, KnnBackend)> {
         let mut backends = Vec::new();
-        if exact_rows {
+        if self.exact_rows {
             backends.push(("exact".to_string(), KnnBackend::Exact));
         }
-        if n < 50_000 || hnsw_100k {
-            for &ef_construction in efcs.iter().filter(|&&e| e > 0) {
+        if n < 50_000 || self.hnsw_100k {
+            for &ef_construction in self.efcs.iter().filter(|&&e| e > 0) {
                 let p = HnswParams {
                     ef_construction,
                     ..HnswParams::default()
@@ -184,10 +194,13 @@ fn main() {
                 ));
             }
         }
-        for &list in nnd.iter().filter(|&&l| l > 0) {
+        let nnd_init = self.nnd_init;
+        for &list in self.nnd.iter().filter(|&&l| l > 0) {
             let p = NnDescentParams {
                 list,
-                max_iterations: nnd_iterations.unwrap_or(NnDescentParams::default().max_iterations),
+                max_iterations: self
+                    .nnd_iterations
+                    .unwrap_or(NnDescentParams::default().max_iterations),
                 init_probes: nnd_init,
                 ..NnDescentParams::default()
             };
@@ -201,7 +214,7 @@ fn main() {
                 KnnBackend::NnDescent(p),
             ));
         }
-        let probe_rows: &[usize] = if ivf { &[8, 16, 32] } else { &[] };
+        let probe_rows: &[usize] = if self.ivf { &[8, 16, 32] } else { &[] };
         for &probes in probe_rows {
             let p = IvfParams {
                 probes,
@@ -212,47 +225,90 @@ fn main() {
                 KnnBackend::Ivf(p),
             ));
         }
-        let mut exact: Option<Vec<Vec<(u32, f32)>>> = None;
-        for (name, backend) in backends {
-            let t = Instant::now();
-            let lists = match knn(&emb, DEFAULT_K, &backend) {
-                Ok(l) => l,
-                Err(e) => {
-                    println!("| {n} | {} | {name} | error: {e} | | | | |", emb.dim());
-                    continue;
-                }
-            };
-            let s = t.elapsed().as_secs_f64();
-            let recall = match &exact {
-                None if backend == KnnBackend::Exact => "1.0000".to_string(),
-                None if sample > 0 => sample_recall(&emb, &lists, sample),
-                None => "—".to_string(),
-                Some(ex) => {
-                    let hits: usize = ex
-                        .iter()
-                        .zip(&lists)
-                        .map(|(e, a)| e.iter().filter(|x| a.iter().any(|y| y.0 == x.0)).count())
-                        .sum();
-                    let total: usize = ex.iter().map(Vec::len).sum();
-                    format!("{:.4}", hits as f64 / total.max(1) as f64)
-                }
-            };
-            let edges = mutual_edges_of(&lists).expect("valid lists");
-            let mut touched = vec![false; n];
-            for e in &edges {
-                touched[e.a as usize] = true;
-                touched[e.b as usize] = true;
-            }
-            let isolated = touched.iter().filter(|&&t| !t).count();
-            println!(
-                "| {n} | {} | {name} | {s:.2} | {:.0} | {recall} | {} | {isolated} |",
-                emb.dim(),
-                n as f64 / s,
-                edges.len()
-            );
-            if backend == KnnBackend::Exact {
-                exact = Some(lists);
-            }
+        backends
+    }
+}
+
+/// The share of the exact lists' neighbours that `lists` found (by brute force on a sample
+/// of rows when there are no exact lists and `sample > 0`).
+fn recall(
+    emb: &Embeddings,
+    lists: &[Vec<(u32, f32)>],
+    backend: &KnnBackend,
+    exact: Option<&Vec<Vec<(u32, f32)>>>,
+    sample: usize,
+) -> String {
+    match exact {
+        None if *backend == KnnBackend::Exact => "1.0000".to_string(),
+        None if sample > 0 => sample_recall(emb, lists, sample),
+        None => "—".to_string(),
+        Some(ex) => {
+            let hits: usize = ex
+                .iter()
+                .zip(lists)
+                .map(|(e, a)| e.iter().filter(|x| a.iter().any(|y| y.0 == x.0)).count())
+                .sum();
+            let total: usize = ex.iter().map(Vec::len).sum();
+            format!("{:.4}", hits as f64 / total.max(1) as f64)
         }
+    }
+}
+
+/// Time every backend at one size and print a table row each.
+fn bench_size(settings: &Settings, emb: &Embeddings) {
+    let n = emb.rows();
+    let mut exact: Option<Vec<Vec<(u32, f32)>>> = None;
+    for (name, backend) in settings.backends(n) {
+        let t = Instant::now();
+        let lists = match knn(emb, DEFAULT_K, &backend) {
+            Ok(l) => l,
+            Err(e) => {
+                println!("| {n} | {} | {name} | error: {e} | | | | |", emb.dim());
+                continue;
+            }
+        };
+        let s = t.elapsed().as_secs_f64();
+        let recall = recall(emb, &lists, &backend, exact.as_ref(), settings.sample);
+        let edges = mutual_edges_of(&lists).expect("valid lists");
+        let mut touched = vec![false; n];
+        for e in &edges {
+            touched[e.a as usize] = true;
+            touched[e.b as usize] = true;
+        }
+        let isolated = touched.iter().filter(|&&t| !t).count();
+        println!(
+            "| {n} | {} | {name} | {s:.2} | {:.0} | {recall} | {} | {isolated} |",
+            emb.dim(),
+            n as f64 / s,
+            edges.len()
+        );
+        if backend == KnnBackend::Exact {
+            exact = Some(lists);
+        }
+    }
+}
+
+fn main() {
+    let settings = Settings::from_env();
+    let (real, cached) = (&settings.real, &settings.cached);
+    println!(
+        "mutual k-NN, k = {DEFAULT_K}, {} rayon threads, data: {}\n",
+        rayon::current_num_threads(),
+        cached
+            .as_deref()
+            .or(real.as_deref())
+            .unwrap_or("clustered random, d = 384")
+    );
+    println!(
+        "| rows | d | backend | seconds | rows/s | recall of exact lists | edges | isolated |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|");
+    for &n in &settings.sizes {
+        let emb = match (cached, real) {
+            (Some(path), _) => cache_file(path, n),
+            (None, Some(path)) => common::hashing_corpus(path, n).1,
+            (None, None) => clustered(n, n as u64),
+        };
+        bench_size(&settings, &emb);
     }
 }

@@ -114,97 +114,163 @@ pub fn bridge_edges(
     config: &BridgeConfig,
 ) -> Result<Vec<LinkEdge>, GraphError> {
     config.validate()?;
-    let mut doc_chunks: Vec<Vec<u32>> = Vec::new();
-    let mut doc_index: HashMap<&str, usize> = HashMap::new();
-    let mut chunk_doc: Vec<usize> = Vec::with_capacity(chunks.len());
-    let mut doc_title: Vec<&str> = Vec::new();
-    for (i, c) in chunks.iter().enumerate() {
-        let d = *doc_index
-            .entry(c.provenance.document_id.as_str())
-            .or_insert_with(|| {
-                doc_chunks.push(Vec::new());
-                doc_title.push(surface(&c.provenance.title));
-                doc_chunks.len() - 1
-            });
-        doc_chunks[d].push(i as u32);
-        chunk_doc.push(d);
+    let docs = Documents::of(chunks);
+    let mut sink = Bridges::new(existing, config.weight);
+    if config.same_document {
+        for ids in &docs.chunks {
+            for w in ids.windows(2) {
+                sink.push(w[0], w[1]);
+            }
+        }
+    }
+    if config.title_mentions {
+        title_mention_edges(chunks, &docs, config, &mut sink)?;
+    }
+    let mut out = sink.out;
+    out.sort_by_key(|e| (e.a, e.b));
+    Ok(out)
+}
+
+/// The documents of a chunk list, numbered in order of first appearance.
+struct Documents<'a> {
+    /// Each document's chunks, in the order of the chunk list.
+    chunks: Vec<Vec<u32>>,
+    /// Each chunk's document.
+    of_chunk: Vec<usize>,
+    /// Each document's title, as matched ([`surface`]).
+    titles: Vec<&'a str>,
+}
+
+impl<'a> Documents<'a> {
+    fn of(chunks: &'a [Chunk]) -> Self {
+        let mut doc_chunks: Vec<Vec<u32>> = Vec::new();
+        let mut doc_index: HashMap<&str, usize> = HashMap::new();
+        let mut chunk_doc: Vec<usize> = Vec::with_capacity(chunks.len());
+        let mut doc_title: Vec<&str> = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            let d = *doc_index
+                .entry(c.provenance.document_id.as_str())
+                .or_insert_with(|| {
+                    doc_chunks.push(Vec::new());
+                    doc_title.push(surface(&c.provenance.title));
+                    doc_chunks.len() - 1
+                });
+            doc_chunks[d].push(i as u32);
+            chunk_doc.push(d);
+        }
+        Self {
+            chunks: doc_chunks,
+            of_chunk: chunk_doc,
+            titles: doc_title,
+        }
+    }
+}
+
+/// The bridge edges found so far, each pair once and none already joined.
+struct Bridges {
+    seen: HashSet<(u32, u32)>,
+    out: Vec<LinkEdge>,
+    weight: f32,
+}
+
+impl Bridges {
+    fn new(existing: &[LinkEdge], weight: f32) -> Self {
+        Self {
+            seen: existing.iter().map(|e| pair(e.a, e.b)).collect(),
+            out: Vec::new(),
+            weight,
+        }
     }
 
-    let key = |a: u32, b: u32| (a.min(b), a.max(b));
-    let mut seen: HashSet<(u32, u32)> = existing.iter().map(|e| key(e.a, e.b)).collect();
-    let mut out: Vec<LinkEdge> = Vec::new();
-    let mut push = |a: u32, b: u32, out: &mut Vec<LinkEdge>| {
-        if a != b && seen.insert(key(a, b)) {
-            let (a, b) = key(a, b);
-            out.push(LinkEdge {
+    /// Add the edge `a`–`b` unless it is a self-loop or the pair is joined already.
+    fn push(&mut self, a: u32, b: u32) {
+        if a != b && self.seen.insert(pair(a, b)) {
+            let (a, b) = pair(a, b);
+            self.out.push(LinkEdge {
                 a,
                 b,
-                weight: config.weight,
+                weight: self.weight,
                 kind: EdgeKind::Bridge,
             });
         }
-    };
+    }
+}
 
-    if config.same_document {
-        for ids in &doc_chunks {
-            for w in ids.windows(2) {
-                push(w[0], w[1], &mut out);
-            }
+/// `(min, max)` of a pair of nodes.
+fn pair(a: u32, b: u32) -> (u32, u32) {
+    (a.min(b), a.max(b))
+}
+
+/// Title-mention edges: every chunk naming a title (outside the title's own documents) to
+/// the first `max_targets` chunks of each document carrying it, unless more than
+/// `max_mentions` chunks name it.
+fn title_mention_edges(
+    chunks: &[Chunk],
+    docs: &Documents<'_>,
+    config: &BridgeConfig,
+    sink: &mut Bridges,
+) -> Result<(), GraphError> {
+    // Distinct titles → the documents that carry them.
+    let mut title_docs: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (d, t) in docs.titles.iter().enumerate() {
+        if t.chars().count() >= config.min_title_chars {
+            title_docs.entry(t).or_default().push(d);
         }
     }
-
-    if config.title_mentions {
-        // Distinct titles → the documents that carry them.
-        let mut title_docs: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (d, t) in doc_title.iter().enumerate() {
-            if t.chars().count() >= config.min_title_chars {
-                title_docs.entry(t).or_default().push(d);
-            }
+    let mut titles: Vec<&str> = title_docs.keys().copied().collect();
+    titles.sort_unstable();
+    if titles.is_empty() {
+        return Ok(());
+    }
+    let mentions = mentions(chunks, docs, &titles, &title_docs)?;
+    for (t, ms) in mentions.iter().enumerate() {
+        if ms.is_empty() || ms.len() > config.max_mentions {
+            continue;
         }
-        let mut titles: Vec<&str> = title_docs.keys().copied().collect();
-        titles.sort_unstable();
-        if !titles.is_empty() {
-            let ac = AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .build(&titles)
-                .map_err(|e| GraphError::arg("titles", e.to_string()))?;
-            // mentions[t] = chunks naming title t (outside the title's own documents).
-            let mut mentions: Vec<Vec<u32>> = vec![Vec::new(); titles.len()];
-            for (i, c) in chunks.iter().enumerate() {
-                let text = c.text.as_bytes();
-                let mut found: Vec<usize> = Vec::new();
-                for m in ac.find_overlapping_iter(&c.text) {
-                    let (s, e) = (m.start(), m.end());
-                    let left_ok = s == 0 || !is_word_byte(text[s - 1]);
-                    let right_ok = e == text.len() || !is_word_byte(text[e]);
-                    if left_ok && right_ok {
-                        found.push(m.pattern().as_usize());
-                    }
-                }
-                found.sort_unstable();
-                found.dedup();
-                for t in found {
-                    if !title_docs[titles[t]].contains(&chunk_doc[i]) {
-                        mentions[t].push(i as u32);
-                    }
-                }
-            }
-            for (t, ms) in mentions.iter().enumerate() {
-                if ms.is_empty() || ms.len() > config.max_mentions {
-                    continue;
-                }
-                for &d in &title_docs[titles[t]] {
-                    for &target in doc_chunks[d].iter().take(config.max_targets) {
-                        for &m in ms {
-                            push(m, target, &mut out);
-                        }
-                    }
+        for &d in &title_docs[titles[t]] {
+            for &target in docs.chunks[d].iter().take(config.max_targets) {
+                for &m in ms {
+                    sink.push(m, target);
                 }
             }
         }
     }
-    out.sort_by_key(|e| (e.a, e.b));
-    Ok(out)
+    Ok(())
+}
+
+/// `mentions[t]` = the chunks naming `titles[t]` at word boundaries, outside the title's
+/// own documents (`title_docs`).
+fn mentions(
+    chunks: &[Chunk],
+    docs: &Documents<'_>,
+    titles: &[&str],
+    title_docs: &HashMap<&str, Vec<usize>>,
+) -> Result<Vec<Vec<u32>>, GraphError> {
+    let ac = AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .build(titles)
+        .map_err(|e| GraphError::arg("titles", e.to_string()))?;
+    let mut mentions: Vec<Vec<u32>> = vec![Vec::new(); titles.len()];
+    for (i, c) in chunks.iter().enumerate() {
+        let text = c.text.as_bytes();
+        let mut found: Vec<usize> = Vec::new();
+        for m in ac.find_overlapping_iter(&c.text) {
+            let (s, e) = (m.start(), m.end());
+            let left_ok = s == 0 || !is_word_byte(text[s - 1]);
+            let right_ok = e == text.len() || !is_word_byte(text[e]);
+            if left_ok && right_ok {
+                found.push(m.pattern().as_usize());
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        for t in found {
+            if !title_docs[titles[t]].contains(&docs.of_chunk[i]) {
+                mentions[t].push(i as u32);
+            }
+        }
+    }
+    Ok(mentions)
 }
 
 #[cfg(test)]

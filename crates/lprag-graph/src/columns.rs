@@ -10,6 +10,7 @@
 
 use rayon::prelude::*;
 
+use crate::kernels::{best_first, nearest_by_cosine_where};
 use crate::GraphError;
 use lprag_core::{dot, Embeddings};
 
@@ -129,7 +130,7 @@ impl ColumnIndex {
             || self.dim == 0
             || query.iter().any(|v| !v.is_finite())
         {
-            return crate::nearest_by_cosine_where(rows, inv_norms, query, m, keep);
+            return nearest_by_cosine_where(rows, inv_norms, query, m, keep);
         }
         if m == 0 || n == 0 {
             return Vec::new();
@@ -149,6 +150,25 @@ impl ColumnIndex {
         let terms = (sparse.len() + self.dim + 4) as f32;
         let eps = 1.01 * (l1 * (0.5 / SCALE) + terms * f32::EPSILON * l2) + f32::MIN_POSITIVE;
 
+        let approx = self.quantised_scores(n, &sparse, keep);
+        let threshold = rescore_threshold(&approx, m, eps);
+        let scored: Vec<(u32, f32)> = approx
+            .par_iter()
+            .enumerate()
+            .filter(|&(_, &a)| a > f32::NEG_INFINITY && a >= threshold)
+            .map(|(i, _)| (i as u32, dot(rows.row(i), query) * inv_norms[i]))
+            .collect();
+        best_first(scored, m)
+    }
+
+    /// Every row's quantised score against the query's non-zero coordinates `sparse`
+    /// (pre-divided by the scale); `-∞` for the rows past `n` and those `keep` rejects.
+    fn quantised_scores(
+        &self,
+        n: usize,
+        sparse: &[(usize, f32)],
+        keep: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Vec<f32> {
         let mut approx = vec![0f32; self.blocks.len() / self.dim];
         let accumulate = accumulator();
         approx
@@ -156,7 +176,7 @@ impl ColumnIndex {
             .zip(self.blocks.par_chunks(self.dim * BLOCK))
             .enumerate()
             .for_each(|(b, (acc, block))| {
-                accumulate(acc, block, &sparse);
+                accumulate(acc, block, sparse);
                 let lo = b * BLOCK;
                 for (j, a) in acc.iter_mut().enumerate() {
                     if lo + j >= n || !keep(lo + j) {
@@ -164,36 +184,26 @@ impl ColumnIndex {
                     }
                 }
             });
+        approx
+    }
+}
 
-        // The m-th best quantised score among the admitted rows (each block's best m,
-        // then the best m of those).
-        let best: Vec<f32> = approx
-            .par_chunks(BLOCK)
-            .flat_map_iter(|acc| top_values(acc, m))
-            .collect();
-        let threshold = if best.len() >= m {
-            top_values(&best, m)
-                .last()
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY)
-                - 2.0 * eps
-        } else {
-            f32::NEG_INFINITY
-        };
-        let mut scored: Vec<(u32, f32)> = approx
-            .par_iter()
-            .enumerate()
-            .filter(|&(_, &a)| a > f32::NEG_INFINITY && a >= threshold)
-            .map(|(i, _)| (i as u32, dot(rows.row(i), query) * inv_norms[i]))
-            .collect();
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let m = m.min(scored.len());
-        if m < scored.len() {
-            scored.select_nth_unstable_by(m - 1, order);
-            scored.truncate(m);
-        }
-        scored.sort_unstable_by(order);
-        scored
+/// The quantised score from which rows are scored again exactly: the `m`-th best of
+/// `approx` (each block's best `m`, then the best `m` of those) less `2·eps`, or `-∞` when
+/// fewer than `m` rows are admitted.
+fn rescore_threshold(approx: &[f32], m: usize, eps: f32) -> f32 {
+    let best: Vec<f32> = approx
+        .par_chunks(BLOCK)
+        .flat_map_iter(|acc| top_values(acc, m))
+        .collect();
+    if best.len() >= m {
+        top_values(&best, m)
+            .last()
+            .copied()
+            .unwrap_or(f32::NEG_INFINITY)
+            - 2.0 * eps
+    } else {
+        f32::NEG_INFINITY
     }
 }
 

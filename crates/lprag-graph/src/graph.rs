@@ -44,31 +44,7 @@ impl Csr {
                 format!("{num_nodes} nodes do not fit u32 offsets"),
             ));
         }
-        let mut counts = vec![0usize; num_nodes + 1];
-        for (i, e) in edges.iter().enumerate() {
-            if e.a as usize >= num_nodes || e.b as usize >= num_nodes {
-                return Err(GraphError::graph(
-                    format!("edges[{i}]"),
-                    format!(
-                        "node {} or {} out of range (graph has {num_nodes} nodes)",
-                        e.a, e.b
-                    ),
-                ));
-            }
-            if !e.weight.is_finite() {
-                return Err(GraphError::graph(
-                    format!("edges[{i}]"),
-                    format!("weight {} is not finite", e.weight),
-                ));
-            }
-            counts[e.a as usize + 1] += 1;
-            if symmetric && e.a != e.b {
-                counts[e.b as usize + 1] += 1;
-            }
-        }
-        for i in 0..num_nodes {
-            counts[i + 1] += counts[i];
-        }
+        let counts = row_starts(num_nodes, edges, symmetric)?;
         let total = counts[num_nodes];
         if total > u32::MAX as usize {
             return Err(GraphError::arg(
@@ -76,39 +52,8 @@ impl Csr {
                 format!("{total} adjacency entries do not fit u32 offsets"),
             ));
         }
-        let mut cursor = counts.clone();
-        let mut indices = vec![0u32; total];
-        let mut weights = vec![0f32; total];
-        let mut put = |from: u32, to: u32, w: f32| {
-            let p = &mut cursor[from as usize];
-            indices[*p] = to;
-            weights[*p] = w;
-            *p += 1;
-        };
-        for e in edges {
-            put(e.a, e.b, e.weight);
-            if symmetric && e.a != e.b {
-                put(e.b, e.a, e.weight);
-            }
-        }
-        let mut row: Vec<(u32, f32)> = Vec::new();
-        for i in 0..num_nodes {
-            let (s, t) = (counts[i], counts[i + 1]);
-            if indices[s..t].windows(2).any(|w| w[0] > w[1]) {
-                row.clear();
-                row.extend(
-                    indices[s..t]
-                        .iter()
-                        .copied()
-                        .zip(weights[s..t].iter().copied()),
-                );
-                row.sort_by_key(|&(j, _)| j);
-                for (p, &(j, w)) in row.iter().enumerate() {
-                    indices[s + p] = j;
-                    weights[s + p] = w;
-                }
-            }
-        }
+        let (mut indices, mut weights) = scatter(&counts, edges, symmetric);
+        sort_rows(&counts, &mut indices, &mut weights);
         Ok(Csr {
             offsets: counts.into_iter().map(|c| c as u32).collect(),
             indices,
@@ -191,6 +136,84 @@ impl Csr {
             return bad(format!("entry {p} has a non-finite weight"));
         }
         Ok(())
+    }
+}
+
+/// Each row's start in the entries (`num_nodes + 1` prefix sums), after checking every
+/// edge (ends in range, finite weight).
+fn row_starts(
+    num_nodes: usize,
+    edges: &[LinkEdge],
+    symmetric: bool,
+) -> Result<Vec<usize>, GraphError> {
+    let mut counts = vec![0usize; num_nodes + 1];
+    for (i, e) in edges.iter().enumerate() {
+        if e.a as usize >= num_nodes || e.b as usize >= num_nodes {
+            return Err(GraphError::graph(
+                format!("edges[{i}]"),
+                format!(
+                    "node {} or {} out of range (graph has {num_nodes} nodes)",
+                    e.a, e.b
+                ),
+            ));
+        }
+        if !e.weight.is_finite() {
+            return Err(GraphError::graph(
+                format!("edges[{i}]"),
+                format!("weight {} is not finite", e.weight),
+            ));
+        }
+        counts[e.a as usize + 1] += 1;
+        if symmetric && e.a != e.b {
+            counts[e.b as usize + 1] += 1;
+        }
+    }
+    for i in 0..num_nodes {
+        counts[i + 1] += counts[i];
+    }
+    Ok(counts)
+}
+
+/// The entries `(column, weight)` of every edge in its row, in edge order.
+fn scatter(counts: &[usize], edges: &[LinkEdge], symmetric: bool) -> (Vec<u32>, Vec<f32>) {
+    let total = counts[counts.len() - 1];
+    let mut cursor = counts.to_vec();
+    let mut indices = vec![0u32; total];
+    let mut weights = vec![0f32; total];
+    let mut put = |from: u32, to: u32, w: f32| {
+        let p = &mut cursor[from as usize];
+        indices[*p] = to;
+        weights[*p] = w;
+        *p += 1;
+    };
+    for e in edges {
+        put(e.a, e.b, e.weight);
+        if symmetric && e.a != e.b {
+            put(e.b, e.a, e.weight);
+        }
+    }
+    (indices, weights)
+}
+
+/// Sort each row's entries by column (stable: duplicates keep their order).
+fn sort_rows(counts: &[usize], indices: &mut [u32], weights: &mut [f32]) {
+    let mut row: Vec<(u32, f32)> = Vec::new();
+    for i in 0..counts.len() - 1 {
+        let (s, t) = (counts[i], counts[i + 1]);
+        if indices[s..t].windows(2).any(|w| w[0] > w[1]) {
+            row.clear();
+            row.extend(
+                indices[s..t]
+                    .iter()
+                    .copied()
+                    .zip(weights[s..t].iter().copied()),
+            );
+            row.sort_by_key(|&(j, _)| j);
+            for (p, &(j, w)) in row.iter().enumerate() {
+                indices[s + p] = j;
+                weights[s + p] = w;
+            }
+        }
     }
 }
 

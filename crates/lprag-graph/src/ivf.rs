@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::knn::{gemm_abt, normalized_rows, TopK, COL_TILE};
+use crate::kernels::{gemm_abt, normalized_rows, TopK, COL_TILE};
 use crate::GraphError;
 use lprag_core::{dot, Embeddings};
 
@@ -472,7 +472,7 @@ mod tests {
             let got = index
                 .search_probes(&emb, &q, 10, index.lists(), &|_| true)
                 .unwrap();
-            let want = crate::nearest_by_cosine_where(&emb, &inv, &q, 10, &|_| true);
+            let want = crate::kernels::nearest_by_cosine_where(&emb, &inv, &q, 10, &|_| true);
             let ids = |v: &[(u32, f32)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
             assert_eq!(ids(&got), ids(&want));
             let keep_odd = index
@@ -486,7 +486,8 @@ mod tests {
     fn knn_lists_recall_most_exact_neighbours_and_exact_when_all_lists_are_probed() {
         let emb = clustered(4_000, 24, 40, 3);
         let x = normalized_rows(&emb, "e").unwrap();
-        let exact = crate::knn::exact_knn(&x, 4_000, 24, 5);
+        // The exact backend's lists of the same unit rows.
+        let exact = crate::knn(&emb, 5, &crate::KnnBackend::Exact).unwrap();
         let p = IvfParams::default();
         let approx = ivf_knn(&x, 4_000, 24, 5, &p);
         let hits: usize = exact

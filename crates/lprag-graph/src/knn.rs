@@ -25,8 +25,9 @@ use lprag_core::{EdgeKind, Embeddings, LinkEdge};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::ivf::IvfParams;
-use crate::nndescent::NnDescentParams;
+use crate::ivf::{ivf_knn, IvfParams};
+use crate::kernels::{gemm_abt, normalized_rows, ranks_before, TopK, COL_TILE};
+use crate::nndescent::{nndescent_knn, NnDescentParams};
 use crate::GraphError;
 use lprag_core::dot;
 
@@ -178,8 +179,8 @@ pub fn knn(
     let d = emb.dim();
     match backend {
         KnnBackend::Hnsw(p) => hnsw_knn(&x, n, d, k, &p),
-        KnnBackend::Ivf(p) => Ok(crate::ivf::ivf_knn(&x, n, d, k, &p)),
-        KnnBackend::NnDescent(p) => Ok(crate::nndescent::nndescent_knn(&x, n, d, k, &p)),
+        KnnBackend::Ivf(p) => Ok(ivf_knn(&x, n, d, k, &p)),
+        KnnBackend::NnDescent(p) => Ok(nndescent_from_ivf(&x, n, d, k, &p)),
         _ => Ok(exact_knn(&x, n, d, k)),
     }
 }
@@ -235,14 +236,7 @@ pub fn update_knn(
             format!("{n} rows do not fit u32 node ids"),
         ));
     }
-    let mut new_id = vec![u32::MAX; keep.len()];
-    let mut kept = 0usize;
-    for (i, &k) in keep.iter().enumerate() {
-        if k {
-            new_id[i] = kept as u32;
-            kept += 1;
-        }
-    }
+    let (new_id, kept) = kept_ids(keep);
     if kept > n {
         return Err(GraphError::arg(
             "emb",
@@ -254,8 +248,34 @@ pub fn update_knn(
     if k == 0 {
         return Ok(vec![Vec::new(); n]);
     }
-    let row = |i: usize| &x[i * d..(i + 1) * d];
-    // Kept rows: their lists with ids remapped; a row that lost an entry is rescanned.
+    let (mut out, rescan) = remap_kept(lists, keep, &new_id, k, n);
+    scan_new_rows(&x, (n, d), kept, k, &mut out);
+    rescan_rows(&x, (n, d), k, rescan, &mut out);
+    Ok(out)
+}
+
+/// Each old row's id after the removals (`u32::MAX` when removed) and the number kept.
+fn kept_ids(keep: &[bool]) -> (Vec<u32>, usize) {
+    let mut new_id = vec![u32::MAX; keep.len()];
+    let mut kept = 0usize;
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
+            new_id[i] = kept as u32;
+            kept += 1;
+        }
+    }
+    (new_id, kept)
+}
+
+/// Kept rows: their lists with ids remapped (at most `k` entries; room for `n` lists),
+/// and the new ids of the rows that lost an entry (to rescan).
+fn remap_kept(
+    lists: &[Vec<(u32, f32)>],
+    keep: &[bool],
+    new_id: &[u32],
+    k: usize,
+    n: usize,
+) -> (Vec<Vec<(u32, f32)>>, Vec<usize>) {
     let mut out: Vec<Vec<(u32, f32)>> = Vec::with_capacity(n);
     let mut rescan: Vec<usize> = Vec::new();
     for (i, list) in lists.iter().enumerate().filter(|&(i, _)| keep[i]) {
@@ -273,7 +293,19 @@ pub fn update_knn(
         }
         out.push(l);
     }
-    // New rows: one exact scan each; the scan's scores are offered to the kept rows too.
+    (out, rescan)
+}
+
+/// New rows (`kept..n` of the unit rows `x`, `n × d`): one exact scan each, whose scores
+/// are offered to the `kept` rows' lists in `out` too; their lists are appended.
+fn scan_new_rows(
+    x: &[f32],
+    (n, d): (usize, usize),
+    kept: usize,
+    k: usize,
+    out: &mut Vec<Vec<(u32, f32)>>,
+) {
+    let row = |i: usize| &x[i * d..(i + 1) * d];
     // Per new row: its own list, and its offers to the kept rows' lists.
     type Scan = (Vec<(u32, f32)>, Vec<(u32, f32)>);
     let scans: Vec<Scan> = (kept..n)
@@ -288,7 +320,7 @@ pub fn update_knn(
                 if let Some(l) = out.get(i).filter(|_| i < kept) {
                     let admits = l.len() < k || {
                         let (li, ls) = l[l.len() - 1];
-                        better(s, j as u32, ls, li)
+                        ranks_before(s, j as u32, ls, li)
                     };
                     if admits {
                         offers.push((i as u32, s));
@@ -309,7 +341,18 @@ pub fn update_knn(
         }
     }
     out.extend(scans.into_iter().map(|(list, _)| list));
-    // Kept rows that lost a neighbour: rescan against every row, new ones included.
+}
+
+/// Kept rows that lost a neighbour: rescan against every row of the unit rows `x`
+/// (`n × d`), new ones included.
+fn rescan_rows(
+    x: &[f32],
+    (n, d): (usize, usize),
+    k: usize,
+    rescan: Vec<usize>,
+    out: &mut [Vec<(u32, f32)>],
+) {
+    let row = |i: usize| &x[i * d..(i + 1) * d];
     let fresh: Vec<(usize, Vec<(u32, f32)>)> = rescan
         .into_par_iter()
         .map(|i| {
@@ -324,7 +367,6 @@ pub fn update_knn(
     for (i, list) in fresh {
         out[i] = list;
     }
-    Ok(out)
 }
 
 /// Mutual k-NN edges from k-NN lists (as [`knn`] or [`update_knn`] return them), the rule
@@ -378,136 +420,30 @@ fn mutual_edges(lists: &[Vec<(u32, f32)>]) -> Vec<LinkEdge> {
     edges
 }
 
-/// `emb` with every row scaled to unit L2 norm (zero rows stay zero); the norm is
-/// accumulated in f64 so huge finite values do not overflow.
-///
-/// A matrix whose rows all have norm 1 (within 1e-5, what an encoder's own f32
-/// normalisation leaves) or 0 is borrowed, not copied: most encoders normalise their
-/// output, and a copy took 0.4 GB at 100,000 1024-d chunks.
-pub(crate) fn normalized_rows<'a>(
-    emb: &'a Embeddings,
-    matrix: &'static str,
-) -> Result<std::borrow::Cow<'a, [f32]>, GraphError> {
-    check_finite(emb, matrix)?;
-    let unit = emb.as_slice().par_chunks(emb.dim().max(1)).all(|r| {
-        let n = r
-            .iter()
-            .map(|&v| f64::from(v) * f64::from(v))
-            .sum::<f64>()
-            .sqrt();
-        n == 0.0 || (n - 1.0).abs() <= 1e-5
-    });
-    if unit {
-        return Ok(std::borrow::Cow::Borrowed(emb.as_slice()));
-    }
-    let d = emb.dim();
-    let mut out = emb.as_slice().to_vec();
-    out.par_chunks_mut(d).for_each(|row| {
-        let norm = row
-            .iter()
-            .map(|&v| f64::from(v) * f64::from(v))
-            .sum::<f64>()
-            .sqrt();
-        if norm > 0.0 {
-            row.iter_mut()
-                .for_each(|v| *v = (f64::from(*v) / norm) as f32);
-        }
-    });
-    Ok(std::borrow::Cow::Owned(out))
-}
-
-/// [`GraphError::NonFinite`] for the first row with a NaN or infinity.
-pub(crate) fn check_finite(emb: &Embeddings, matrix: &'static str) -> Result<(), GraphError> {
-    match emb.iter().position(|r| r.iter().any(|v| !v.is_finite())) {
-        Some(row) => Err(GraphError::NonFinite { matrix, row }),
-        None => Ok(()),
-    }
-}
-
-/// `true` when `(j, s)` ranks before `(i, t)`: higher score, ties by lower index.
-#[inline]
-fn better(s: f32, j: u32, t: f32, i: u32) -> bool {
-    s > t || (s == t && j < i)
-}
-
-/// A row's running top k, sorted best first.
-pub(crate) struct TopK {
+/// NN-descent over unit rows `x` (`n × d`), `1 <= k < n`, started from an inverted file's
+/// lists when `p.init_probes > 0` (`⌈√n⌉` lists, `init_probes` probes, `p.seed`).
+fn nndescent_from_ivf(
+    x: &[f32],
+    n: usize,
+    d: usize,
     k: usize,
-    pub(crate) items: Vec<(u32, f32)>,
-    /// Score of the worst kept item once full (fast rejection), else −∞.
-    pub(crate) floor: f32,
-}
-
-impl TopK {
-    pub(crate) fn new(k: usize) -> Self {
-        Self {
-            k,
-            items: Vec::with_capacity(k + 1),
-            floor: f32::NEG_INFINITY,
-        }
-    }
-
-    pub(crate) fn offer(&mut self, idx: u32, s: f32) {
-        if self.items.len() == self.k {
-            let (li, ls) = self.items[self.k - 1];
-            if !better(s, idx, ls, li) {
-                return;
-            }
-            self.items.pop();
-        }
-        let pos = self.items.partition_point(|&(j, t)| better(t, j, s, idx));
-        self.items.insert(pos, (idx, s));
-        if self.items.len() == self.k {
-            self.floor = self.items[self.k - 1].1;
-        }
-    }
-
-    /// Offer every score of a tile row whose columns start at `c0`, skipping `skip`.
-    fn scan(&mut self, scores: &[f32], c0: usize, skip: usize) {
-        for (j, &s) in scores.iter().enumerate() {
-            if s < self.floor {
-                continue;
-            }
-            let idx = c0 + j;
-            if idx != skip {
-                self.offer(idx as u32, s);
-            }
-        }
-    }
-}
-
-/// Columns per GEMM tile.
-pub(crate) const COL_TILE: usize = 2048;
-
-/// `c (m × n) = a (m × d) · bᵀ` where `b` is `n × d` row-major.
-pub(crate) fn gemm_abt(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, c: &mut [f32]) {
-    assert!(a.len() == m * d && b.len() == n * d && c.len() == m * n);
-    // SAFETY: the assertion above guarantees that every element addressed through the
-    // strides below lies inside `a`, `b` and `c`: A is m×d with strides (d, 1), B (= bᵀ) is
-    // d×n with strides (1, d), C is m×n with strides (n, 1) and does not alias A or B
-    // (`c` is a unique borrow).
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            d,
-            n,
-            1.0,
-            a.as_ptr(),
-            d as isize,
-            1,
-            b.as_ptr(),
-            1,
-            d as isize,
-            0.0,
-            c.as_mut_ptr(),
-            n as isize,
-            1,
-        );
-    }
+    p: &NnDescentParams,
+) -> Vec<Vec<(u32, f32)>> {
+    let start = if p.init_probes > 0 {
+        let ivf = IvfParams {
+            probes: p.init_probes,
+            seed: p.seed,
+            ..IvfParams::default()
+        };
+        ivf_knn(x, n, d, p.list_len(n, k), &ivf)
+    } else {
+        Vec::new()
+    };
+    nndescent_knn(x, n, d, k, p, start)
 }
 
 /// Exact top-k over unit rows `x` (`n × d`), `1 <= k < n`.
-pub(crate) fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
+fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     // Enough blocks to keep every thread busy, but at most 256 rows so a tile stays small.
     let block = n.div_ceil(rayon::current_num_threads() * 4).clamp(32, 256);
     let tile_cols = COL_TILE.min(n);

@@ -8,6 +8,9 @@
 //! * **Nearest rows for one query**: [`nearest_by_cosine`] scans the rows; [`ColumnIndex`]
 //!   gives the same answer from a 16-bit column-wise copy, reading only the query's
 //!   non-zero columns and rescoring exactly every row near the cut.
+//! * **Candidates of a query**: [`CandidateSearch`] finds a query's nearest chunks with a
+//!   [`NearestSearch`] strategy (exact scan, [`ColumnIndex`] or [`IvfIndex`]) and adds
+//!   the pool's chunk-graph neighbours, under a filter ([`CandidateRequest`]).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
 //!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
@@ -77,27 +80,30 @@
 
 mod adjacency;
 mod bridge;
+mod candidates;
 mod columns;
 mod components;
 mod error;
 mod graph;
 mod ivf;
+mod kernels;
 mod kg;
 mod knn;
 mod link;
 mod nndescent;
 mod persist;
 mod sampling;
-mod search;
 mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
 pub use bridge::{bridge_edges, BridgeConfig};
+pub use candidates::{CandidateRequest, CandidateSearch, ExactScan, NearestSearch, SearchKind};
 pub use columns::ColumnIndex;
 pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
 pub use ivf::{IvfIndex, IvfParams};
+pub use kernels::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
 pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
@@ -111,5 +117,4 @@ pub use persist::{
     save_feature_rows, save_knn_lists, save_link_graph, FORMAT_VERSION,
 };
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
-pub use search::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
 pub use typed::{contextual_chunk_graph, InEdges, KgEdges};

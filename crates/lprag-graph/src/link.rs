@@ -2,7 +2,7 @@
 
 use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph, SyntheticQuery};
 
-use crate::knn::check_finite;
+use crate::kernels::check_finite;
 use crate::GraphError;
 
 /// Assemble the [`LinkGraph`] a link predictor trains on.

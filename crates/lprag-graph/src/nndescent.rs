@@ -11,7 +11,7 @@
 //! result does not depend on the order its comparisons ran in, so the output is
 //! deterministic for a seed (threads included).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use lprag_core::dot;
 use rand::seq::SliceRandom;
@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::kernels::ranks_before;
 use crate::GraphError;
 
 /// Parameters of NN-descent ([`crate::KnnBackend::NnDescent`]).
@@ -75,11 +76,12 @@ impl NnDescentParams {
         }
         Ok(())
     }
-}
 
-/// `(s, j)` ranks before `(t, i)`: higher similarity, then lower index (the exact rule).
-fn before(s: f32, j: u32, t: f32, i: u32) -> bool {
-    s > t || (s == t && j < i)
+    /// Candidates kept per row for `k` neighbours of `n > k` rows: `list`, at least `k`,
+    /// at most `n − 1`.
+    pub(crate) fn list_len(&self, n: usize, k: usize) -> usize {
+        self.list.max(k).min(n - 1)
+    }
 }
 
 /// One row's candidates, best first: `(row, similarity, new since the last join)`.
@@ -92,7 +94,7 @@ impl Candidates {
     fn offer(&mut self, cap: usize, j: u32, s: f32) -> bool {
         if self.items.len() == cap {
             let &(li, ls, _) = &self.items[cap - 1];
-            if !before(s, j, ls, li) {
+            if !ranks_before(s, j, ls, li) {
                 return false;
             }
         }
@@ -102,7 +104,9 @@ impl Candidates {
         if self.items.len() == cap {
             self.items.pop();
         }
-        let pos = self.items.partition_point(|&(i, t, _)| before(t, i, s, j));
+        let pos = self
+            .items
+            .partition_point(|&(i, t, _)| ranks_before(t, i, s, j));
         self.items.insert(pos, (j, s, true));
         true
     }
@@ -117,32 +121,68 @@ impl Candidates {
     }
 }
 
-/// Approximate top-`k` lists over unit rows `x` (`n × d`), `1 ≤ k < n`, by NN-descent.
+/// Approximate top-`k` lists over unit rows `x` (`n × d`), `1 ≤ k < n`, by NN-descent,
+/// starting from `start` (row `i`'s initial candidates, best first, up to
+/// [`NnDescentParams::list_len`] of them; rows past its end start empty).
 pub(crate) fn nndescent_knn(
     x: &[f32],
     n: usize,
     d: usize,
     k: usize,
     p: &NnDescentParams,
+    start: Vec<Vec<(u32, f32)>>,
 ) -> Vec<Vec<(u32, f32)>> {
-    let cap = p.list.max(k).min(n - 1);
-    let row = |i: usize| &x[i * d..(i + 1) * d];
-    // Initial lists: an inverted file's, or random; topped up at random, seeded per row.
-    let start: Vec<Vec<(u32, f32)>> = if p.init_probes > 0 {
-        let ivf = crate::IvfParams {
-            probes: p.init_probes,
-            seed: p.seed,
-            ..crate::IvfParams::default()
-        };
-        crate::ivf::ivf_knn(x, n, d, cap, &ivf)
-    } else {
-        Vec::new()
-    };
-    let lists: Vec<Mutex<Candidates>> = (0..n)
+    let cap = p.list_len(n, k);
+    let rows = UnitRows { x, d };
+    let lists = initial_lists(rows, n, cap, p.seed, &start);
+    let stop = (p.stop_per_mille as f64 / 1000.0 * n as f64 * cap as f64) as usize;
+    for iteration in 0..p.max_iterations {
+        let hoods = neighbourhoods(&lists, n, cap, p.seed, iteration);
+        local_joins(rows, cap, &lists, &hoods);
+        // Entries taken in this join and still kept: independent of the joins' order.
+        let changed: usize = (0..n)
+            .into_par_iter()
+            .map(|i| lock(&lists[i]).items.iter().filter(|e| e.2).count())
+            .sum();
+        if changed <= stop {
+            break;
+        }
+    }
+    best_k(lists, k)
+}
+
+/// Unit rows `x` of width `d`.
+#[derive(Clone, Copy)]
+struct UnitRows<'a> {
+    x: &'a [f32],
+    d: usize,
+}
+
+impl UnitRows<'_> {
+    fn row(&self, i: usize) -> &[f32] {
+        &self.x[i * self.d..(i + 1) * self.d]
+    }
+}
+
+/// A row's candidates, even from a thread that panicked holding them.
+fn lock(m: &Mutex<Candidates>) -> MutexGuard<'_, Candidates> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Initial lists: `start` (an inverted file's, or none), topped up at random, seeded per
+/// row.
+fn initial_lists(
+    rows: UnitRows<'_>,
+    n: usize,
+    cap: usize,
+    seed: u64,
+    start: &[Vec<(u32, f32)>],
+) -> Vec<Mutex<Candidates>> {
+    (0..n)
         .into_par_iter()
         .map(|i| {
             let mut rng =
-                ChaCha8Rng::seed_from_u64(p.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut c = Candidates {
                 items: Vec::with_capacity(cap + 1),
             };
@@ -152,95 +192,126 @@ pub(crate) fn nndescent_knn(
             while c.items.len() < cap {
                 let j = rng.random_range(0..n as u32);
                 if j as usize != i {
-                    c.offer(cap, j, dot(row(i), row(j as usize)));
+                    c.offer(cap, j, dot(rows.row(i), rows.row(j as usize)));
                 }
             }
             Mutex::new(c)
         })
-        .collect();
-    let lock = |i: usize| lists[i].lock().unwrap_or_else(|e| e.into_inner());
-    let stop = (p.stop_per_mille as f64 / 1000.0 * n as f64 * cap as f64) as usize;
-    for iteration in 0..p.max_iterations {
-        // Each row's new and old neighbours; the new ones become old.
-        let (new_fwd, old_fwd): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let mut c = lock(i);
-                let mut new = Vec::new();
-                let mut old = Vec::new();
-                for item in c.items.iter_mut() {
-                    if item.2 {
-                        new.push(item.0);
-                        item.2 = false;
-                    } else {
-                        old.push(item.0);
-                    }
-                }
-                (new, old)
-            })
-            .unzip();
-        // Reverse neighbours, at most `cap` of each kind per row, sampled by seed.
-        let reverse = |fwd: &[Vec<u32>], salt: u64| -> Vec<Vec<u32>> {
-            let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
-            for (i, l) in fwd.iter().enumerate() {
-                for &j in l {
-                    rev[j as usize].push(i as u32);
+        .collect()
+}
+
+/// One iteration's neighbourhoods: each row's new and old neighbours, forward and
+/// reverse.
+struct Neighbourhoods {
+    new_fwd: Vec<Vec<u32>>,
+    old_fwd: Vec<Vec<u32>>,
+    new_rev: Vec<Vec<u32>>,
+    old_rev: Vec<Vec<u32>>,
+}
+
+/// Each row's new and old neighbours (the new ones become old), and the reverse
+/// neighbours of both kinds, at most `cap` of each kind per row, sampled by seed.
+fn neighbourhoods(
+    lists: &[Mutex<Candidates>],
+    n: usize,
+    cap: usize,
+    seed: u64,
+    iteration: usize,
+) -> Neighbourhoods {
+    let (new_fwd, old_fwd): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let mut c = lock(&lists[i]);
+            let mut new = Vec::new();
+            let mut old = Vec::new();
+            for item in c.items.iter_mut() {
+                if item.2 {
+                    new.push(item.0);
+                    item.2 = false;
+                } else {
+                    old.push(item.0);
                 }
             }
-            rev.par_iter_mut().enumerate().for_each(|(j, r)| {
-                if r.len() > cap {
-                    let mut rng = ChaCha8Rng::seed_from_u64(
-                        p.seed
-                            ^ salt
-                            ^ ((iteration as u64) << 40)
-                            ^ (j as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
-                    );
-                    r.shuffle(&mut rng);
-                    r.truncate(cap);
-                }
-            });
-            rev
-        };
-        let new_rev = reverse(&new_fwd, 0x5EED_0001);
-        let old_rev = reverse(&old_fwd, 0x5EED_0002);
-        // Local joins: new × new and new × old around every row.
-        (0..n).into_par_iter().for_each(|i| {
-            let mut new: Vec<u32> = new_fwd[i].iter().chain(&new_rev[i]).copied().collect();
-            new.sort_unstable();
-            new.dedup();
-            let mut old: Vec<u32> = old_fwd[i].iter().chain(&old_rev[i]).copied().collect();
-            old.sort_unstable();
-            old.dedup();
-            old.retain(|j| new.binary_search(j).is_err());
-            let offer = |a: u32, b: u32| {
-                let s = dot(row(a as usize), row(b as usize));
-                for (u, v) in [(a, b), (b, a)] {
-                    let mut c = lock(u as usize);
-                    if s >= c.floor(cap) {
-                        c.offer(cap, v, s);
-                    }
-                }
-            };
-            for (x, &a) in new.iter().enumerate() {
-                for &b in &new[x + 1..] {
-                    offer(a, b);
-                }
-                for &b in &old {
-                    if a != b {
-                        offer(a, b);
-                    }
-                }
+            (new, old)
+        })
+        .unzip();
+    let reverse = |fwd: &[Vec<u32>], salt: u64| -> Vec<Vec<u32>> {
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, l) in fwd.iter().enumerate() {
+            for &j in l {
+                rev[j as usize].push(i as u32);
+            }
+        }
+        rev.par_iter_mut().enumerate().for_each(|(j, r)| {
+            if r.len() > cap {
+                let mut rng = ChaCha8Rng::seed_from_u64(
+                    seed ^ salt
+                        ^ ((iteration as u64) << 40)
+                        ^ (j as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+                );
+                r.shuffle(&mut rng);
+                r.truncate(cap);
             }
         });
-        // Entries taken in this join and still kept: independent of the joins' order.
-        let changed: usize = (0..n)
-            .into_par_iter()
-            .map(|i| lock(i).items.iter().filter(|e| e.2).count())
-            .sum();
-        if changed <= stop {
-            break;
-        }
+        rev
+    };
+    let new_rev = reverse(&new_fwd, 0x5EED_0001);
+    let old_rev = reverse(&old_fwd, 0x5EED_0002);
+    Neighbourhoods {
+        new_fwd,
+        old_fwd,
+        new_rev,
+        old_rev,
     }
+}
+
+/// Local joins: new × new and new × old around every row, each pair offered to both.
+fn local_joins(
+    rows: UnitRows<'_>,
+    cap: usize,
+    lists: &[Mutex<Candidates>],
+    hoods: &Neighbourhoods,
+) {
+    (0..lists.len()).into_par_iter().for_each(|i| {
+        let mut new: Vec<u32> = hoods.new_fwd[i]
+            .iter()
+            .chain(&hoods.new_rev[i])
+            .copied()
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        let mut old: Vec<u32> = hoods.old_fwd[i]
+            .iter()
+            .chain(&hoods.old_rev[i])
+            .copied()
+            .collect();
+        old.sort_unstable();
+        old.dedup();
+        old.retain(|j| new.binary_search(j).is_err());
+        let offer = |a: u32, b: u32| {
+            let s = dot(rows.row(a as usize), rows.row(b as usize));
+            for (u, v) in [(a, b), (b, a)] {
+                let mut c = lock(&lists[u as usize]);
+                if s >= c.floor(cap) {
+                    c.offer(cap, v, s);
+                }
+            }
+        };
+        for (x, &a) in new.iter().enumerate() {
+            for &b in &new[x + 1..] {
+                offer(a, b);
+            }
+            for &b in &old {
+                if a != b {
+                    offer(a, b);
+                }
+            }
+        }
+    });
+}
+
+/// Each row's best `k` candidates, `(row, similarity)`.
+fn best_k(lists: Vec<Mutex<Candidates>>, k: usize) -> Vec<Vec<(u32, f32)>> {
     lists
         .into_iter()
         .map(|m| {
@@ -296,7 +367,10 @@ mod tests {
                 "row {i} lists itself"
             );
             for w in l.windows(2) {
-                assert!(before(w[0].1, w[0].0, w[1].1, w[1].0), "row {i}: {l:?}");
+                assert!(
+                    ranks_before(w[0].1, w[0].0, w[1].1, w[1].0),
+                    "row {i}: {l:?}"
+                );
             }
             let mut ids: Vec<u32> = l.iter().map(|e| e.0).collect();
             ids.sort_unstable();
