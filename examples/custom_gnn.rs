@@ -15,11 +15,9 @@ mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
+use lprag::extend::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs};
 use lprag::model::burn;
-use lprag::{
-    BurnLinkPredictor, GraphBatch, LinkModel, LinkPredictor, LpRag, Pairs, Retriever, Selection,
-    TrainConfig,
-};
+use lprag::{LinkPredictor, LpRag, Retriever, Selection, TrainConfig};
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};

@@ -18,7 +18,8 @@ mod logging;
 #[path = "data/mini_corpus.rs"]
 mod mini_corpus;
 
-use lprag::{ChunkId, LinkScorer, LpRag, Retriever, ScoreContext, Selection};
+use lprag::extend::ScoreContext;
+use lprag::{ChunkId, LinkScorer, LpRag, Retriever, Selection};
 
 /// `logit = scale · ((1 − λ)·cos(q, c) + λ·max over neighbours n of cos(q, n)) + bias`.
 struct NeighbourSmoothed {

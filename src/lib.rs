@@ -33,6 +33,11 @@
 //!
 //! [`Live`] serves an index while it is updated, [`sync`] brings one in line with the
 //! current documents by content hash (module [`live`]).
+//!
+//! The top level is the user API: documents, the retrievers with their builders and
+//! settings, the traits a component implements, updates and serving. What a custom
+//! component is built from (burn link-predictor engines and models, the scorer's context)
+//! lives in [`extend`].
 #![warn(missing_docs)]
 
 mod cpu;
@@ -68,15 +73,27 @@ pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
     LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
-    ScoreContext, ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
+    ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
     DOCUMENT_HASH_KEY,
 };
 pub use lprag_model::bert::SentenceEncoder;
 pub use lprag_model::{
-    Aggregation, BurnLinkPredictor, ComputeDevice, Decoder, GnnLinkPredictor, GraphBatch,
-    InferenceMode, LinkModel, ModelConfig, Negatives, Pairs, Peg, PegConfig, PredictorKind,
-    Targets, TrainConfig, Vgae, VgaeConfig,
+    Aggregation, ComputeDevice, Decoder, InferenceMode, ModelConfig, Negatives, PegConfig,
+    PredictorKind, SealConfig, Targets, TrainConfig, VgaeConfig,
 };
+
+/// Extension points: what a custom link predictor or scorer is built from. Implement
+/// [`LinkScorer`] (training-free, reads a [`ScoreContext`]) or [`LinkPredictor`]
+/// directly; for a trained GNN in burn, implement [`LinkModel`] (or [`PairModel`]) and
+/// serve it with [`BurnLinkPredictor`], which trains it like the built-in models
+/// (`examples/custom_gnn.rs`, `examples/custom_scorer.rs`).
+pub mod extend {
+    pub use lprag_core::{LinkPredictor, LinkScorer, ScoreContext};
+    pub use lprag_model::{
+        BurnLinkPredictor, GnnLinkPredictor, GraphBatch, LinkModel, PairModel, Pairs, Peg, Seal,
+        Vgae,
+    };
+}
 pub use lprag_text::{
     BoundedPassageChunker, HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator,
     PassageChunker, SentenceChunker, TokenChunker,

@@ -5,9 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use lprag::extend::ScoreContext;
 use lprag::{
     ChunkId, Embeddings, Error, HashingEncoder, LinkGraph, LinkPredictor, LinkScorer, LpRag,
-    NoProgress, Progress, Retriever, ScoreContext, Selection, TrainReport,
+    NoProgress, Progress, Retriever, Selection, TrainReport,
 };
 
 use crate::common;
@@ -312,7 +313,7 @@ async fn a_custom_trainable_predictor_trains_saves_and_reopens() {
     let msg = LpRag::open(&path).unwrap_err().to_string();
     assert!(msg.contains("load_with"), "{msg}");
     let err = LpRag::load_with(&path, encoder(), |_, _| {
-        Ok(Box::new(lprag::GnnLinkPredictor::new(
+        Ok(Box::new(lprag::extend::GnnLinkPredictor::new(
             Default::default(),
             Default::default(),
         )))
@@ -351,7 +352,7 @@ async fn the_built_in_predictor_reopens_with_load_with_but_not_as_a_scorer() {
     rag.save(&path).unwrap();
     // `load_with` also restores the built-in predictor (say, on another device).
     let reopened = LpRag::load_with(&path, encoder(), |d, _| {
-        Ok(Box::new(lprag::GnnLinkPredictor::from_dir(d)?) as Box<dyn LinkPredictor>)
+        Ok(Box::new(lprag::extend::GnnLinkPredictor::from_dir(d)?) as Box<dyn LinkPredictor>)
     })
     .unwrap();
     let q = "Who invented dynamite?";
@@ -369,8 +370,9 @@ async fn the_built_in_predictor_reopens_with_load_with_but_not_as_a_scorer() {
 
 mod burn_model {
     use super::*;
+    use lprag::extend::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs};
     use lprag::model::burn;
-    use lprag::{BurnLinkPredictor, GraphBatch, LinkModel, Pairs, TrainConfig};
+    use lprag::TrainConfig;
 
     use burn::module::Module;
     use burn::nn::{Linear, LinearConfig};

@@ -645,7 +645,8 @@ async fn transfer_attaches_a_saved_predictor_to_another_corpus_without_training(
     assert_eq!(stats.queries, 0, "no synthetic queries are written");
     assert_eq!(stats.train.epochs_run, 0, "nothing is trained");
     // Exactly A's model attached to B's chunk graph.
-    let mut reference = lprag::GnnLinkPredictor::from_dir(&a_path.join("predictor")).unwrap();
+    let mut reference =
+        lprag::extend::GnnLinkPredictor::from_dir(&a_path.join("predictor")).unwrap();
     lprag::LinkPredictor::attach(&mut reference, b.graph()).unwrap();
     let q = b.encoder().embed_one("capital of Japan").await.unwrap();
     let all: Vec<usize> = (0..b_docs.len()).collect();

@@ -241,6 +241,11 @@ impl CandidateSearch {
         &self.neighbours[chunk]
     }
 
+    /// Every chunk's neighbour lists, indexed by chunk (what a `ScoreContext` reads).
+    pub fn neighbour_lists(&self) -> &[Vec<u32>] {
+        &self.neighbours
+    }
+
     /// The (up to) `m` chunks `keep` admits nearest to `query`, best first
     /// ([`NearestSearch::nearest_where`] of the strategy, over `features`, the matrix the
     /// search was built from).

@@ -2,7 +2,7 @@
 
 use super::stages::{self, ChunkInput, EmbedInput, QueryEmbedInput, QueryInput, StageCtx};
 use super::{
-    read_manifest, ChunkSearch, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
+    read_manifest, search_for, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
     PredictorSource, RankModel, RecordingProgress,
 };
 
@@ -348,7 +348,7 @@ impl LpRagBuilder {
         // 5. Train the link predictor on a blocking thread (a training-free scorer is
         //    only given the graph).
         let graph = Arc::new(graph);
-        let search = Arc::new(ChunkSearch::for_config(&graph, &config)?);
+        let search = Arc::new(search_for(&graph, &config)?);
         let choice = RankModel {
             model,
             transfer,

@@ -25,7 +25,8 @@ use persist::{read_manifest, Manifest};
 pub(crate) use predictor::PredictorSource;
 use predictor::{ModelChoice, RankModel, ScorerPredictor};
 
-pub(crate) use search::ChunkSearch;
+use lprag_graph::CandidateSearch;
+pub(crate) use search::search_for;
 pub use stats::IndexStats;
 use stats::RecordingProgress;
 
@@ -64,7 +65,7 @@ pub struct LpRag {
     pub(crate) default_encoder: Option<DefaultEncoder>,
     pub(crate) predictor: Arc<dyn LinkPredictor>,
     pub(crate) source: PredictorSource,
-    pub(crate) search: Arc<ChunkSearch>,
+    pub(crate) search: Arc<CandidateSearch>,
     pub(crate) config: LpRagConfig,
     pub(crate) stats: IndexStats,
     /// The chunks' k-NN lists behind the mutual k-NN edges, kept for incremental updates
@@ -177,7 +178,7 @@ impl LpRag {
 
     /// Make the candidate search `config` asks for, then keep `config` (unchanged on error).
     fn set_search(&mut self, config: LpRagConfig) -> Result<()> {
-        self.search = Arc::new(ChunkSearch::for_config(&self.graph, &config)?);
+        self.search = Arc::new(search_for(&self.graph, &config)?);
         self.config = config;
         Ok(())
     }
@@ -185,6 +186,6 @@ impl LpRag {
     /// Whether the exact candidate scan reads the column-wise copy of the chunk embeddings
     /// (see [`LpRagConfig::column_scan_from`]).
     pub fn scans_columns(&self) -> bool {
-        self.search.columns.is_some()
+        self.search.scans_columns()
     }
 }

@@ -1,9 +1,9 @@
 //! Saving and opening an index: the manifest, the files beside it, and the ranking model.
 
 use super::{
-    BuiltinPredictor, ChunkSearch, IndexStats, KnnLists, LpRag, LpRagConfig, PredictorSource,
-    ScorerPredictor, CHUNKS, GRAPH, INDEX_DIR, INDEX_FORMAT_VERSION, KNN, MANIFEST, PREDICTOR_DIR,
-    QUERIES,
+    search_for, BuiltinPredictor, CandidateSearch, IndexStats, KnnLists, LpRag, LpRagConfig,
+    PredictorSource, ScorerPredictor, CHUNKS, GRAPH, INDEX_DIR, INDEX_FORMAT_VERSION, KNN,
+    MANIFEST, PREDICTOR_DIR, QUERIES,
 };
 
 use std::path::Path;
@@ -172,7 +172,8 @@ impl LpRag {
     ///
     /// ```no_run
     /// # fn run(encoder: std::sync::Arc<dyn lprag::Encoder>) -> lprag::Result<()> {
-    /// use lprag::{GnnLinkPredictor, LinkPredictor, LpRag};
+    /// use lprag::extend::GnnLinkPredictor;
+    /// use lprag::{LinkPredictor, LpRag};
     /// let rag = LpRag::load_with("index", encoder, |dir, _graph| {
     ///     // ComputeDevice::Cuda(0) or Wgpu(0) with the `cuda` / `wgpu` feature
     ///     let device = lprag::ComputeDevice::Cpu.to_burn()?;
@@ -252,7 +253,7 @@ pub(super) struct Parts {
     chunks: Vec<Chunk>,
     queries: Vec<SyntheticQuery>,
     graph: Arc<LinkGraph>,
-    search: Arc<ChunkSearch>,
+    search: Arc<CandidateSearch>,
     encoder: Arc<dyn Encoder>,
     knn: Option<Arc<KnnLists>>,
 }
@@ -328,7 +329,7 @@ impl Parts {
         } else {
             None
         };
-        let search = Arc::new(ChunkSearch::for_config(&graph, &manifest.config)?);
+        let search = Arc::new(search_for(&graph, &manifest.config)?);
         Ok(Self {
             manifest,
             chunks,
@@ -359,7 +360,6 @@ impl Parts {
 }
 
 /// The manifest of the index in `dir`, its format version checked.
-
 pub(super) fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST);
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;

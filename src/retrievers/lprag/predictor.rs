@@ -2,7 +2,7 @@
 //! and where each came from.
 
 use super::{
-    BuiltinPredictor, ChunkSearch, IndexStats, LpRagConfig, Manifest, GRAPH, PREDICTOR_DIR,
+    BuiltinPredictor, CandidateSearch, IndexStats, LpRagConfig, Manifest, GRAPH, PREDICTOR_DIR,
 };
 
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ impl PredictorSource {
 pub(super) struct ScorerPredictor {
     pub(super) scorer: Arc<dyn LinkScorer>,
     pub(super) graph: Arc<LinkGraph>,
-    pub(super) search: Arc<ChunkSearch>,
+    pub(super) search: Arc<CandidateSearch>,
 }
 
 impl ScorerPredictor {
@@ -83,7 +83,7 @@ impl LinkPredictor for ScorerPredictor {
 
     fn attach(&mut self, graph: &LinkGraph) -> Result<()> {
         graph.validate()?;
-        self.search = Arc::new(ChunkSearch::new(graph));
+        self.search = Arc::new(CandidateSearch::exact(graph));
         self.graph = Arc::new(graph.clone());
         Ok(())
     }
@@ -115,7 +115,7 @@ impl LinkPredictor for ScorerPredictor {
         candidates: &[ChunkId],
     ) -> Result<Vec<f32>> {
         self.check(query, candidates)?;
-        let ctx = ScoreContext::new(&self.graph, &self.search.neighbours, nearest);
+        let ctx = ScoreContext::new(&self.graph, self.search.neighbour_lists(), nearest);
         let logits = self.scorer.score(&ctx, query, candidates)?;
         if logits.len() != candidates.len() {
             return Err(Error::DimensionMismatch {
@@ -153,7 +153,7 @@ impl RankModel<'_> {
     pub(super) async fn make(
         self,
         graph: &Arc<LinkGraph>,
-        search: &Arc<ChunkSearch>,
+        search: &Arc<CandidateSearch>,
         progress: &Arc<dyn Progress>,
         stats: &mut IndexStats,
     ) -> Result<(Arc<dyn LinkPredictor>, PredictorSource)> {

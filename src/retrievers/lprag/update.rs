@@ -23,7 +23,7 @@ use lprag_graph::ChunkGraph;
 use lprag_text::HeuristicQueryGenerator;
 use serde::{Deserialize, Serialize};
 
-use super::{ChunkSearch, PredictorSource};
+use super::{search_for, PredictorSource};
 use crate::cpu::run_cpu;
 use crate::retrievers::common::{
     blocking, document_ids, embed_all, embed_queries_into, refuse_present, refuse_unknown,
@@ -229,7 +229,7 @@ impl LpRag {
             }
         };
         self.predictor = predictor;
-        self.search = Arc::new(ChunkSearch::for_config(&graph, &self.config)?);
+        self.search = Arc::new(search_for(&graph, &self.config)?);
         self.stats.queries = queries.len();
         self.stats.query_edges = graph.edges.len() - chunk_edges.len();
         self.stats.train = report.clone();
@@ -438,7 +438,7 @@ impl LpRag {
         }
         lap(&mut report, "attach");
 
-        self.search = Arc::new(ChunkSearch::for_config(&graph, &self.config)?);
+        self.search = Arc::new(search_for(&graph, &self.config)?);
         self.stats.documents = chunks
             .iter()
             .map(|c| c.provenance.document_id.as_str())
