@@ -45,6 +45,8 @@ pub(super) fn mentions(q: &str, title: &[String]) -> bool {
     2 * hit >= content.len()
 }
 
+/// A candidate for the question `toks` (finished), or `None` when it has fewer than three
+/// words.
 pub(super) fn cand(toks: Vec<String>, answer: Option<String>, score: i32) -> Option<Cand> {
     let text = finish(toks);
     (text.split_whitespace().count() >= 3).then_some(Cand {
@@ -54,14 +56,57 @@ pub(super) fn cand(toks: Vec<String>, answer: Option<String>, score: i32) -> Opt
     })
 }
 
+/// The single-sentence questions of `s`, in this order: life dates, a date, a count, the
+/// questions about its subject and predicate, a cloze question. `person`: the chunk is
+/// about a person.
 pub(super) fn sentence_questions(s: &Sent, title: &[String], person: bool) -> Vec<Cand> {
-    let mut out = Vec::new();
-    let t = &s.toks;
-    let subj = || decapitalise_phrase(&t[..s.subj_end]);
-    let subject_is_title =
-        !title.is_empty() && s.subj_end > 0 && find_seq(&t[..s.subj_end], title) == Some(0);
+    let mut out = life_questions(s);
+    let p = Parts::new(s);
+    // Dates and counts are looked for after the subject.
+    let date_from = if s.aux.is_some() { s.subj_end } else { 0 };
+    out.extend(date_question(&p, date_from));
+    out.extend(count_question(&p, date_from));
+    let ents = entity_spans(p.t);
+    if let Some(a) = s.aux {
+        out.extend(clause_questions(&p, a, &ents, title, person));
+    } else if let Some(&(0, e1)) = ents.first() {
+        out.extend(agent_question(p.t, e1, title, person));
+    }
+    out.extend(cloze_question(&p, &ents, title));
+    out
+}
 
-    // Life dates.
+/// A sentence with its auxiliary read: what the question builders of one sentence share.
+struct Parts<'a> {
+    s: &'a Sent,
+    t: &'a [String],
+    /// The auxiliary, lower-cased ("" when the sentence has none).
+    aux_w: String,
+    /// Whether the auxiliary is a form of "be".
+    is_be: bool,
+}
+
+impl<'a> Parts<'a> {
+    fn new(s: &'a Sent) -> Self {
+        let aux_w = s.aux.map(|a| lower(&s.toks[a])).unwrap_or_default();
+        let is_be = BE.contains(&aux_w);
+        Self {
+            s,
+            t: &s.toks,
+            aux_w,
+            is_be,
+        }
+    }
+
+    /// The subject, ready to follow a question word.
+    fn subj(&self) -> Vec<String> {
+        decapitalise_phrase(&self.t[..self.s.subj_end])
+    }
+}
+
+/// "When was X born?" and "When did X die?" from life dates after the leading name.
+fn life_questions(s: &Sent) -> Vec<Cand> {
+    let mut out = Vec::new();
     if let Some((name, born, died)) = &s.life {
         if let Some(b) = born {
             out.extend(cand(
@@ -88,173 +133,224 @@ pub(super) fn sentence_questions(s: &Sent, title: &[String], person: bool) -> Ve
             ));
         }
     }
+    out
+}
 
-    let aux = s.aux;
-    let aux_w = aux.map(|a| lower(&t[a])).unwrap_or_default();
-    let is_be = BE.contains(&aux_w);
-
-    // Dates → "When ...?" (inverted) or "... in what year?" (in place).
-    let date_from = if aux.is_some() { s.subj_end } else { 0 };
-    if let Some(&(d0, d1, wh)) = find_dates(t, date_from).first() {
-        let answer = join(&t[d0..d1]);
-        let answer = answer
-            .split_once(' ')
-            .filter(|(p, _)| PREPOSITIONS.contains(p) || *p == "c.")
-            .map_or(answer.clone(), |(_, r)| r.to_string());
-        let after_end = clause_end(t, d1).min(after_and(t, d1));
-        let after = &t[d1..after_end];
-        match aux {
-            Some(a) if d0 > a && wh != "until when" && wh != "since when" => {
-                // "X is an American rock band formed in 1990" → "When was X formed?"
-                let reduced = if is_be
-                    && t.get(a + 1)
-                        .is_some_and(|w| matches!(lower(w).as_str(), "a" | "an" | "the"))
-                {
-                    (a + 2..d0).find(|&p| {
-                        past_of_participle(&t[p]).is_some()
-                            && !t[a + 2..p]
-                                .iter()
-                                .any(|w| CLAUSE_WORDS.contains(w) || w == ";")
-                    })
-                } else {
-                    None
-                };
-                let q = if let Some(p) = reduced {
-                    [
-                        vec!["When".into(), "was".into()],
-                        subj(),
-                        t[p..d0].to_vec(),
-                        after.to_vec(),
-                    ]
-                    .concat()
-                } else {
-                    [
-                        vec!["When".into(), aux_w.clone()],
-                        subj(),
-                        t[a + 1..d0].to_vec(),
-                        after.to_vec(),
-                    ]
-                    .concat()
-                };
-                out.extend(cand(q, Some(answer), 3));
-            }
-            _ => {
-                let q = [t[..d0].to_vec(), words(wh), after.to_vec()].concat();
-                out.extend(cand(q, Some(answer), 2));
-            }
-        }
-    }
-
-    // Counts → "How many ...?".
-    if let Some((i, j)) = find_count(t, date_from) {
-        let np = t[i + 1..j].to_vec();
-        let rest = &t[j..clause_end(t, j).min(after_and(t, j))];
-        let have = matches!(aux_w.as_str(), "has" | "have" | "had");
-        match aux {
-            Some(a) if have && i == a + 1 => {
-                let do_w = match aux_w.as_str() {
-                    "has" => "does",
-                    "have" => "do",
-                    _ => "did",
-                };
-                let q = [
-                    vec!["How".into(), "many".into()],
-                    np,
-                    vec![do_w.into()],
-                    subj(),
-                    vec!["have".into()],
-                    rest.to_vec(),
+/// Dates → "When ...?" (inverted) or "... in what year?" (in place).
+fn date_question(p: &Parts, date_from: usize) -> Option<Cand> {
+    let t = p.t;
+    let &(d0, d1, wh) = find_dates(t, date_from).first()?;
+    let answer = join(&t[d0..d1]);
+    let answer = answer
+        .split_once(' ')
+        .filter(|(w, _)| PREPOSITIONS.contains(w) || *w == "c.")
+        .map_or(answer.clone(), |(_, r)| r.to_string());
+    let after_end = clause_end(t, d1).min(after_and(t, d1));
+    let after = &t[d1..after_end];
+    match p.s.aux {
+        Some(a) if d0 > a && wh != "until when" && wh != "since when" => {
+            // "X is an American rock band formed in 1990" → "When was X formed?"
+            let q = if let Some(r) = reduced_participle(p, a, d0) {
+                [
+                    vec!["When".into(), "was".into()],
+                    p.subj(),
+                    t[r..d0].to_vec(),
+                    after.to_vec(),
                 ]
-                .concat();
-                out.extend(cand(q, Some(t[i].clone()), 3));
-            }
-            _ => {
-                let q = [t[..i].to_vec(), words("how many"), np, rest.to_vec()].concat();
-                out.extend(cand(q, Some(t[i].clone()), 2));
-            }
+                .concat()
+            } else {
+                [
+                    vec!["When".into(), p.aux_w.clone()],
+                    p.subj(),
+                    t[a + 1..d0].to_vec(),
+                    after.to_vec(),
+                ]
+                .concat()
+            };
+            cand(q, Some(answer), 3)
+        }
+        _ => {
+            let q = [t[..d0].to_vec(), words(wh), after.to_vec()].concat();
+            cand(q, Some(answer), 2)
         }
     }
+}
 
-    let ents = entity_spans(t);
-
-    if let Some(a) = aux {
-        let subject = &t[..s.subj_end];
-        let named_subject = subject
-            .iter()
-            .any(|w| is_cap(w) && !NON_ENTITY_CAPS.contains(w));
-        let comp_head = if is_be { head_noun(t, a + 1) } else { None };
-        let comp_person = is_be
-            && t[a + 1..clause_end(t, a + 1)]
+/// In "X is a/an/the <noun> <participle> ... <date>", the participle's index.
+fn reduced_participle(p: &Parts, a: usize, d0: usize) -> Option<usize> {
+    let t = p.t;
+    let article = t
+        .get(a + 1)
+        .is_some_and(|w| matches!(lower(w).as_str(), "a" | "an" | "the"));
+    if !(p.is_be && article) {
+        return None;
+    }
+    (a + 2..d0).find(|&k| {
+        past_of_participle(&t[k]).is_some()
+            && !t[a + 2..k]
                 .iter()
-                .any(|w| PERSON_NOUNS.contains(w));
-        // "Its general secretary is ..." : the subject names a role.
-        let role_subject = subject
-            .iter()
-            .any(|w| PERSON_NOUNS.contains(&lower(w.trim_end_matches("'s"))));
-        // Passive agent: "... developed by Carl Rogers" → "Who developed X?".
-        if let Some(q) = passive_agent(t, a, subject, false) {
-            out.push(q);
+                .any(|w| CLAUSE_WORDS.contains(w) || w == ";")
+    })
+}
+
+/// Counts → "How many ...?".
+fn count_question(p: &Parts, date_from: usize) -> Option<Cand> {
+    let t = p.t;
+    let (i, j) = find_count(t, date_from)?;
+    let np = t[i + 1..j].to_vec();
+    let rest = &t[j..clause_end(t, j).min(after_and(t, j))];
+    let have = matches!(p.aux_w.as_str(), "has" | "have" | "had");
+    match p.s.aux {
+        Some(a) if have && i == a + 1 => {
+            let do_w = match p.aux_w.as_str() {
+                "has" => "does",
+                "have" => "do",
+                _ => "did",
+            };
+            let q = [
+                vec!["How".into(), "many".into()],
+                np,
+                vec![do_w.into()],
+                p.subj(),
+                vec!["have".into()],
+                rest.to_vec(),
+            ]
+            .concat();
+            cand(q, Some(t[i].clone()), 3)
         }
-        // Place: "X was born in Pyongyang" → "Where was X born?".
-        if is_be {
-            if let Some(q) = where_question(t, a, &aux_w, subj()) {
-                out.push(q);
-            }
-        }
-        // Copular complement.
-        if is_be && a + 1 < t.len() {
-            let comp = &t[a + 1..];
-            if let Some(&(e0, e1)) = ents.iter().find(|(e0, _)| *e0 == a + 1) {
-                // "X is Michel Thooris" → "Who is X?"
-                let wh = wh_for(&t[e0..e1], role_subject);
-                let q = [wh, vec![aux_w.clone()], subj()].concat();
-                out.extend(cand(q, Some(join(&t[e0..e1])), 3));
-            } else if let Some(head) = comp_head.clone() {
-                let l0 = lower(&comp[0]);
-                if named_subject && l0 != "the" {
-                    let q = [
-                        words(&format!("What kind of {head}")),
-                        vec![aux_w.clone()],
-                        subj(),
-                    ]
-                    .concat();
-                    out.extend(cand(q, Some(join(&comp[..clause_end(comp, 1)])), 2));
-                }
-            }
-        }
-        // Subject: "X is a journal published by Y" → "What is a journal published by Y?"
-        if named_subject && s.subj_end <= 8 && a + 1 < t.len() {
-            let end = clause_end(t, a + 1);
-            if end > a + 1 {
-                let mut wh = wh_for(
-                    subject,
-                    (person && subject_is_title) || comp_person || role_subject,
-                );
-                if wh
-                    .get(1)
-                    .is_some_and(|x| comp_head.as_deref() == Some(x.as_str()))
-                {
-                    wh = vec!["What".into()];
-                }
-                let q = [wh, vec![aux_w.clone()], t[a + 1..end].to_vec()].concat();
-                out.extend(cand(q, Some(join(subject)), 2));
-            }
-        }
-    } else if let Some(&(0, e1)) = ents.first() {
-        // "Sheeran wrote the song" → "Who wrote the song?"
-        if e1 < t.len() && is_verb_like(&t[e1]) {
-            let end = clause_end(t, e1);
-            if end > e1 + 1 {
-                let wh = wh_for(&t[..e1], person && find_seq(&t[..e1], title) == Some(0));
-                let q = [wh, t[e1..end].to_vec()].concat();
-                out.extend(cand(q, Some(join(&t[..e1])), 2));
-            }
+        _ => {
+            let q = [t[..i].to_vec(), words("how many"), np, rest.to_vec()].concat();
+            cand(q, Some(t[i].clone()), 2)
         }
     }
+}
 
-    // Cloze: an entity in the predicate replaced in place.
-    let pred_from = if aux.is_some() { s.subj_end + 1 } else { 1 };
-    if let Some(&(e0, e1)) = ents.iter().find(|(e0, e1)| {
+/// Questions of a sentence with a subject and auxiliary `a`: a passive agent, a place, a
+/// copular complement, the subject.
+fn clause_questions(
+    p: &Parts,
+    a: usize,
+    ents: &[(usize, usize)],
+    title: &[String],
+    person: bool,
+) -> Vec<Cand> {
+    let (s, t) = (p.s, p.t);
+    let subject = &t[..s.subj_end];
+    let subject_is_title =
+        !title.is_empty() && s.subj_end > 0 && find_seq(subject, title) == Some(0);
+    let named_subject = subject
+        .iter()
+        .any(|w| is_cap(w) && !NON_ENTITY_CAPS.contains(w));
+    let comp_head = if p.is_be { head_noun(t, a + 1) } else { None };
+    let comp_person = p.is_be
+        && t[a + 1..clause_end(t, a + 1)]
+            .iter()
+            .any(|w| PERSON_NOUNS.contains(w));
+    // "Its general secretary is ..." : the subject names a role.
+    let role_subject = subject
+        .iter()
+        .any(|w| PERSON_NOUNS.contains(&lower(w.trim_end_matches("'s"))));
+    let mut out = Vec::new();
+    // Passive agent: "... developed by Carl Rogers" → "Who developed X?".
+    out.extend(passive_agent(t, a, subject, false));
+    // Place: "X was born in Pyongyang" → "Where was X born?".
+    if p.is_be {
+        out.extend(where_question(t, a, &p.aux_w, p.subj()));
+    }
+    let comp_head = comp_head.as_deref();
+    out.extend(copular_question(
+        p,
+        a,
+        ents,
+        comp_head,
+        named_subject,
+        role_subject,
+    ));
+    if named_subject && s.subj_end <= 8 && a + 1 < t.len() {
+        let person_hint = (person && subject_is_title) || comp_person || role_subject;
+        out.extend(subject_question(p, a, comp_head, person_hint));
+    }
+    out
+}
+
+/// Copular complement: "X is Michel Thooris" → "Who is X?", "X is a journal ..." → "What
+/// kind of journal is X?".
+fn copular_question(
+    p: &Parts,
+    a: usize,
+    ents: &[(usize, usize)],
+    comp_head: Option<&str>,
+    named_subject: bool,
+    role_subject: bool,
+) -> Option<Cand> {
+    let t = p.t;
+    if !p.is_be || a + 1 >= t.len() {
+        return None;
+    }
+    let comp = &t[a + 1..];
+    if let Some(&(e0, e1)) = ents.iter().find(|(e0, _)| *e0 == a + 1) {
+        let wh = wh_for(&t[e0..e1], role_subject);
+        let q = [wh, vec![p.aux_w.clone()], p.subj()].concat();
+        return cand(q, Some(join(&t[e0..e1])), 3);
+    }
+    let head = comp_head?;
+    if !named_subject || lower(&comp[0]) == "the" {
+        return None;
+    }
+    let q = [
+        words(&format!("What kind of {head}")),
+        vec![p.aux_w.clone()],
+        p.subj(),
+    ]
+    .concat();
+    cand(q, Some(join(&comp[..clause_end(comp, 1)])), 2)
+}
+
+/// Subject: "X is a journal published by Y" → "What is a journal published by Y?"
+fn subject_question(
+    p: &Parts,
+    a: usize,
+    comp_head: Option<&str>,
+    person_hint: bool,
+) -> Option<Cand> {
+    let t = p.t;
+    let subject = &t[..p.s.subj_end];
+    let end = clause_end(t, a + 1);
+    if end <= a + 1 {
+        return None;
+    }
+    let mut wh = wh_for(subject, person_hint);
+    if wh.get(1).is_some_and(|x| comp_head == Some(x.as_str())) {
+        wh = vec!["What".into()];
+    }
+    let q = [wh, vec![p.aux_w.clone()], t[a + 1..end].to_vec()].concat();
+    cand(q, Some(join(subject)), 2)
+}
+
+/// A leading entity `t[..e1]` before a verb: "Sheeran wrote the song" → "Who wrote the
+/// song?"
+fn agent_question(t: &[String], e1: usize, title: &[String], person: bool) -> Option<Cand> {
+    if e1 >= t.len() || !is_verb_like(&t[e1]) {
+        return None;
+    }
+    let end = clause_end(t, e1);
+    if end <= e1 + 1 {
+        return None;
+    }
+    let wh = wh_for(&t[..e1], person && find_seq(&t[..e1], title) == Some(0));
+    let q = [wh, t[e1..end].to_vec()].concat();
+    cand(q, Some(join(&t[..e1])), 2)
+}
+
+/// Cloze: an entity in the predicate replaced in place.
+fn cloze_question(p: &Parts, ents: &[(usize, usize)], title: &[String]) -> Option<Cand> {
+    let t = p.t;
+    let pred_from = if p.s.aux.is_some() {
+        p.s.subj_end + 1
+    } else {
+        1
+    };
+    let &(e0, e1) = ents.iter().find(|(e0, e1)| {
         let b = if *e0 >= 2 && t[*e0 - 1] == "the" {
             *e0 - 2
         } else {
@@ -265,24 +361,22 @@ pub(super) fn sentence_questions(s: &Sent, title: &[String], person: bool) -> Ve
             && governed
             && !contains_seq(title, &t[*e0..*e1])
             && find_seq(&t[*e0..*e1], title).is_none()
-    }) {
-        let mut s0 = e0;
-        if s0 > 0 && t[s0 - 1] == "the" {
-            s0 -= 1;
-        }
-        let span = &t[e0..e1];
-        let mut wh: Vec<String> = wh_for(span, false).into_iter().map(|w| lower(&w)).collect();
-        if wh == ["who"] && s0 > 0 && PREPOSITIONS.contains(&lower(&t[s0 - 1])) {
-            wh = vec!["whom".into()];
-        }
-        if wh == ["what"] && s0 > 0 && matches!(lower(&t[s0 - 1]).as_str(), "in" | "at" | "near") {
-            wh = words("which place");
-        }
-        let end = clause_end(t, e1);
-        let q = [t[..s0].to_vec(), wh, t[e1..end].to_vec()].concat();
-        out.extend(cand(q, Some(join(span)), 1));
+    })?;
+    let mut s0 = e0;
+    if s0 > 0 && t[s0 - 1] == "the" {
+        s0 -= 1;
     }
-    out
+    let span = &t[e0..e1];
+    let mut wh: Vec<String> = wh_for(span, false).into_iter().map(|w| lower(&w)).collect();
+    if wh == ["who"] && s0 > 0 && PREPOSITIONS.contains(&lower(&t[s0 - 1])) {
+        wh = vec!["whom".into()];
+    }
+    if wh == ["what"] && s0 > 0 && matches!(lower(&t[s0 - 1]).as_str(), "in" | "at" | "near") {
+        wh = words("which place");
+    }
+    let end = clause_end(t, e1);
+    let q = [t[..s0].to_vec(), wh, t[e1..end].to_vec()].concat();
+    cand(q, Some(join(span)), 1)
 }
 
 /// "X is a journal published by Y" → "Who/Which ... published X?". `person`: the text
