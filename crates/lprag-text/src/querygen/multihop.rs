@@ -188,17 +188,41 @@ pub(super) fn describe(a: &Analysed, s: &Sent, e: &[String], b: &Analysed) -> Op
         None if matches!(prep.as_str(), "in" | "at" | "near") => "place".into(),
         None => return None,
     };
-    let mut out = vec!["the".to_string(), noun];
+    let out = vec!["the".to_string(), noun];
     if pos == 0 {
-        // e is the subject: "the journal that is published by ..."
-        let rest_end = clause_end(t, end);
-        if t.get(end).is_some_and(|w| w == ",") || rest_end <= end + 1 {
-            return None;
-        }
-        out.push(if person { "who" } else { "that" }.into());
-        out.extend(t[end..rest_end].iter().cloned());
-        return Some(out);
+        describe_subject(t, end, person, out)
+    } else {
+        describe_object(s, pos, person, out)
     }
+}
+
+/// `out` ("the <type>") continued with the rest of the clause of which the entity ending
+/// at `end` is the subject: "the journal that is published by ...".
+fn describe_subject(
+    t: &[String],
+    end: usize,
+    person: bool,
+    mut out: Vec<String>,
+) -> Option<Vec<String>> {
+    let rest_end = clause_end(t, end);
+    if t.get(end).is_some_and(|w| w == ",") || rest_end <= end + 1 {
+        return None;
+    }
+    out.push(if person { "who" } else { "that" }.into());
+    out.extend(t[end..rest_end].iter().cloned());
+    Some(out)
+}
+
+/// `out` ("the <type>") continued with a relative clause made of the words before the
+/// entity at `pos` of sentence `s`: "the singer who performed <subject>", "the society by
+/// which <clause>", "the song that Sheeran wrote".
+fn describe_object(
+    s: &Sent,
+    pos: usize,
+    person: bool,
+    mut out: Vec<String>,
+) -> Option<Vec<String>> {
+    let t = &s.toks;
     // Skip a determiner before the entity ("by the Society ...").
     let det = usize::from(pos >= 2 && t[pos - 1] == "the");
     let pos = pos - det;

@@ -99,6 +99,11 @@ pub(super) fn tokenise(s: &str) -> Vec<String> {
     out
 }
 
+/// A sentence of a chunk prepared for rewriting: normalised and tokenised, discourse
+/// openers dropped, a leading pronoun or generic subject replaced by the title, subject
+/// and auxiliary found. `None` when nothing is left, or for a clause piece ("which ...")
+/// of a chunk without a title. `title`: the chunk's title tokenised; `title_words`: the
+/// full title's words, lower-cased.
 pub(super) fn prepare_sentence(
     raw: &str,
     title: &[String],
@@ -107,7 +112,39 @@ pub(super) fn prepare_sentence(
     let norm = normalise(raw);
     let (plain, asides) = strip_brackets(&norm);
     let mut toks = tokenise(&plain);
-    // Drop leading discourse words ("However,", "and", "while").
+    drop_openers(&mut toks);
+    // A clause piece "which ..." / "who ...": its subject is (usually) the title.
+    if toks.first().is_some_and(|f| f == "which" || f == "who") {
+        if title.is_empty() {
+            return None;
+        }
+        toks.splice(0..1, title.iter().cloned());
+    }
+    move_leading_adverbial(&mut toks);
+    if !title.is_empty() && toks.len() > 1 {
+        title_for_subject(&mut toks, title, title_words);
+    }
+    if !toks.iter().any(|t| !is_punct(t)) {
+        return None;
+    }
+    if let Some(f) = toks.first_mut() {
+        *f = capitalise(f);
+    }
+    let (aux, subj_end) = match subject_and_aux(&toks) {
+        Some(a) => attach_title(&mut toks, a, title),
+        None => (None, 0),
+    };
+    let life = life_dates(&toks, &asides);
+    Some(Sent {
+        toks,
+        aux,
+        subj_end,
+        life,
+    })
+}
+
+/// Drop leading discourse words ("However,", "and", "while") and punctuation.
+fn drop_openers(toks: &mut Vec<String>) {
     while let Some(f) = toks.first() {
         let l = lower(f);
         if DROP_OPENERS.contains(&l) || is_punct(f) {
@@ -116,14 +153,10 @@ pub(super) fn prepare_sentence(
             break;
         }
     }
-    // A clause piece "which ..." / "who ...": its subject is (usually) the title.
-    if toks.first().is_some_and(|f| f == "which" || f == "who") {
-        if title.is_empty() {
-            return None;
-        }
-        toks.splice(0..1, title.iter().cloned());
-    }
-    // A short leading adverbial ("In 2007, X was ...") moves to the end.
+}
+
+/// A short leading adverbial ("In 2007, X was ...") moves to the end.
+fn move_leading_adverbial(toks: &mut Vec<String>) {
     if let Some(first) = toks.first() {
         let lf = lower(first);
         if is_cap(first) && PREPOSITIONS.contains(&lf) {
@@ -137,92 +170,88 @@ pub(super) fn prepare_sentence(
             }
         }
     }
-    // Leading pronoun or generic subject → the title.
-    if !title.is_empty() && toks.len() > 1 {
-        let first = toks[0].as_str();
-        if matches!(first, "He" | "She" | "It" | "They") {
-            toks.splice(0..1, title.iter().cloned());
-        } else if matches!(first, "His" | "Her" | "Its" | "Their") {
-            let mut t = title.to_vec();
-            if let Some(l) = t.last_mut() {
-                l.push_str("'s");
-            }
-            toks.splice(0..1, t);
-        } else if matches!(first, "The" | "This" | "These") {
-            let title_lc = title_words;
-            let mentions_title = contains_seq(&toks, title);
-            for k in [2usize, 3] {
-                let Some(head) = toks.get(k - 1) else { break };
-                let next_ok = toks.get(k).is_some_and(|n| is_lower_word(n));
-                let all_lower = toks[1..k].iter().all(|t| is_lower_word(t));
-                if !mentions_title && all_lower && next_ok && title_lc.contains(&lower(head)) {
-                    toks.splice(0..k, title.iter().cloned());
-                    break;
-                }
-            }
-        }
-    }
-    if !toks.iter().any(|t| !is_punct(t)) {
-        return None;
-    }
-    if let Some(f) = toks.first_mut() {
-        *f = capitalise(f);
-    }
-    // Subject and auxiliary.
-    let mut aux = None;
-    let mut subj_end = 0;
-    if let Some(a) = (1..toks.len().min(16)).find(|&i| AUX.contains(&toks[i])) {
-        let comma = toks[..a].iter().position(|t| t == ",");
-        match comma {
-            None if !toks[..a].iter().any(|t| CLAUSE_WORDS.contains(t)) => {
-                aux = Some(a);
-                subj_end = a;
-            }
-            Some(c)
-                if (1..=6).contains(&c)
-                    && toks[..c].iter().any(|t| is_cap(t))
-                    && !toks[..a].iter().any(|t| CLAUSE_WORDS.contains(t)) =>
-            {
-                aux = Some(a);
-                subj_end = c;
-            }
-            _ => {}
-        }
-    }
-    // A generic subject gets the title attached: "The current editor is ..." →
-    // "The current editor of <title> is ...".
-    if let Some(a) = aux {
-        let generic = subj_end == a
-            && (3..=5).contains(&a)
-            && toks[0] == "The"
-            && toks[1..a].iter().all(|t| is_lower_word(t));
-        if generic && !title.is_empty() && !contains_seq(&toks, title) {
-            let mut ins = vec!["of".to_string()];
-            ins.extend(title.iter().cloned());
-            let n = ins.len();
-            toks.splice(a..a, ins);
-            aux = Some(a + n);
-            subj_end = a + n;
-        }
-    }
-    // Life dates: "Name (3 November 1886 – 10 December 1958)" or "(born 1950)".
-    let mut life = None;
-    if let Some((at, text)) = asides
-        .iter()
-        .find(|(_, t)| t.chars().any(|c| c.is_ascii_digit()))
-    {
-        let name: Vec<String> = toks.iter().take(*at).cloned().collect();
-        if *at >= 1 && *at <= 6 && name.iter().all(|t| is_cap(t)) {
-            life = parse_life(text).map(|(b, d)| (name, b, d));
-        }
-    }
-    Some(Sent {
-        toks,
-        aux,
-        subj_end,
-        life,
-    })
 }
+
+/// Leading pronoun or generic subject ("It", "His", "The journal") → the title.
+fn title_for_subject(toks: &mut Vec<String>, title: &[String], title_words: &[String]) {
+    let first = toks[0].as_str();
+    if matches!(first, "He" | "She" | "It" | "They") {
+        toks.splice(0..1, title.iter().cloned());
+    } else if matches!(first, "His" | "Her" | "Its" | "Their") {
+        let mut t = title.to_vec();
+        if let Some(l) = t.last_mut() {
+            l.push_str("'s");
+        }
+        toks.splice(0..1, t);
+    } else if matches!(first, "The" | "This" | "These") {
+        let title_lc = title_words;
+        let mentions_title = contains_seq(toks, title);
+        for k in [2usize, 3] {
+            let Some(head) = toks.get(k - 1) else { break };
+            let next_ok = toks.get(k).is_some_and(|n| is_lower_word(n));
+            let all_lower = toks[1..k].iter().all(|t| is_lower_word(t));
+            if !mentions_title && all_lower && next_ok && title_lc.contains(&lower(head)) {
+                toks.splice(0..k, title.iter().cloned());
+                break;
+            }
+        }
+    }
+}
+
+/// The subject and auxiliary of a sentence: `(auxiliary index, end of the subject)`.
+fn subject_and_aux(toks: &[String]) -> Option<(usize, usize)> {
+    let a = (1..toks.len().min(16)).find(|&i| AUX.contains(&toks[i]))?;
+    let comma = toks[..a].iter().position(|t| t == ",");
+    match comma {
+        None if !toks[..a].iter().any(|t| CLAUSE_WORDS.contains(t)) => Some((a, a)),
+        Some(c)
+            if (1..=6).contains(&c)
+                && toks[..c].iter().any(|t| is_cap(t))
+                && !toks[..a].iter().any(|t| CLAUSE_WORDS.contains(t)) =>
+        {
+            Some((a, c))
+        }
+        _ => None,
+    }
+}
+
+/// A generic subject gets the title attached: "The current editor is ..." → "The current
+/// editor of <title> is ...". Takes and gives `(auxiliary index, end of the subject)`.
+fn attach_title(
+    toks: &mut Vec<String>,
+    (a, subj_end): (usize, usize),
+    title: &[String],
+) -> (Option<usize>, usize) {
+    let generic = subj_end == a
+        && (3..=5).contains(&a)
+        && toks[0] == "The"
+        && toks[1..a].iter().all(|t| is_lower_word(t));
+    if generic && !title.is_empty() && !contains_seq(toks, title) {
+        let mut ins = vec!["of".to_string()];
+        ins.extend(title.iter().cloned());
+        let n = ins.len();
+        toks.splice(a..a, ins);
+        return (Some(a + n), a + n);
+    }
+    (Some(a), subj_end)
+}
+
+/// Life dates: "Name (3 November 1886 – 10 December 1958)" or "(born 1950)", from the
+/// first aside with a digit after a leading capitalised name.
+fn life_dates(toks: &[String], asides: &[(usize, String)]) -> Life {
+    let (at, text) = asides
+        .iter()
+        .find(|(_, t)| t.chars().any(|c| c.is_ascii_digit()))?;
+    let name: Vec<String> = toks.iter().take(*at).cloned().collect();
+    if *at >= 1 && *at <= 6 && name.iter().all(|t| is_cap(t)) {
+        parse_life(text).map(|(b, d)| (name, b, d))
+    } else {
+        None
+    }
+}
+
+/// Life dates of a sentence: (name, born, died).
+type Life = Option<(Vec<String>, Option<String>, Option<String>)>;
 
 /// "born 9 May 1950" → (Some(born), None); "3 November 1886 – 10 December 1958" →
 /// (Some, Some).

@@ -135,76 +135,26 @@ pub(super) fn find_dates(toks: &[String], from: usize) -> Vec<(usize, usize, &'s
     let mut i = from;
     while i < toks.len() {
         let t = toks[i].as_str();
-        let (s, e, has_day, month, decade) = if MONTHS.contains(t) {
-            let mut s = i;
-            let mut e = i + 1;
-            let mut has_day = false;
-            if i > 0 && is_day(&toks[i - 1]) {
-                s = i - 1;
-                has_day = true;
-            }
-            if toks.get(e).is_some_and(|d| is_day(d)) {
-                e += 1;
-                has_day = true;
-                if toks.get(e).is_some_and(|c| c == ",")
-                    && toks.get(e + 1).is_some_and(|y| is_year(y))
-                {
-                    e += 1;
-                }
-            }
-            let year = toks.get(e).is_some_and(|y| is_year(y));
-            if year {
-                e += 1;
-            }
-            if !year && !has_day {
-                i += 1;
-                continue;
-            }
-            (s, e, has_day, !year, false)
+        let found = if MONTHS.contains(t) {
+            month_date(toks, i)
         } else if is_year(t) || is_decade(t) {
-            // Not a count ("1548 people") and not part of a name ("Bucheon FC 1995").
-            // Nor a modifier ("a 1984 film", "the 1996 Summer Olympics").
-            let next_lower = toks
-                .get(i + 1)
-                .is_some_and(|n| is_lower_word(n) && n.ends_with('s'));
-            let prev = if i > 0 { toks[i - 1].as_str() } else { "" };
-            let prev_cap = is_cap(prev) && !PREPOSITIONS.contains(&lower(prev));
-            let modifier = (!is_decade(t) && matches!(prev, "a" | "an" | "the"))
-                || toks
-                    .get(i + 1)
-                    .is_some_and(|n| is_cap(n) && !MONTHS.contains(n));
-            if next_lower || prev_cap || modifier {
-                i += 1;
-                continue;
-            }
-            let mut s = i;
-            if is_decade(t) && i > 0 && toks[i - 1] == "the" {
-                s = i - 1;
-            }
-            (s, i + 1, false, false, is_decade(t))
+            year_date(toks, i)
         } else {
+            None
+        };
+        let Some(d) = found else {
             i += 1;
             continue;
         };
-        let mut start = s;
+        let mut start = d.start;
         let prep = if start > 0 {
             lower(&toks[start - 1])
         } else {
             String::new()
         };
-        let wh = match prep.as_str() {
-            "from" | "between" | "to" | "and" | "–" | "-" => {
-                i = e;
-                continue;
-            }
-            "since" => "since when",
-            "until" | "till" => "until when",
-            "by" => "by what year",
-            "before" => "before what year",
-            "after" => "after what year",
-            _ if has_day || month => "on what date",
-            _ if decade => "in what decade",
-            _ => "in what year",
+        let Some(wh) = date_wh(&prep, &d) else {
+            i = d.end;
+            continue;
         };
         if matches!(
             prep.as_str(),
@@ -222,10 +172,102 @@ pub(super) fn find_dates(toks: &[String], from: usize) -> Vec<(usize, usize, &'s
         ) {
             start -= 1;
         }
-        out.push((start, e, wh));
-        i = e;
+        out.push((start, d.end, wh));
+        i = d.end;
     }
     out
+}
+
+/// A date found by [`find_dates`], before its preposition is looked at.
+struct DateSpan {
+    start: usize,
+    end: usize,
+    /// It names a day.
+    has_day: bool,
+    /// A month without a year ("in May").
+    month: bool,
+    /// A decade ("the 1980s").
+    decade: bool,
+}
+
+/// The date around the month name `toks[i]` ("3 May 1950", "May 3, 1950", "May 1950"),
+/// unless it has neither a day nor a year.
+fn month_date(toks: &[String], i: usize) -> Option<DateSpan> {
+    let mut s = i;
+    let mut e = i + 1;
+    let mut has_day = false;
+    if i > 0 && is_day(&toks[i - 1]) {
+        s = i - 1;
+        has_day = true;
+    }
+    if toks.get(e).is_some_and(|d| is_day(d)) {
+        e += 1;
+        has_day = true;
+        if toks.get(e).is_some_and(|c| c == ",") && toks.get(e + 1).is_some_and(|y| is_year(y)) {
+            e += 1;
+        }
+    }
+    let year = toks.get(e).is_some_and(|y| is_year(y));
+    if year {
+        e += 1;
+    }
+    if !year && !has_day {
+        return None;
+    }
+    Some(DateSpan {
+        start: s,
+        end: e,
+        has_day,
+        month: !year,
+        decade: false,
+    })
+}
+
+/// The year or decade `toks[i]` as a date, unless it is a count, part of a name or a
+/// modifier.
+fn year_date(toks: &[String], i: usize) -> Option<DateSpan> {
+    let t = toks[i].as_str();
+    // Not a count ("1548 people") and not part of a name ("Bucheon FC 1995").
+    // Nor a modifier ("a 1984 film", "the 1996 Summer Olympics").
+    let next_lower = toks
+        .get(i + 1)
+        .is_some_and(|n| is_lower_word(n) && n.ends_with('s'));
+    let prev = if i > 0 { toks[i - 1].as_str() } else { "" };
+    let prev_cap = is_cap(prev) && !PREPOSITIONS.contains(&lower(prev));
+    let modifier = (!is_decade(t) && matches!(prev, "a" | "an" | "the"))
+        || toks
+            .get(i + 1)
+            .is_some_and(|n| is_cap(n) && !MONTHS.contains(n));
+    if next_lower || prev_cap || modifier {
+        return None;
+    }
+    let mut s = i;
+    if is_decade(t) && i > 0 && toks[i - 1] == "the" {
+        s = i - 1;
+    }
+    Some(DateSpan {
+        start: s,
+        end: i + 1,
+        has_day: false,
+        month: false,
+        decade: is_decade(t),
+    })
+}
+
+/// The wh-phrase asking for date `d` after the preposition `prep` (lower-cased); `None`
+/// for a date in a range ("from 1990 to 1995").
+fn date_wh(prep: &str, d: &DateSpan) -> Option<&'static str> {
+    Some(match prep {
+        "from" | "between" | "to" | "and" | "–" | "-" => return None,
+        "since" => "since when",
+        "until" | "till" => "until when",
+        "by" => "by what year",
+        "before" => "before what year",
+        "after" => "after what year",
+        _ if d.has_day || d.month => "on what date",
+        _ if d.decade => "in what decade",
+        _ => "in what year",
+    })
 }
 
 /// End of a coordinated part after a removed span ("in 1981 and a UNESCO site ...").
