@@ -348,11 +348,12 @@ fn period_ends_sentence(word: &str, next: &str) -> bool {
     true
 }
 
-/// Trimmed sentence spans of `text`.
+/// Trimmed sentence spans of `text`: cut at blank lines, after CJK terminals, and after
+/// Western terminal punctuation that ends a sentence (see [`terminal_run`]).
 pub(crate) fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let n = chars.len();
-    let byte_at = |i: usize| if i < n { chars[i].0 } else { text.len() };
+    let byte_at = |i: usize| byte_at(text, &chars, i);
     let mut out = Vec::new();
     let mut start = 0usize; // byte offset of the current sentence
     let push = |out: &mut Vec<Range<usize>>, r: Range<usize>| {
@@ -366,17 +367,13 @@ pub(crate) fn sentence_spans(text: &str) -> Vec<Range<usize>> {
         let c = chars[i].1;
         // A blank line is a hard boundary.
         if c == '\n' {
-            let mut j = i + 1;
-            while j < n && chars[j].1 != '\n' && chars[j].1.is_whitespace() {
-                j += 1;
-            }
-            if j < n && chars[j].1 == '\n' {
+            if let Some(j) = blank_line_end(&chars, i) {
                 push(&mut out, start..byte_at(i));
                 start = byte_at(j);
                 i = j;
-                continue;
+            } else {
+                i += 1;
             }
-            i += 1;
             continue;
         }
         if CJK_TERMINALS.contains(&c) {
@@ -393,51 +390,7 @@ pub(crate) fn sentence_spans(text: &str) -> Vec<Range<usize>> {
             i += 1;
             continue;
         }
-        // A run of terminal punctuation, then closing quotes / brackets.
-        let mut j = i;
-        while j < n && TERMINALS.contains(&chars[j].1) {
-            j += 1;
-        }
-        let single_period = j == i + 1 && c == '.';
-        while j < n && CLOSERS.contains(&chars[j].1) {
-            j += 1;
-        }
-        let mut end = j;
-        if end < n && !chars[end].1.is_whitespace() {
-            i = end.max(i + 1);
-            continue; // 3.5, U.S.A, example.com, "end."Next
-        }
-        // The next word, after whitespace and opening quotes / brackets.
-        let mut k = end;
-        while k < n && chars[k].1.is_whitespace() {
-            k += 1;
-        }
-        // A detached `''` (the closing quote of tokenised text: "earth. ''Three") belongs
-        // to the sentence that ends here.
-        if k + 1 < n && chars[k].1 == '\'' && chars[k + 1].1 == '\'' {
-            end = k + 2;
-            k = end;
-            while k < n && chars[k].1.is_whitespace() {
-                k += 1;
-            }
-        }
-        while k < n && OPENERS.contains(&chars[k].1) {
-            k += 1;
-        }
-        let next = &text[byte_at(k)..];
-        let boundary = match next.chars().next() {
-            None => true,
-            Some(nc) if nc.is_lowercase() => false,
-            Some(_) if single_period => {
-                // The word before the period: back to the previous whitespace.
-                let mut w = i;
-                while w > 0 && !chars[w - 1].1.is_whitespace() {
-                    w -= 1;
-                }
-                period_ends_sentence(&text[byte_at(w)..byte_at(i)], next)
-            }
-            Some(_) => true,
-        };
+        let (end, boundary) = terminal_run(text, &chars, i);
         if boundary {
             push(&mut out, start..byte_at(end));
             start = byte_at(end);
@@ -446,6 +399,79 @@ pub(crate) fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     }
     push(&mut out, start..text.len());
     out
+}
+
+/// The byte offset of char `i` of `text` (`chars` is its `char_indices`), or its length.
+fn byte_at(text: &str, chars: &[(usize, char)], i: usize) -> usize {
+    if i < chars.len() {
+        chars[i].0
+    } else {
+        text.len()
+    }
+}
+
+/// When the line break at char `i` starts a blank line: the char index of the line break
+/// that ends it.
+fn blank_line_end(chars: &[(usize, char)], i: usize) -> Option<usize> {
+    let n = chars.len();
+    let mut j = i + 1;
+    while j < n && chars[j].1 != '\n' && chars[j].1.is_whitespace() {
+        j += 1;
+    }
+    (j < n && chars[j].1 == '\n').then_some(j)
+}
+
+/// The run of terminal punctuation starting at char `i`, with its closing quotes and
+/// brackets: `(char index after it, whether it ends a sentence)`.
+fn terminal_run(text: &str, chars: &[(usize, char)], i: usize) -> (usize, bool) {
+    let n = chars.len();
+    let byte_at = |i: usize| byte_at(text, chars, i);
+    let c = chars[i].1;
+    // A run of terminal punctuation, then closing quotes / brackets.
+    let mut j = i;
+    while j < n && TERMINALS.contains(&chars[j].1) {
+        j += 1;
+    }
+    let single_period = j == i + 1 && c == '.';
+    while j < n && CLOSERS.contains(&chars[j].1) {
+        j += 1;
+    }
+    let mut end = j;
+    if end < n && !chars[end].1.is_whitespace() {
+        return (end, false); // 3.5, U.S.A, example.com, "end."Next
+    }
+    // The next word, after whitespace and opening quotes / brackets.
+    let mut k = end;
+    while k < n && chars[k].1.is_whitespace() {
+        k += 1;
+    }
+    // A detached `''` (the closing quote of tokenised text: "earth. ''Three") belongs
+    // to the sentence that ends here.
+    if k + 1 < n && chars[k].1 == '\'' && chars[k + 1].1 == '\'' {
+        end = k + 2;
+        k = end;
+        while k < n && chars[k].1.is_whitespace() {
+            k += 1;
+        }
+    }
+    while k < n && OPENERS.contains(&chars[k].1) {
+        k += 1;
+    }
+    let next = &text[byte_at(k)..];
+    let boundary = match next.chars().next() {
+        None => true,
+        Some(nc) if nc.is_lowercase() => false,
+        Some(_) if single_period => {
+            // The word before the period: back to the previous whitespace.
+            let mut w = i;
+            while w > 0 && !chars[w - 1].1.is_whitespace() {
+                w -= 1;
+            }
+            period_ends_sentence(&text[byte_at(w)..byte_at(i)], next)
+        }
+        Some(_) => true,
+    };
+    (end, boundary)
 }
 
 /// A place where a long sentence may be cut.
