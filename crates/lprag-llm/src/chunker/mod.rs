@@ -18,7 +18,7 @@ use crate::jobs::{
     collect, fallback_items, run_all, settings_methods, Attempt, Parsed, Settings, TooLong,
 };
 use crate::parse::{chunk_statements, drop_prompt_echoes, drop_ungrounded};
-use crate::{ChatModel, LlmError, OnUnparseable};
+use crate::{ChatModel, ChatRequest, LlmError, OnUnparseable};
 
 mod windows;
 
@@ -216,14 +216,7 @@ impl LlmChunker {
                 Attempt::TooLong { why, asked } => (why, asked),
             };
             let own = estimate_tokens(text);
-            let halves: Vec<Range<usize>> = if own > MIN_WINDOW_TOKENS {
-                split_windows(text, text.len().div_ceil(2))
-                    .into_iter()
-                    .map(|h| r.start + h.start..r.start + h.end)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let halves = halves(text, &r, own);
             if halves.len() >= 2 {
                 match why {
                     TooLong::Truncated { .. } => run.truncated += 1,
@@ -242,26 +235,38 @@ impl LlmChunker {
                 continue;
             }
             // The smallest window: nothing left to split.
-            asked.iter().for_each(|r| self.settings.model.forget(r));
-            let reason = format!("{why}, even for a window of about {own} tokens");
-            match (self.settings.on_unparseable, why) {
-                (OnUnparseable::Fail, TooLong::Truncated { raw, .. }) => {
-                    return Err(LlmError::Parse {
-                        what: what(),
-                        reason,
-                        raw,
-                    })
-                }
-                (OnUnparseable::Fail, TooLong::Context(why)) => {
-                    return Err(LlmError::ContextLength(format!("{}: {why}", what())))
-                }
-                (OnUnparseable::Fallback, _) => {
-                    let reason = format!("{}: {reason}", what());
-                    run.pieces.push((r, Parsed::Unreadable(reason)));
-                }
-            }
+            let outcome = self.unsplittable(why, &asked, own, what)?;
+            run.pieces.push((r, outcome));
         }
         Ok(run)
+    }
+
+    /// The outcome of a window still cut, or refused, at the smallest size (`own`
+    /// estimated tokens): unreadable, for the fallback chunker, or the error under
+    /// [`OnUnparseable::Fail`]. The conversation's answers are forgotten either way.
+    fn unsplittable(
+        &self,
+        why: TooLong,
+        asked: &[ChatRequest],
+        own: u64,
+        what: impl Fn() -> String,
+    ) -> std::result::Result<Parsed<Vec<String>>, LlmError> {
+        asked.iter().for_each(|r| self.settings.model.forget(r));
+        let reason = format!("{why}, even for a window of about {own} tokens");
+        match (self.settings.on_unparseable, why) {
+            (OnUnparseable::Fail, TooLong::Truncated { raw, .. }) => Err(LlmError::Parse {
+                what: what(),
+                reason,
+                raw,
+            }),
+            (OnUnparseable::Fail, TooLong::Context(why)) => {
+                Err(LlmError::ContextLength(format!("{}: {why}", what())))
+            }
+            (OnUnparseable::Fallback, _) => {
+                let reason = format!("{}: {reason}", what());
+                Ok(Parsed::Unreadable(reason))
+            }
+        }
     }
 
     /// The chunks of the offline fallback for the window `range` of `doc`, spans in `doc`.
@@ -335,6 +340,19 @@ impl LlmChunker {
     }
 }
 
+/// The halves of window `r` (its text `text`, `own` estimated tokens), spans in the
+/// document, to ask again; none (or one) when the window is at the smallest size.
+fn halves(text: &str, r: &Range<usize>, own: u64) -> Vec<Range<usize>> {
+    if own > MIN_WINDOW_TOKENS {
+        split_windows(text, text.len().div_ceil(2))
+            .into_iter()
+            .map(|h| r.start + h.start..r.start + h.end)
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// `"{what} `id`"`, with the window's byte range when it is not the whole document.
 fn describe(what: &str, doc: &Document, r: &Range<usize>, whole: bool) -> String {
     if whole {
@@ -404,15 +422,7 @@ impl Chunker for LlmChunker {
             .budget()
             .map_err(|e| Error::invalid("LlmChunker::context_tokens", e.to_string()))?;
         let max_bytes = (budget.window * BYTES_PER_TOKEN) as usize;
-        // Every document's windows, in document order.
-        let mut windows: Vec<(usize, Range<usize>, bool)> = Vec::new();
-        let mut windowed = 0u64;
-        for (d, doc) in docs.iter().enumerate() {
-            let own = split_windows(&doc.text, max_bytes);
-            let whole = own.len() == 1;
-            windowed += u64::from(!whole);
-            windows.extend(own.into_iter().map(|r| (d, r, whole)));
-        }
+        let (windows, windowed) = plan_windows(&docs, max_bytes);
         let results = run_all(windows.len(), s.concurrency, stage, &*s.progress, |i| {
             let (d, r, _) = &windows[i];
             self.window_statements(&budget, docs[*d], r.clone())
@@ -425,11 +435,38 @@ impl Chunker for LlmChunker {
             describe("document", docs[*d], r, *whole)
         })
         .map_err(|e| e.into_core(stage))?;
+        self.report_fallbacks(&docs, &windows, &runs);
+        self.assemble(&docs, &windows, runs).await
+    }
+}
+
+/// Every document's windows, in document order: `(document index, window, whether it is
+/// the whole document)`, and how many documents were split.
+fn plan_windows(docs: &[&Document], max_bytes: usize) -> (Vec<Window>, u64) {
+    let mut windows: Vec<Window> = Vec::new();
+    let mut windowed = 0u64;
+    for (d, doc) in docs.iter().enumerate() {
+        let own = split_windows(&doc.text, max_bytes);
+        let whole = own.len() == 1;
+        windowed += u64::from(!whole);
+        windows.extend(own.into_iter().map(|r| (d, r, whole)));
+    }
+    (windows, windowed)
+}
+
+/// A planned window: `(document index, byte range, whether it is the whole document)`.
+type Window = (usize, Range<usize>, bool);
+
+impl LlmChunker {
+    /// Count and report the documents that went (in part) to the fallback chunker.
+    fn report_fallbacks(&self, docs: &[&Document], windows: &[Window], runs: &[WindowRun]) {
+        let s = &self.settings;
+        let stage = "LLM chunking";
         // One outcome per document for the fallback count and warning: unreadable when
         // any of its windows was.
         let mut per_doc: Vec<Parsed<()>> = docs.iter().map(|_| Parsed::Read(())).collect();
         let mut partial = false;
-        for ((d, _, whole), run) in windows.iter().zip(&runs) {
+        for ((d, _, whole), run) in windows.iter().zip(runs) {
             for (_, p) in &run.pieces {
                 if let (Parsed::Unreadable(why), Parsed::Read(())) = (p, &per_doc[*d]) {
                     per_doc[*d] = Parsed::Unreadable(why.clone());
@@ -446,6 +483,16 @@ impl Chunker for LlmChunker {
             format!("the offline chunker `{}`", self.fallback.name())
         };
         fallback_items(s, stage, "chunking", "documents", &offline, &per_doc);
+    }
+
+    /// The chunks of all windows, in order: the statements read, located in their
+    /// document, and the fallback chunker's chunks of unreadable windows.
+    async fn assemble(
+        &self,
+        docs: &[&Document],
+        windows: &[Window],
+        runs: Vec<WindowRun>,
+    ) -> Result<Vec<Chunk>> {
         let splitter = SentenceChunker::default();
         let mut chunks = Vec::new();
         for ((d, _, _), run) in windows.iter().zip(runs) {
