@@ -422,6 +422,8 @@ pub(super) fn passive_agent(
     cand(q, Some(join(&t[by + 1..e1])), 3)
 }
 
+/// Place: "X was born in Pyongyang" → "Where was X born?" (`aux_w`: the auxiliary;
+/// `subj`: the subject, ready to follow it).
 pub(super) fn where_question(
     t: &[String],
     a: usize,

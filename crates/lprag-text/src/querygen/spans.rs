@@ -37,6 +37,7 @@ pub(super) fn entity_spans(toks: &[String]) -> Vec<(usize, usize)> {
     out
 }
 
+/// A span of two to four capitalised words with no type word ("Carl Rogers").
 pub(super) fn looks_like_person(span: &[String]) -> bool {
     (2..=4).contains(&span.len())
         && span.iter().all(|t| {

@@ -4,45 +4,55 @@
 use super::words::*;
 use crate::hashing::fnv1a64;
 
+/// Whether `w` is one of `list` (a short inline list).
 pub(super) fn is_in(list: &[&str], w: &str) -> bool {
     list.contains(&w)
 }
 
+/// `w` lower-cased.
 pub(super) fn lower(w: &str) -> String {
     w.to_lowercase()
 }
 
+/// A token with no letter or digit.
 pub(super) fn is_punct(t: &str) -> bool {
     !t.chars().any(char::is_alphanumeric)
 }
 
+/// A token that starts with an upper-case letter.
 pub(super) fn is_cap(t: &str) -> bool {
     t.chars().next().is_some_and(char::is_uppercase)
 }
 
+/// A token that starts with a lower-case letter.
 pub(super) fn is_lower_word(t: &str) -> bool {
     t.chars().next().is_some_and(char::is_lowercase)
 }
 
+/// `,`, `;`, `:` or a word that opens a subordinate clause.
 pub(super) fn is_clause_break(t: &str) -> bool {
     matches!(t, "," | ";" | ":") || CLAUSE_WORDS.contains(t)
 }
 
+/// A year from 1000 to 2099.
 pub(super) fn is_year(t: &str) -> bool {
     t.len() == 4
         && t.chars().all(|c| c.is_ascii_digit())
         && matches!(t.parse::<u32>(), Ok(1000..=2099))
 }
 
+/// A decade: "1980s".
 pub(super) fn is_decade(t: &str) -> bool {
     let d = t.strip_suffix('s').unwrap_or("");
     d.len() == 4 && d.ends_with('0') && is_year(d)
 }
 
+/// A day of the month: one or two digits.
 pub(super) fn is_day(t: &str) -> bool {
     !t.is_empty() && t.len() <= 2 && t.chars().all(|c| c.is_ascii_digit())
 }
 
+/// A number, maybe with `$`, thousands separators or a decimal point.
 pub(super) fn is_number(t: &str) -> bool {
     let t = t.trim_start_matches('$');
     let mut digits = 0;
@@ -118,6 +128,7 @@ pub(super) fn join(toks: &[String]) -> String {
     s
 }
 
+/// The whitespace-separated words of `s`.
 pub(super) fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_string).collect()
 }
@@ -145,10 +156,12 @@ pub(super) fn finish(mut toks: Vec<String>) -> String {
     format!("{}?", capitalise(&join(&toks)))
 }
 
+/// Whether `seq` occurs in `toks` (see [`find_seq`]).
 pub(super) fn contains_seq(toks: &[String], seq: &[String]) -> bool {
     find_seq(toks, seq).is_some()
 }
 
+/// The first index of `seq` in `toks`, tokens compared without trailing possessives.
 pub(super) fn find_seq(toks: &[String], seq: &[String]) -> Option<usize> {
     if seq.is_empty() || seq.len() > toks.len() {
         return None;
