@@ -157,6 +157,128 @@ impl LlmQueryGenerator {
             ChatMessage::user(p.doc2query_user.render(&[("chunk", text)])?),
         ]))
     }
+
+    /// LP-RAG queries: one request per batch, its questions linked to the whole batch;
+    /// failed batches go to the fallback generator.
+    async fn lprag_queries(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+    ) -> Result<Vec<SyntheticQuery>> {
+        let stage = "LLM queries";
+        let results = run_all(
+            batches.len(),
+            self.settings.concurrency,
+            stage,
+            &*self.settings.progress,
+            |b| {
+                let batch = &batches[b];
+                async move {
+                    let texts: Vec<&str> = batch.iter().map(|&c| chunks[c].text.as_str()).collect();
+                    let request = self.batch_request(&texts)?;
+                    let system = request.messages[0].content.clone();
+                    let source = texts.join("\n");
+                    self.settings
+                        .call_parsed(
+                            "queries",
+                            request,
+                            || format!("questions for batch {b}"),
+                            |raw| {
+                                let qs: Vec<String> = grouped_questions(raw)?
+                                    .into_iter()
+                                    .map(|(_, q)| q)
+                                    .collect();
+                                let qs = drop_prompt_echoes(qs, &system)?;
+                                drop_ungrounded(qs, &source, GROUNDED_FRACTION)
+                            },
+                        )
+                        .await
+                }
+            },
+        )
+        .await;
+        let (per_batch, failed) = self.settle(stage, "batches", results, |b| {
+            format!("batch {b} (chunks {:?})", batches[b])
+        })?;
+        let mut out: Vec<SyntheticQuery> = Vec::new();
+        for (b, outcome) in per_batch.into_iter().enumerate() {
+            if let Parsed::Read(qs) = outcome {
+                out.extend(qs.into_iter().map(|q| SyntheticQuery {
+                    text: q,
+                    chunk_ids: batches[b].clone(),
+                    answer: None,
+                }));
+            }
+        }
+        out.extend(self.fallback_queries(chunks, batches, &failed).await?);
+        Ok(out)
+    }
+
+    /// Doc2Query pairs: one request per distinct chunk (in batch order), each question
+    /// linked to its chunk with its answer; failed chunks go to the fallback generator.
+    async fn doc2query_queries(
+        &self,
+        chunks: &[Chunk],
+        batches: &[Vec<ChunkId>],
+        num_queries: usize,
+    ) -> Result<Vec<SyntheticQuery>> {
+        let stage = "LLM Doc2Query";
+        let mut seen = vec![false; chunks.len()];
+        let order: Vec<ChunkId> = batches
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&c| !std::mem::replace(&mut seen[c], true))
+            .collect();
+        let results = run_all(
+            order.len(),
+            self.settings.concurrency,
+            stage,
+            &*self.settings.progress,
+            |i| {
+                let c = order[i];
+                async move {
+                    let request = self.doc2query_request(&chunks[c].text, num_queries)?;
+                    let system = request.messages[0].content.clone();
+                    self.settings
+                        .call_parsed(
+                            "queries",
+                            request,
+                            || format!("Doc2Query pairs for chunk {c}"),
+                            |raw| {
+                                let pairs = query_answer_pairs(raw)?;
+                                let qs: Vec<String> =
+                                    pairs.iter().map(|(q, _)| q.clone()).collect();
+                                let kept = drop_prompt_echoes(qs, &system)?;
+                                let kept =
+                                    drop_ungrounded(kept, &chunks[c].text, GROUNDED_FRACTION)?;
+                                Ok(pairs
+                                    .into_iter()
+                                    .filter(|(q, _)| kept.contains(q))
+                                    .collect::<Vec<_>>())
+                            },
+                        )
+                        .await
+                }
+            },
+        )
+        .await;
+        let (per_chunk, failed) =
+            self.settle(stage, "chunks", results, |i| format!("chunk {}", order[i]))?;
+        let mut out: Vec<SyntheticQuery> = Vec::new();
+        for (i, outcome) in per_chunk.into_iter().enumerate() {
+            if let Parsed::Read(pairs) = outcome {
+                out.extend(pairs.into_iter().map(|(q, a)| SyntheticQuery {
+                    text: q,
+                    chunk_ids: vec![order[i]],
+                    answer: (!a.is_empty()).then_some(a),
+                }));
+            }
+        }
+        let one_chunk: Vec<Vec<ChunkId>> = order.iter().map(|&c| vec![c]).collect();
+        out.extend(self.fallback_queries(chunks, &one_chunk, &failed).await?);
+        Ok(out)
+    }
 }
 
 fn check_batches(chunks: &[Chunk], batches: &[Vec<ChunkId>]) -> Result<()> {
@@ -201,116 +323,9 @@ impl QueryGenerator for LlmQueryGenerator {
     ) -> Result<Vec<SyntheticQuery>> {
         check_batches(chunks, batches)?;
         match self.mode {
-            QueryMode::LpRag => {
-                let stage = "LLM queries";
-                let results = run_all(
-                    batches.len(),
-                    self.settings.concurrency,
-                    stage,
-                    &*self.settings.progress,
-                    |b| {
-                        let batch = &batches[b];
-                        async move {
-                            let texts: Vec<&str> =
-                                batch.iter().map(|&c| chunks[c].text.as_str()).collect();
-                            let request = self.batch_request(&texts)?;
-                            let system = request.messages[0].content.clone();
-                            let source = texts.join("\n");
-                            self.settings
-                                .call_parsed(
-                                    "queries",
-                                    request,
-                                    || format!("questions for batch {b}"),
-                                    |raw| {
-                                        let qs: Vec<String> = grouped_questions(raw)?
-                                            .into_iter()
-                                            .map(|(_, q)| q)
-                                            .collect();
-                                        let qs = drop_prompt_echoes(qs, &system)?;
-                                        drop_ungrounded(qs, &source, GROUNDED_FRACTION)
-                                    },
-                                )
-                                .await
-                        }
-                    },
-                )
-                .await;
-                let (per_batch, failed) = self.settle(stage, "batches", results, |b| {
-                    format!("batch {b} (chunks {:?})", batches[b])
-                })?;
-                let mut out: Vec<SyntheticQuery> = Vec::new();
-                for (b, outcome) in per_batch.into_iter().enumerate() {
-                    if let Parsed::Read(qs) = outcome {
-                        out.extend(qs.into_iter().map(|q| SyntheticQuery {
-                            text: q,
-                            chunk_ids: batches[b].clone(),
-                            answer: None,
-                        }));
-                    }
-                }
-                out.extend(self.fallback_queries(chunks, batches, &failed).await?);
-                Ok(out)
-            }
+            QueryMode::LpRag => self.lprag_queries(chunks, batches).await,
             QueryMode::Doc2Query { num_queries } => {
-                let stage = "LLM Doc2Query";
-                let mut seen = vec![false; chunks.len()];
-                let order: Vec<ChunkId> = batches
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .filter(|&c| !std::mem::replace(&mut seen[c], true))
-                    .collect();
-                let results = run_all(
-                    order.len(),
-                    self.settings.concurrency,
-                    stage,
-                    &*self.settings.progress,
-                    |i| {
-                        let c = order[i];
-                        async move {
-                            let request = self.doc2query_request(&chunks[c].text, num_queries)?;
-                            let system = request.messages[0].content.clone();
-                            self.settings
-                                .call_parsed(
-                                    "queries",
-                                    request,
-                                    || format!("Doc2Query pairs for chunk {c}"),
-                                    |raw| {
-                                        let pairs = query_answer_pairs(raw)?;
-                                        let qs: Vec<String> =
-                                            pairs.iter().map(|(q, _)| q.clone()).collect();
-                                        let kept = drop_prompt_echoes(qs, &system)?;
-                                        let kept = drop_ungrounded(
-                                            kept,
-                                            &chunks[c].text,
-                                            GROUNDED_FRACTION,
-                                        )?;
-                                        Ok(pairs
-                                            .into_iter()
-                                            .filter(|(q, _)| kept.contains(q))
-                                            .collect::<Vec<_>>())
-                                    },
-                                )
-                                .await
-                        }
-                    },
-                )
-                .await;
-                let (per_chunk, failed) =
-                    self.settle(stage, "chunks", results, |i| format!("chunk {}", order[i]))?;
-                let mut out: Vec<SyntheticQuery> = Vec::new();
-                for (i, outcome) in per_chunk.into_iter().enumerate() {
-                    if let Parsed::Read(pairs) = outcome {
-                        out.extend(pairs.into_iter().map(|(q, a)| SyntheticQuery {
-                            text: q,
-                            chunk_ids: vec![order[i]],
-                            answer: (!a.is_empty()).then_some(a),
-                        }));
-                    }
-                }
-                let one_chunk: Vec<Vec<ChunkId>> = order.iter().map(|&c| vec![c]).collect();
-                out.extend(self.fallback_queries(chunks, &one_chunk, &failed).await?);
-                Ok(out)
+                self.doc2query_queries(chunks, batches, num_queries).await
             }
         }
     }

@@ -133,59 +133,16 @@ impl Bm25Index {
         if texts.len() > u32::MAX as usize {
             return Err(Error::invalid("bm25", "more than 2^32 - 1 texts"));
         }
-        let mut terms: HashMap<String, usize> = HashMap::new();
-        let mut tf_postings: Vec<Vec<(u32, u32)>> = Vec::new();
-        let mut doc_len = Vec::with_capacity(texts.len());
-        let mut total_len: u64 = 0;
-        for (d, text) in texts.iter().enumerate() {
-            let tokens = bm25_tokens(text);
-            doc_len.push(tokens.len());
-            total_len += tokens.len() as u64;
-            for t in tokens {
-                let next = terms.len();
-                let id = *terms.entry(t).or_insert(next);
-                if id == tf_postings.len() {
-                    tf_postings.push(Vec::new());
-                }
-                let list = &mut tf_postings[id];
-                match list.last_mut() {
-                    Some((doc, tf)) if *doc == d as u32 => *tf += 1,
-                    _ => list.push((d as u32, 1)),
-                }
-            }
-        }
+        let TermCounts {
+            terms,
+            tf_postings,
+            doc_len,
+            total_len,
+        } = count_terms(texts);
         let n = texts.len() as f64;
-        // Term ids are in order of first appearance, the order in which rank_bm25 sums
-        // IDFs, so the mean (and the ε floor) agree to the last bit.
-        let mut idf: Vec<f64> = tf_postings
-            .iter()
-            .map(|p| {
-                let df = p.len() as f64;
-                (n - df + 0.5).ln() - (df + 0.5).ln()
-            })
-            .collect();
-        if !idf.is_empty() {
-            let mut sum = 0.0;
-            for v in &idf {
-                sum += v;
-            }
-            let floor = config.epsilon * (sum / idf.len() as f64);
-            for v in idf.iter_mut().filter(|v| **v < 0.0) {
-                *v = floor;
-            }
-        }
+        let idf = idf_weights(&tf_postings, n, config.epsilon);
         let avgdl = total_len as f64 / n;
-        let norm: Vec<f64> = doc_len
-            .iter()
-            .map(|&l| {
-                let ratio = if avgdl > 0.0 {
-                    config.b * l as f64 / avgdl
-                } else {
-                    0.0
-                };
-                config.k1 * (1.0 - config.b + ratio)
-            })
-            .collect();
+        let norm = length_norms(&doc_len, avgdl, &config);
         let k1 = config.k1;
         let postings = tf_postings
             .iter()
@@ -223,6 +180,89 @@ impl Bm25Index {
     pub fn idf(&self, term: &str) -> Option<f64> {
         self.terms.get(term).map(|&t| self.idf[t])
     }
+}
+
+/// What [`count_terms`] counts.
+struct TermCounts {
+    /// Term → id, ids in order of first appearance.
+    terms: HashMap<String, usize>,
+    /// Per term id: (text, term frequency), texts ascending.
+    tf_postings: Vec<Vec<(u32, u32)>>,
+    /// Per text: its length in tokens.
+    doc_len: Vec<usize>,
+    /// The sum of `doc_len`.
+    total_len: u64,
+}
+
+/// The terms of `texts` (tokenised with [`bm25_tokens`]) and their frequencies.
+fn count_terms(texts: &[String]) -> TermCounts {
+    let mut terms: HashMap<String, usize> = HashMap::new();
+    let mut tf_postings: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut doc_len = Vec::with_capacity(texts.len());
+    let mut total_len: u64 = 0;
+    for (d, text) in texts.iter().enumerate() {
+        let tokens = bm25_tokens(text);
+        doc_len.push(tokens.len());
+        total_len += tokens.len() as u64;
+        for t in tokens {
+            let next = terms.len();
+            let id = *terms.entry(t).or_insert(next);
+            if id == tf_postings.len() {
+                tf_postings.push(Vec::new());
+            }
+            let list = &mut tf_postings[id];
+            match list.last_mut() {
+                Some((doc, tf)) if *doc == d as u32 => *tf += 1,
+                _ => list.push((d as u32, 1)),
+            }
+        }
+    }
+    TermCounts {
+        terms,
+        tf_postings,
+        doc_len,
+        total_len,
+    }
+}
+
+/// The IDF of each term of a corpus of `n` texts, negative ones floored at `epsilon` times
+/// the mean IDF (as rank_bm25's Okapi BM25).
+fn idf_weights(tf_postings: &[Vec<(u32, u32)>], n: f64, epsilon: f64) -> Vec<f64> {
+    // Term ids are in order of first appearance, the order in which rank_bm25 sums
+    // IDFs, so the mean (and the ε floor) agree to the last bit.
+    let mut idf: Vec<f64> = tf_postings
+        .iter()
+        .map(|p| {
+            let df = p.len() as f64;
+            (n - df + 0.5).ln() - (df + 0.5).ln()
+        })
+        .collect();
+    if !idf.is_empty() {
+        let mut sum = 0.0;
+        for v in &idf {
+            sum += v;
+        }
+        let floor = epsilon * (sum / idf.len() as f64);
+        for v in idf.iter_mut().filter(|v| **v < 0.0) {
+            *v = floor;
+        }
+    }
+    idf
+}
+
+/// Per text: `k1 · (1 − b + b · length / avgdl)`, the length normalisation of BM25.
+fn length_norms(doc_len: &[usize], avgdl: f64, config: &Bm25Config) -> Vec<f64> {
+    doc_len
+        .iter()
+        .map(|&l| {
+            let ratio = if avgdl > 0.0 {
+                config.b * l as f64 / avgdl
+            } else {
+                0.0
+            };
+            config.k1 * (1.0 - config.b + ratio)
+        })
+        .collect()
 }
 
 impl SparseIndex for Bm25Index {

@@ -240,20 +240,7 @@ impl ChunkSizer for Sizer<'_> {
 /// ATX (`## Title`) and setext (`Title` over `===` or `---`) headings, outside fenced
 /// code blocks, indented code and YAML front matter.
 fn heading_paths(text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    let mut stack: Vec<(usize, String)> = Vec::new();
-    let mut push = |offset: usize, level: usize, title: &str, out: &mut Vec<(usize, String)>| {
-        let title = title.trim();
-        if title.is_empty() {
-            return;
-        }
-        while stack.last().is_some_and(|(l, _)| *l >= level) {
-            stack.pop();
-        }
-        stack.push((level, title.to_string()));
-        let path: Vec<&str> = stack.iter().map(|(_, t)| t.as_str()).collect();
-        out.push((offset, path.join(" > ")));
-    };
+    let mut headings = HeadingStack::default();
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n').map(|raw| {
         let start = offset;
@@ -299,21 +286,14 @@ fn heading_paths(text: &str) -> Vec<(usize, String)> {
             continue;
         }
         if let Some((level, title)) = atx_heading(body) {
-            push(start, level, title, &mut out);
+            headings.push(start, level, title);
             previous = None;
             continue;
         }
         let t = body.trim_end();
         if let Some((p_start, p_line)) = previous {
-            let level = if !t.is_empty() && t.bytes().all(|b| b == b'=') {
-                Some(1)
-            } else if !t.is_empty() && t.bytes().all(|b| b == b'-') {
-                Some(2)
-            } else {
-                None
-            };
-            if let Some(level) = level {
-                push(p_start, level, p_line, &mut out);
+            if let Some(level) = setext_level(t) {
+                headings.push(p_start, level, p_line);
                 previous = None;
                 continue;
             }
@@ -324,7 +304,44 @@ fn heading_paths(text: &str) -> Vec<(usize, String)> {
             Some((start, t))
         };
     }
-    out
+    headings.out
+}
+
+/// Heading paths as the headings come: the open headings and the paths so far.
+#[derive(Default)]
+struct HeadingStack {
+    /// (level, title) of each open heading, outermost first.
+    stack: Vec<(usize, String)>,
+    /// (byte offset, heading path) of each heading, in order.
+    out: Vec<(usize, String)>,
+}
+
+impl HeadingStack {
+    /// A heading of `level` at `offset`: it closes the open headings of its level and
+    /// deeper; an empty title is skipped.
+    fn push(&mut self, offset: usize, level: usize, title: &str) {
+        let title = title.trim();
+        if title.is_empty() {
+            return;
+        }
+        while self.stack.last().is_some_and(|(l, _)| *l >= level) {
+            self.stack.pop();
+        }
+        self.stack.push((level, title.to_string()));
+        let path: Vec<&str> = self.stack.iter().map(|(_, t)| t.as_str()).collect();
+        self.out.push((offset, path.join(" > ")));
+    }
+}
+
+/// The level of a setext underline: 1 for `===`, 2 for `---`.
+fn setext_level(t: &str) -> Option<usize> {
+    if !t.is_empty() && t.bytes().all(|b| b == b'=') {
+        Some(1)
+    } else if !t.is_empty() && t.bytes().all(|b| b == b'-') {
+        Some(2)
+    } else {
+        None
+    }
 }
 
 /// `- x`, `* x`, `+ x`, `1. x`, `1) x`: a setext underline after it is not a heading.
