@@ -1,6 +1,6 @@
 //! [`LpRagBuilder`]: the components of a build and the build itself, stage by stage.
 
-use super::stages::{self, ChunkInput, EmbedInput, QueryEmbedInput, QueryInput, StageCtx};
+use super::stages::{self, ChunkInput, EmbedInput, QueryInput, StageCtx};
 use super::{
     read_manifest, search_for, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
     PredictorSource, RankModel, RecordingProgress,
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lprag_core::{
-    Chunk, Document, Embeddings, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result,
+    Chunk, Document, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result,
 };
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, TokenMeter};
 use lprag_model::ComputeDevice;
@@ -192,51 +192,32 @@ impl LpRagBuilder {
 
     /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
     async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
+        if documents.is_empty() {
+            return Err(Error::EmptyCorpus("no documents were given".into()));
+        }
+        if self.config.knn_k == 0 {
+            return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
+        }
+        // The device is checked before anything is paid for.
+        self.device.to_burn()?;
+        let Components {
+            progress,
+            chunker,
+            query_generator,
+            meter,
+            llm_progress,
+        } = Components::of(&self);
         let LpRagBuilder {
             inputs,
-            query_generator,
-            llm,
-            llm_on_unparseable,
             model,
             labelled,
             labelled_only,
             config,
             work_dir,
             device,
+            ..
         } = self;
-        let progress = inputs.progress();
-        let (chunker_set, mut chunker) = (inputs.chunker.is_some(), inputs.chunker());
         let encoder = inputs.encoder;
-        let query_generator_set = query_generator.is_some();
-        let mut query_generator = query_generator.unwrap_or_else(|| {
-            Arc::new(HeuristicQueryGenerator::default()) as Arc<dyn QueryGenerator>
-        });
-        if documents.is_empty() {
-            return Err(Error::EmptyCorpus("no documents were given".into()));
-        }
-        if config.knn_k == 0 {
-            return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
-        }
-        // The device is checked before anything is paid for.
-        device.to_burn()?;
-        let meter = Arc::new(TokenMeter::new());
-        // The LLM components warn (fallbacks) through this; their warnings go to
-        // `progress` and into the stats.
-        let llm_progress = Arc::new(RecordingProgress::new(progress.clone()));
-        if let Some(model) = &llm {
-            let made = LlmParts {
-                model,
-                meter: &meter,
-                progress: &llm_progress,
-                on_unparseable: llm_on_unparseable,
-            };
-            if !chunker_set {
-                chunker = made.chunker();
-            }
-            if !query_generator_set {
-                query_generator = made.query_generator();
-            }
-        }
         let mut stats = IndexStats {
             documents: documents.len(),
             ..IndexStats::default()
@@ -309,40 +290,28 @@ impl LpRagBuilder {
 
         // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
         //    gold documents' chunks.
-        let mut queries = if labelled_only || transfer.is_some() {
-            Vec::new()
-        } else {
-            let input = QueryInput {
-                graph: graph_stage.key,
-                chunks: &chunks,
-                batches: &graph_stage.batches,
-                seed: config.seed,
-                generator: &*query_generator,
-            };
-            stages::write_queries(&mut ctx, &input).await?
-        };
+        let input = (!labelled_only && transfer.is_none()).then(|| QueryInput {
+            graph: graph_stage.key,
+            chunks: &chunks,
+            batches: &graph_stage.batches,
+            seed: config.seed,
+            generator: &*query_generator,
+        });
         stats.labelled_queries = labelled.len();
-        queries.extend(labelled);
-        let qtexts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
-        // The graph's node features: the chunk rows, then the query rows, in one buffer.
-        let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
-        let mut features = chunk_emb.into_vec();
-        let input = QueryEmbedInput {
-            embeddings: emb_key,
-            texts: &qtexts,
-            encoder: &*encoder,
-            dim,
-        };
-        stages::embed_queries(&mut ctx, &input, &mut features).await?;
-        drop(qtexts);
+        let (queries, graph) = stages::queries_and_graph(
+            &mut ctx,
+            input,
+            labelled,
+            (emb_key, &*encoder),
+            chunk_emb,
+            &graph_stage.edges,
+        )
+        .await?;
         let reused = std::mem::take(&mut ctx.reused);
         drop(ctx);
-        let features = Embeddings::new(dim, features)?;
-        let edges = graph_stage.edges;
         let knn_lists = graph_stage.knn;
-        let graph = lprag_graph::link_graph_from_features(features, nc, &edges, &queries)?;
         stats.queries = queries.len();
-        stats.query_edges = graph.edges.len() - edges.len();
+        stats.query_edges = graph.edges.len() - graph_stage.edges.len();
         lap(&mut stats, "queries");
 
         // 5. Train the link predictor on a blocking thread (a training-free scorer is
@@ -449,6 +418,53 @@ fn transfer_manifest(
     config.model = manifest.config.model.clone();
     config.train = manifest.config.train.clone();
     Ok((dir.to_path_buf(), manifest))
+}
+
+/// The components a build runs with, and what the LLM ones report to.
+struct Components {
+    progress: Arc<dyn lprag_core::Progress>,
+    chunker: Arc<dyn lprag_core::Chunker>,
+    query_generator: Arc<dyn QueryGenerator>,
+    /// Counts the LLM's tokens.
+    meter: Arc<TokenMeter>,
+    /// The LLM components warn (fallbacks) through this; their warnings go to `progress`
+    /// and into the stats.
+    llm_progress: Arc<RecordingProgress>,
+}
+
+impl Components {
+    /// The builder's chunker and question writer; with an LLM, its chunker and writer stand
+    /// in for those not set.
+    fn of(builder: &LpRagBuilder) -> Self {
+        let progress = builder.inputs.progress();
+        let mut chunker = builder.inputs.chunker();
+        let mut query_generator = builder.query_generator.clone().unwrap_or_else(|| {
+            Arc::new(HeuristicQueryGenerator::default()) as Arc<dyn QueryGenerator>
+        });
+        let meter = Arc::new(TokenMeter::new());
+        let llm_progress = Arc::new(RecordingProgress::new(progress.clone()));
+        if let Some(model) = &builder.llm {
+            let made = LlmParts {
+                model,
+                meter: &meter,
+                progress: &llm_progress,
+                on_unparseable: builder.llm_on_unparseable,
+            };
+            if builder.inputs.chunker.is_none() {
+                chunker = made.chunker();
+            }
+            if builder.query_generator.is_none() {
+                query_generator = made.query_generator();
+            }
+        }
+        Self {
+            progress,
+            chunker,
+            query_generator,
+            meter,
+            llm_progress,
+        }
+    }
 }
 
 /// How the LLM-backed components of a build are made.

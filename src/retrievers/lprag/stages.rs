@@ -382,3 +382,35 @@ pub(super) fn graph_input(config: &LpRagConfig, embeddings: StageKey, chunks: us
         bridges: config.bridges,
     }
 }
+
+/// Stages 4 and 5 and the link graph: the synthetic queries (`input`; none when it is
+/// `None`) followed by `labelled`, embedded after the chunk rows into one feature buffer
+/// (`chunk_emb`'s, no copy), linked to their chunks beside the chunk graph's `edges`.
+pub(super) async fn queries_and_graph(
+    ctx: &mut StageCtx<'_>,
+    input: Option<QueryInput<'_>>,
+    labelled: Vec<SyntheticQuery>,
+    (embeddings, encoder): (StageKey, &dyn Encoder),
+    chunk_emb: Embeddings,
+    edges: &[LinkEdge],
+) -> Result<(Vec<SyntheticQuery>, lprag_core::LinkGraph)> {
+    let mut queries = match &input {
+        Some(input) => write_queries(ctx, input).await?,
+        None => Vec::new(),
+    };
+    queries.extend(labelled);
+    let texts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
+    let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
+    let mut features = chunk_emb.into_vec();
+    let input = QueryEmbedInput {
+        embeddings,
+        texts: &texts,
+        encoder,
+        dim,
+    };
+    embed_queries(ctx, &input, &mut features).await?;
+    drop(texts);
+    let features = Embeddings::new(dim, features)?;
+    let graph = lprag_graph::link_graph_from_features(features, nc, edges, &queries)?;
+    Ok((queries, graph))
+}
