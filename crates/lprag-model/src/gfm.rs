@@ -44,8 +44,8 @@ use crate::checkpoint::{Checkpoints, RunKey};
 use crate::dense::{to_vec, Dense};
 use crate::early_stop::{check_schedule, split_holdout};
 use crate::net::Mlp;
-use crate::predictor::scalar;
 use crate::seeding::seed_generator;
+use crate::shared::scalar;
 use crate::training::{run_epochs, EpochLoop};
 
 /// The network's shape.

@@ -41,8 +41,8 @@ use crate::checkpoint::{Checkpoints, RunKey};
 use crate::dense::{mlp, relu_in_place, Dense};
 use crate::early_stop::{check_schedule, split_holdout};
 use crate::net::Mlp;
-use crate::predictor::scalar;
 use crate::seeding::seed_generator;
+use crate::shared::scalar;
 use crate::training::{run_epochs, EpochLoop};
 
 /// Most held-out queries: every epoch scores each against every chunk, so a fraction of

@@ -34,13 +34,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Checkpoints;
 use crate::config::{InferenceMode, TrainConfig};
+use crate::context::ChunkContext;
 use crate::host::{pair_key, HostGraph};
 use crate::positional::{laplacian_eigenmaps, mean_rows, ITERATIONS as PE_ITERATIONS};
-use crate::predictor::{
-    bce, normalize_vec, rows_tensor, scalar, unit_rows, ChunkContext, NegativeDraw,
-};
 use crate::seeding::{seed_generator, seeded};
-use crate::training::{read_versioned, run_link_epochs, write_json, LinkLoop, Split};
+use crate::shared::{
+    bce, normalize_vec, read_versioned, rows_tensor, scalar, unit_rows, write_json, NegativeDraw,
+};
+use crate::training::{run_link_epochs, LinkLoop, Split};
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;

@@ -3,29 +3,27 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::tensor::activation::log_sigmoid;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use lprag_core::{
-    ChunkId, Embeddings, Error, LinkEdge, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
+    ChunkId, Embeddings, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
 };
-// The eight-accumulator dot product: it vectorises, where a plain iterator sum does not
-// (that made the validation joins of a 100,000-chunk training run take about 40 s).
-use lprag_core::dot;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use lprag_graph::{NegativeSampler, NegativeSampling};
-
 use crate::cached::{CachedScorer, Join};
 use crate::checkpoint::Checkpoints;
 use crate::config::{
-    Aggregation, InferenceMode, ModelConfig, Negatives, PredictorKind, StepGraph, TrainConfig,
+    Aggregation, InferenceMode, ModelConfig, PredictorKind, StepGraph, TrainConfig,
 };
+use crate::context::ChunkContext;
 use crate::host::{pair_key, HostGraph, MessagePassing, PairBatch};
 use crate::net::LinkNet;
 use crate::seeding::{seed_generator, seeded};
-use crate::training::{read_versioned, run_link_epochs, write_json, LinkLoop, Split};
+use crate::shared::{
+    bce, normalize_vec, read_versioned, rows_tensor, to_tensor, unit_rows, write_json, NegativeDraw,
+};
+use crate::training::{run_link_epochs, LinkLoop, Split};
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -99,130 +97,6 @@ impl Trained {
             ctx,
             cache,
         })
-    }
-}
-
-/// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
-/// part of it, LP-RAG §3.5).
-pub(crate) struct ChunkContext {
-    /// Normalised chunk features: the graph's own buffer when its rows are unit-norm.
-    pub(crate) features: Embeddings,
-    pub(crate) edges: Vec<LinkEdge>,
-    pub(crate) host: HostGraph,
-}
-
-impl ChunkContext {
-    pub(crate) fn new(graph: &LinkGraph) -> Result<Self> {
-        graph.validate()?;
-        let nc = graph.num_chunks;
-        // The graph's own chunk rows (shared, not copied) when they are unit-norm already.
-        let features = unit_rows(&graph.features.leading_rows(nc)).into_owned();
-        let edges: Vec<LinkEdge> = graph
-            .edges
-            .iter()
-            .filter(|e| (e.a as usize) < nc && (e.b as usize) < nc)
-            .copied()
-            .collect();
-        let host = HostGraph::from_edges(nc, edges.iter().map(|e| (e.a, e.b, e.weight)))?;
-        Ok(Self {
-            features,
-            edges,
-            host,
-        })
-    }
-
-    pub(crate) fn num_chunks(&self) -> usize {
-        self.features.rows()
-    }
-
-    /// Chunks a query node is joined to under `mode`.
-    pub(crate) fn join(&self, q: &[f32], mode: InferenceMode) -> Vec<u32> {
-        match mode {
-            InferenceMode::Isolated => Vec::new(),
-            InferenceMode::JoinAll => (0..self.num_chunks() as u32).collect(),
-            InferenceMode::JoinTopK(k) => {
-                let mut sims: Vec<(f32, u32)> = self
-                    .features
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (dot(c, q), i as u32))
-                    .collect();
-                let k = k.min(sims.len());
-                if k == 0 {
-                    return Vec::new();
-                }
-                sims.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                sims[..k].iter().map(|s| s.1).collect()
-            }
-        }
-    }
-
-    /// [`ChunkContext::join`] for many queries, each list in id order. `JoinTopK` reads
-    /// the chunk rows once per group of 64 queries, in blocks that stay in cache, instead
-    /// of once per query: 1,024 validation queries against a million 1,024-wide chunks
-    /// read 64 GB instead of 4 TB. The same chunks as `join`, ties to the lower id.
-    pub(crate) fn join_many(&self, queries: &[&[f32]], mode: InferenceMode) -> Vec<Vec<u32>> {
-        use rayon::prelude::*;
-        let k = match mode {
-            InferenceMode::JoinTopK(k) => k.min(self.num_chunks()),
-            _ => return queries.iter().map(|q| self.join(q, mode)).collect(),
-        };
-        const QUERIES: usize = 64;
-        const ROWS: usize = 256;
-        let mut out: Vec<Vec<u32>> = Vec::with_capacity(queries.len());
-        out.par_extend(queries.par_chunks(QUERIES).flat_map_iter(|group| {
-            // Per query its best `k` so far, best first: higher score, then lower id.
-            let mut best: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(k + 1); group.len()];
-            for (b, block) in self
-                .features
-                .as_slice()
-                .chunks(ROWS * self.features.dim().max(1))
-                .enumerate()
-            {
-                let first = b * ROWS;
-                for (q, top) in group.iter().zip(best.iter_mut()) {
-                    for (r, row) in block.chunks_exact(self.features.dim().max(1)).enumerate() {
-                        let s = dot(row, q);
-                        // Ids arrive in increasing order, so an equal score never beats a
-                        // kept one.
-                        if top.len() == k && top.last().is_none_or(|w| s.total_cmp(&w.0).is_le()) {
-                            continue;
-                        }
-                        let at = top.partition_point(|w| w.0.total_cmp(&s).is_ge());
-                        top.insert(at, (s, (first + r) as u32));
-                        top.truncate(k);
-                    }
-                }
-            }
-            best.into_iter().map(|top| {
-                let mut ids: Vec<u32> = top.into_iter().map(|(_, i)| i).collect();
-                ids.sort_unstable();
-                ids
-            })
-        }));
-        out
-    }
-
-    /// The chunk graph plus `queries` as new nodes joined per `mode`; returns the graph, the
-    /// node features on `device` and the query node ids.
-    fn with_queries(
-        &self,
-        queries: &[Vec<f32>],
-        mode: InferenceMode,
-        device: &Device,
-    ) -> Result<(HostGraph, Tensor<2>, Vec<u32>)> {
-        let mut host = self.host.clone();
-        let mut ids = Vec::with_capacity(queries.len());
-        for q in queries {
-            let nbrs = self.join(q, mode);
-            ids.push(host.push_node(&nbrs, 1.0)?);
-        }
-        let d = self.features.dim();
-        let flat: Vec<f32> = queries.iter().flatten().copied().collect();
-        let qx = Tensor::<2>::from_data(TensorData::new(flat, [queries.len(), d]), device);
-        // Uploaded per call: this is the full-graph reference path, not the query path.
-        let x = Tensor::cat(vec![to_tensor(&self.features, device), qx], 0);
-        Ok((host, x, ids))
     }
 }
 
@@ -441,94 +315,6 @@ impl GnnLinkPredictor {
             .try_into_vec::<f32>()
             .expect("logits are f32"))
     }
-}
-
-fn normalized(e: &Embeddings) -> Embeddings {
-    let mut e = e.clone();
-    e.normalize();
-    e
-}
-
-/// `e` with unit rows: borrowed when every row already has norm 1 or 0, as most encoders'
-/// output does, so the node features are not copied; else a normalised copy. "Norm 1"
-/// allows 1e-4: an encoder's f32 normalisation of a 1024-d row, re-measured in f32,
-/// is off by a few 1e-6, and rescaling by that little changes nothing a model learns.
-pub(crate) fn unit_rows(e: &Embeddings) -> std::borrow::Cow<'_, Embeddings> {
-    let unit = e.iter().all(|r| {
-        let n = dot(r, r).sqrt();
-        n == 0.0 || (n - 1.0).abs() <= 1e-4
-    });
-    if unit {
-        std::borrow::Cow::Borrowed(e)
-    } else {
-        std::borrow::Cow::Owned(normalized(e))
-    }
-}
-
-pub(crate) fn normalize_vec(v: &[f32]) -> Vec<f32> {
-    let n = dot(v, v).sqrt();
-    if n > 0.0 {
-        v.iter().map(|x| x / n).collect()
-    } else {
-        v.to_vec()
-    }
-}
-
-/// A `[rows, d]` tensor from row-major data.
-pub(crate) fn rows_tensor(data: Vec<f32>, rows: usize, d: usize, device: &Device) -> Tensor<2> {
-    Tensor::<2>::from_data(TensorData::new(data, [rows, d]), device)
-}
-
-fn to_tensor(e: &Embeddings, device: &Device) -> Tensor<2> {
-    Tensor::<2>::from_data(
-        TensorData::new(e.as_slice().to_vec(), [e.rows(), e.dim()]),
-        device,
-    )
-}
-
-/// Draws negative chunks for a positive edge (degrees from the message-passing graph).
-pub(crate) struct NegativeDraw(NegativeSampler);
-
-impl NegativeDraw {
-    pub(crate) fn new(kind: Negatives, num_chunks: usize, host: &HostGraph) -> Result<Self> {
-        let degrees: Vec<u32> = (0..num_chunks as u32)
-            .map(|i| host.neighbors(i).len() as u32)
-            .collect();
-        let strategy = match kind {
-            Negatives::Uniform => NegativeSampling::Uniform,
-            Negatives::Degree(power) => NegativeSampling::Degree { power },
-        };
-        Ok(Self(NegativeSampler::new(&degrees, strategy)?))
-    }
-
-    /// One chunk other than `positive` (callers guarantee at least two chunks).
-    pub(crate) fn draw(&self, rng: &mut StdRng, positive: u32) -> u32 {
-        self.0
-            .sample_excluding(rng, 1, &[positive])
-            .ok()
-            .and_then(|v| v.first().copied())
-            .unwrap_or(positive)
-    }
-}
-
-/// BCE with negative sampling: `−mean log σ(pos) − mean log(1 − σ(neg))`.
-pub(crate) fn bce(logits: Tensor<1>, positives: usize) -> Tensor<1> {
-    let p = logits.dims()[0];
-    let pos = logits.clone().narrow(0, 0, positives);
-    let loss = log_sigmoid(pos).mean().neg();
-    if p > positives {
-        let neg = logits.narrow(0, positives, p - positives);
-        loss - log_sigmoid(neg.neg()).mean()
-    } else {
-        loss
-    }
-}
-
-pub(crate) fn scalar(t: Tensor<1>) -> f32 {
-    t.into_data()
-        .try_into_vec::<f32>()
-        .map(|v| v[0])
-        .unwrap_or(f32::NAN)
 }
 
 impl LinkPredictor for GnnLinkPredictor {
@@ -918,66 +704,4 @@ fn read_meta(dir: &Path) -> Result<Meta> {
         .validate()
         .map_err(|e| Error::format(&path, e.to_string()))?;
     Ok(meta)
-}
-
-/// Write `bytes` to `path` atomically and durably ([`lprag_core::dirs::write_atomic`]).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    lprag_core::dirs::write_atomic(path, bytes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::Rng;
-
-    #[test]
-    fn join_many_picks_the_chunks_join_picks() {
-        // 700 chunks (several 256-row blocks), 16-wide, with exact duplicates so that
-        // ties must go to the lower id as in `join`; 130 queries (three groups of 64).
-        let mut rng = StdRng::seed_from_u64(7);
-        let (n, d) = (700, 16);
-        let mut rows: Vec<Vec<f32>> = (0..n)
-            .map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect())
-            .collect();
-        for i in (0..n).step_by(7) {
-            rows[i] = rows[(i * 13 + 5) % n].clone();
-        }
-        let features = Embeddings::from_rows(d, &rows).unwrap();
-        let graph = LinkGraph {
-            features,
-            num_chunks: n,
-            edges: Vec::new(),
-        };
-        let ctx = ChunkContext::new(&graph).unwrap();
-        let mut queries: Vec<Vec<f32>> = (0..130)
-            .map(|_| {
-                normalize_vec(
-                    &(0..d)
-                        .map(|_| rng.random_range(-1.0f32..1.0))
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .collect();
-        // Queries equal to a duplicated chunk: their best scores tie exactly.
-        queries[3] = ctx.features.row(0).to_vec();
-        queries[100] = ctx.features.row(14).to_vec();
-        let refs: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
-        for k in [0, 1, 2, 5, 64, n, n + 3] {
-            let mode = InferenceMode::JoinTopK(k);
-            let many = ctx.join_many(&refs, mode);
-            assert_eq!(many.len(), queries.len());
-            for (q, got) in queries.iter().zip(&many) {
-                let mut want = ctx.join(q, mode);
-                want.sort_unstable();
-                assert_eq!(got, &want, "k = {k}");
-            }
-        }
-        for mode in [InferenceMode::Isolated, InferenceMode::JoinAll] {
-            let many = ctx.join_many(&refs[..2], mode);
-            assert_eq!(
-                many,
-                vec![ctx.join(&queries[0], mode), ctx.join(&queries[1], mode)]
-            );
-        }
-    }
 }

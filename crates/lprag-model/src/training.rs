@@ -2,11 +2,9 @@
 //! generators, the step limit, validation and early stopping, checkpoints with the
 //! optimizer's state, progress), used by LeSeGR and GFM-RAG directly and by the link
 //! predictors ([`crate::GnnLinkPredictor`], [`crate::BurnLinkPredictor`]) through
-//! [`run_link_epochs`]; the link predictors' inductive validation split and step pairs;
-//! versioned manifests.
+//! [`run_link_epochs`]; the link predictors' inductive validation split and step pairs.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
@@ -22,8 +20,8 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{Targets, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::pair_key;
-use crate::predictor::{scalar, NegativeDraw};
 use crate::seeding::Draws;
+use crate::shared::{scalar, NegativeDraw};
 
 /// A training graph split for link prediction.
 pub(crate) struct Split {
@@ -128,32 +126,6 @@ impl Schedule {
 /// uninterrupted one would.
 pub(crate) fn epoch_rng(seed: u64, epoch: usize) -> StdRng {
     StdRng::seed_from_u64(seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-}
-
-/// Write `value` as pretty JSON to `path`, atomically (the counterpart of
-/// [`read_versioned`]).
-pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
-    let json = serde_json::to_vec_pretty(value).map_err(|e| Error::format(path, e.to_string()))?;
-    crate::predictor::write_atomic(path, &json)
-}
-
-/// The JSON manifest at `path`, its `format_version` checked against `version` before the
-/// rest is read.
-pub(crate) fn read_versioned<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    version: u32,
-) -> Result<T> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
-    let found = v.get("format_version").and_then(|x| x.as_u64());
-    if found != Some(version as u64) {
-        return Err(Error::format(
-            path,
-            format!("format version {found:?}, this build reads version {version}"),
-        ));
-    }
-    serde_json::from_value(v).map_err(|e| Error::format(path, e.to_string()))
 }
 
 /// Node pairs `(a, b)`.
