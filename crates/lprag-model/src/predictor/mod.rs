@@ -7,23 +7,16 @@ use burn::tensor::Device;
 use lprag_core::{
     ChunkId, Embeddings, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
 };
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::cached::{CachedScorer, Join};
-use crate::checkpoint::Checkpoints;
-use crate::config::{
-    Aggregation, InferenceMode, ModelConfig, PredictorKind, StepGraph, TrainConfig,
-};
+use crate::config::{InferenceMode, ModelConfig, PredictorKind, TrainConfig};
 use crate::context::ChunkContext;
-use crate::host::{pair_key, HostGraph, MessagePassing, PairBatch};
+use crate::host::{MessagePassing, PairBatch};
 use crate::net::LinkNet;
-use crate::seeding::{seed_generator, seeded};
-use crate::shared::{
-    bce, normalize_vec, read_versioned, rows_tensor, to_tensor, unit_rows, write_json, NegativeDraw,
-};
-use crate::training::{run_link_epochs, LinkLoop, Split};
+use crate::shared::{normalize_vec, read_versioned, write_json};
+
+mod train;
 
 /// Version of the on-disk format written by [`GnnLinkPredictor::save`].
 pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
@@ -31,14 +24,6 @@ pub const PREDICTOR_FORMAT_VERSION: u32 = 1;
 const META_FILE: &str = "predictor.json";
 const WEIGHTS_FILE: &str = "weights.bpk";
 const GRAPH_FILE: &str = "chunks.graph";
-
-/// Most validation queries scored per evaluation in [`InferenceMode::JoinAll`], where each
-/// needs its own forward pass.
-const MAX_JOIN_ALL_VALIDATION: usize = 32;
-
-/// Most validation queries scored per evaluation otherwise (their joins are found once,
-/// each by a scan over every chunk).
-const MAX_VALIDATION: usize = 1024;
 
 /// A GNN (or MLP) link predictor trained in burn: NCN, GAE or MLP per [`ModelConfig`].
 ///
@@ -328,212 +313,26 @@ impl LinkPredictor for GnnLinkPredictor {
 
     fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport> {
         let started = Instant::now();
-        let tc = self.train.clone();
-        let mc = self.model.clone();
-        if tc.epochs == 0 {
-            return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
-        }
-        if !(tc.correction_penalty.is_finite() && tc.correction_penalty >= 0.0) {
-            return Err(Error::invalid(
-                "TrainConfig.correction_penalty",
-                format!("must be finite and >= 0, got {}", tc.correction_penalty),
-            ));
-        }
-        mc.validate()?;
-        let ctx = ChunkContext::new(graph)?;
-        let nc = graph.num_chunks;
-        let n = graph.num_nodes();
         let d_in = graph.features.dim();
-        let mut rng = StdRng::seed_from_u64(tc.seed);
-
-        // Inductive split: hold out whole synthetic queries for early stopping.
-        let Split {
-            val,
-            msg_edges,
-            targets,
-            val_pos,
-        } = Split::new(graph, &tc, &mut rng);
-        if nc < 2 || targets.is_empty() {
-            // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
-            let net = seeded(&self.device, tc.seed, || {
-                LinkNet::new(&mc, d_in, &self.device)
-            });
-            self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
-            return Ok(TrainReport {
-                seconds: started.elapsed().as_secs_f64(),
-                ..TrainReport::default()
-            });
-        }
-
-        let ad = self.device.clone().autodiff();
-        // Held through the first step: parameters are drawn at their first use.
-        let draws = seed_generator(&ad, tc.seed);
-        let net = LinkNet::new(&mc, d_in, &ad);
-        // Normalised features stay on the host; full-graph steps upload them once,
-        // neighbourhood steps only the rows a step needs.
-        let xh = unit_rows(&graph.features);
-        let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
-        let full_host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
-        let wsum_full = full_host.weight_sums();
-        let hops = match mc.kind {
-            PredictorKind::Mlp => 0,
-            _ => mc.layers.max(1),
-        };
-        let sampler = NegativeDraw::new(tc.negatives, nc, &full_host)?;
-
-        // Validation: held-out queries scored exactly as at inference, against fixed negatives.
-        let mut val_queries: Vec<u32> = val.iter().copied().collect();
-        val_queries.sort_unstable();
-        val_queries.truncate(if tc.inference == InferenceMode::JoinAll {
-            MAX_JOIN_ALL_VALIDATION
-        } else {
-            MAX_VALIDATION
-        });
-        let val_set: Vec<ValQuery> = val_queries
-            .iter()
-            .map(|&q| {
-                let pos: Vec<u32> = val_pos.get(&q).cloned().unwrap_or_default();
-                let mut cands = pos.clone();
-                for &p in &pos {
-                    for _ in 0..tc.negatives_per_positive {
-                        cands.push(sampler.draw(&mut rng, p));
-                    }
-                }
-                (
-                    normalize_vec(graph.features.row(q as usize)),
-                    cands,
-                    pos.len(),
-                )
-            })
-            .collect();
-        let val_joins: Vec<Join> = match tc.inference {
-            InferenceMode::JoinAll => val_set.iter().map(|_| Join::All).collect(),
-            mode => {
-                let queries: Vec<&[f32]> = val_set.iter().map(|v| v.0.as_slice()).collect();
-                ctx.join_many(&queries, mode)
-                    .into_iter()
-                    .map(Join::list)
-                    .collect()
-            }
-        };
-        let checkpoints = self
-            .checkpoints
-            .as_deref()
-            .map(|dir| Checkpoints::open(dir, graph, &(&mc, &tc)))
-            .transpose()?;
-        let run = LinkLoop {
-            location: "GnnLinkPredictor::fit",
-            train: &tc,
-            targets: &targets,
-            sampler: &sampler,
-            checkpoints: checkpoints.as_ref(),
-            validates: !val_set.is_empty(),
-            progress,
-        };
-        let (net, mut report) = run_link_epochs(
-            &run,
+        let train::Fitted {
             net,
-            || LinkNet::new(&mc, d_in, &self.device),
-            draws,
-            |net, step| {
-                let with_cn = net.uses_common_neighbors();
-                let (h, x, pb) = match tc.step_graph {
-                    StepGraph::Full => {
-                        let host = if step.masked.is_empty() {
-                            full_host.clone()
-                        } else {
-                            HostGraph::from_edges(
-                                n,
-                                msg_edges
-                                    .iter()
-                                    .copied()
-                                    .filter(|&(a, b, _)| !step.masked.contains(&pair_key(a, b))),
-                            )?
-                        };
-                        let g = host.to_device(mc.aggregation, &ad);
-                        let pb = PairBatch::new(step.pairs, &host, with_cn, &ad);
-                        let x = x_full.clone().expect("uploaded for full-graph steps");
-                        (net.encode(x.clone(), &g), x, pb)
-                    }
-                    StepGraph::Neighbourhood => {
-                        let mut seeds: Vec<u32> =
-                            step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-                        let (mut cn_pair, mut cn_node) = (Vec::new(), Vec::new());
-                        if with_cn {
-                            let mut buf = Vec::new();
-                            for (k, &(a, b)) in step.pairs.iter().enumerate() {
-                                buf.clear();
-                                full_host.common_neighbors_masked(a, b, step.masked, &mut buf);
-                                for &u in &buf {
-                                    cn_pair.push(k as i64);
-                                    cn_node.push(u);
-                                    seeds.push(u);
-                                }
-                            }
-                        }
-                        let sub = full_host.subgraph(
-                            &wsum_full,
-                            step.masked,
-                            &seeds,
-                            hops,
-                            mc.aggregation,
-                        );
-                        let local: Vec<(u32, u32)> = step
-                            .pairs
-                            .iter()
-                            .map(|&(a, b)| (sub.local(a), sub.local(b)))
-                            .collect();
-                        let cn = with_cn.then(|| {
-                            let nodes = cn_node.iter().map(|&u| sub.local(u) as i64).collect();
-                            (cn_pair, nodes)
-                        });
-                        let pb = PairBatch::from_parts(&local, cn, &ad);
-                        if net.single_gnn_layer() {
-                            // Aggregate the constant features on the host, then apply the
-                            // layer to the seeds only (not to their whole neighbourhood).
-                            let (own, agg) = sub.aggregate_inputs(
-                                xh.as_slice(),
-                                d_in,
-                                mc.aggregation == Aggregation::Gcn,
-                            );
-                            let r = sub.receivers();
-                            let xs = rows_tensor(own, r, d_in, &ad);
-                            let ax = rows_tensor(agg, r, d_in, &ad);
-                            (net.encode_aggregated(xs.clone(), ax), xs, pb)
-                        } else {
-                            let rows: Vec<f32> = sub
-                                .nodes
-                                .iter()
-                                .flat_map(|&v| xh.row(v as usize).iter().copied())
-                                .collect();
-                            let xs = rows_tensor(rows, sub.nodes.len(), d_in, &ad);
-                            let g = sub.to_device(&ad);
-                            (net.encode(xs.clone(), &g), xs, pb)
-                        }
-                    }
-                };
-                let (logits, correction) = net.score_pairs_parts(h, &x, &pb);
-                let mut loss = bce(logits, step.targets.len());
-                if tc.correction_penalty > 0.0 && mc.residual {
-                    loss = loss
-                        + (correction.clone() * correction)
-                            .mean()
-                            .mul_scalar(tc.correction_penalty);
-                }
-                Ok(loss)
-            },
-            |valid| {
-                let cache = CachedScorer::new(
-                    valid.to_host()?,
-                    mc.aggregation,
-                    &ctx.features,
-                    &ctx.host,
-                    tc.inference == InferenceMode::JoinAll,
-                )?;
-                Ok(validation_loss(&cache, &ctx, &val_set, &val_joins))
-            },
+            ctx,
+            mut report,
+        } = train::fit_net(
+            &self.model,
+            &self.train,
+            &self.device,
+            self.checkpoints.as_deref(),
+            graph,
+            progress,
         )?;
-        self.state = Some(Trained::new(Some(net), d_in, ctx, &mc, tc.inference)?);
+        self.state = Some(Trained::new(
+            Some(net),
+            d_in,
+            ctx,
+            &self.model,
+            self.train.inference,
+        )?);
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -659,34 +458,6 @@ impl LinkPredictor for GnnLinkPredictor {
         lprag_graph::save_link_graph(&graph, dir.join(GRAPH_FILE))?;
         crate::weights::save_weights(net, &dir.join(WEIGHTS_FILE))
     }
-}
-
-/// A held-out validation query: embedding, candidate chunk ids, number of positives.
-type ValQuery = (Vec<f32>, Vec<u32>, usize);
-
-/// Mean BCE of held-out queries, each scored alone as at inference.
-fn validation_loss(
-    cache: &CachedScorer,
-    ctx: &ChunkContext,
-    val: &[ValQuery],
-    joins: &[Join],
-) -> f32 {
-    let (mut pos_loss, mut neg_loss, mut np, mut nn) = (0.0f64, 0.0f64, 0usize, 0usize);
-    for ((q, cands, positives), join) in val.iter().zip(joins) {
-        let logits = cache.score(&ctx.features, &ctx.host, q, join, cands);
-        for (i, &l) in logits.iter().enumerate() {
-            // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
-            let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
-            if i < *positives {
-                pos_loss += sp(-l);
-                np += 1;
-            } else {
-                neg_loss += sp(l);
-                nn += 1;
-            }
-        }
-    }
-    (pos_loss / np.max(1) as f64 + neg_loss / nn.max(1) as f64) as f32
 }
 
 #[derive(Debug, Serialize, Deserialize)]
