@@ -210,3 +210,92 @@ fn write_fixtures() {
         .unwrap();
     }
 }
+
+/// The VGAE, PEG and SEAL predictors of [`burn_scores`], trained briefly on
+/// [`common::graph`].
+fn burn_predictors() -> Vec<(&'static str, Box<dyn LinkPredictor>)> {
+    use lprag_model::peg::peg_predictor;
+    use lprag_model::seal::seal_predictor;
+    use lprag_model::vgae::vgae_predictor;
+    let train = |inference| TrainConfig {
+        epochs: 2,
+        ..fixture_training(inference)
+    };
+    let mut out: Vec<(&'static str, Box<dyn LinkPredictor>)> = vec![
+        (
+            "vgae",
+            Box::new(vgae_predictor(
+                Default::default(),
+                train(InferenceMode::JoinTopK(3)),
+            )),
+        ),
+        (
+            "peg",
+            Box::new(peg_predictor(
+                Default::default(),
+                train(InferenceMode::JoinAll),
+            )),
+        ),
+        (
+            "seal",
+            Box::new(seal_predictor(
+                Default::default(),
+                train(InferenceMode::JoinTopK(2)),
+            )),
+        ),
+    ];
+    for (_, p) in &mut out {
+        p.fit(&common::graph(), &NoProgress).unwrap();
+    }
+    out
+}
+
+/// Per predictor of [`burn_predictors`], its `score` and `score_near` bits per query.
+fn burn_scores() -> std::collections::BTreeMap<String, Vec<Vec<u32>>> {
+    let graph = common::graph();
+    let cands = candidates();
+    burn_predictors()
+        .into_iter()
+        .map(|(name, p)| {
+            let mut rows = Vec::new();
+            for &q in &QUERY_NODES {
+                let q = graph.features.row(q);
+                rows.push(bits(p.score(q, &cands).unwrap()));
+                rows.push(bits(p.score_near(q, &NEAREST, &cands).unwrap()));
+            }
+            (name.to_string(), rows)
+        })
+        .collect()
+}
+
+fn burn_scores_file() -> PathBuf {
+    fixture_dir("burn-v1-scores.json")
+}
+
+/// The VGAE, PEG and SEAL predictors train to the recorded scores to the bit: a guard for
+/// refactoring [`lprag_model::BurnLinkPredictor`]'s trainer (only with
+/// `LPRAG_EXACT_FIXTURES=1`, as [`training_again_gives_the_saved_scores`]).
+#[test]
+fn burn_predictors_train_to_the_recorded_scores() {
+    if std::env::var_os("LPRAG_EXACT_FIXTURES").is_none_or(|v| v != "1") {
+        return;
+    }
+    let want: std::collections::BTreeMap<String, Vec<Vec<u32>>> =
+        serde_json::from_slice(&std::fs::read(burn_scores_file()).unwrap()).unwrap();
+    let got = burn_scores();
+    assert_eq!(want.len(), got.len());
+    for (name, w) in &want {
+        assert_close(name, "score", w, &got[name], true);
+    }
+}
+
+/// Rewrites `burn-v1-scores.json`.
+#[test]
+#[ignore = "writes the fixtures; run by name"]
+fn write_burn_scores() {
+    std::fs::write(
+        burn_scores_file(),
+        serde_json::to_vec(&burn_scores()).unwrap(),
+    )
+    .unwrap();
+}
