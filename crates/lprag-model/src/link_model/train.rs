@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use burn::tensor::Device;
-use lprag_core::{Error, LinkGraph, Progress, Result, TrainReport};
+use lprag_core::{Embeddings, Error, LinkGraph, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -20,7 +20,7 @@ use crate::context::ChunkContext;
 use crate::host::{pair_key, HostGraph};
 use crate::seeding::{seed_generator, seeded};
 use crate::shared::{bce, normalize_vec, scalar, unit_rows, NegativeDraw};
-use crate::training::{run_link_epochs, LinkLoop, Split};
+use crate::training::{run_link_epochs, LinkLoop, Split, Step};
 
 /// What one training run needs from its predictor.
 pub(super) struct Run<'a, M> {
@@ -48,15 +48,7 @@ pub(super) fn train<M: PairModel>(
 ) -> Result<(M, TrainReport, Option<ChunkPositions>)> {
     let (init, tc, device) = (run.init, run.train, run.device);
     let started = Instant::now();
-    if tc.epochs == 0 {
-        return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
-    }
-    if !(tc.learning_rate.is_finite() && tc.learning_rate > 0.0) {
-        return Err(Error::invalid(
-            "TrainConfig.learning_rate",
-            format!("must be finite and > 0, got {}", tc.learning_rate),
-        ));
-    }
+    check_train_config(tc)?;
     graph.validate()?;
     let (nc, n, d_in) = (graph.num_chunks, graph.num_nodes(), graph.features.dim());
     let mut rng = StdRng::seed_from_u64(tc.seed);
@@ -97,66 +89,11 @@ pub(super) fn train<M: PairModel>(
     // Positional encodings (for a model that asks): chunks' eigenmap rows, and for every
     // synthetic query the mean of the chunks it would join at inference.
     let positions = ChunkPositions::new(graph, model.pair_positional_dim(), tc.seed)?;
-    let train_pos: Vec<f32> = if positions.dim == 0 {
-        Vec::new()
-    } else {
-        let mut rows = positions.rows.clone();
-        let all = positions.query(None);
-        for q in nc..n {
-            match tc.inference {
-                InferenceMode::JoinAll => rows.extend_from_slice(&all),
-                mode => {
-                    let f = normalize_vec(graph.features.row(q));
-                    rows.extend(positions.query(Some(&ctx.join(&f, mode))));
-                }
-            }
-        }
-        rows
-    };
+    let train_pos = training_positions(&positions, graph, &ctx, tc.inference);
     let pdim = positions.dim;
     let mut held_ids: Vec<u32> = val.iter().copied().collect();
     held_ids.sort_unstable();
-    // With the query joined to every chunk each held-out query is a pass over the whole
-    // graph: fewer of them.
-    held_ids.truncate(if tc.inference == InferenceMode::JoinAll {
-        MAX_JOIN_ALL_VALIDATION
-    } else {
-        MAX_VALIDATION
-    });
-    let held_features: Vec<Vec<f32>> = held_ids
-        .iter()
-        .map(|&q| normalize_vec(graph.features.row(q as usize)))
-        .collect();
-    let mut held_joins = match tc.inference {
-        InferenceMode::JoinAll => Vec::new(),
-        mode => {
-            let queries: Vec<&[f32]> = held_features.iter().map(Vec::as_slice).collect();
-            ctx.join_many(&queries, mode)
-        }
-    }
-    .into_iter();
-    let held: Vec<Held> = held_ids
-        .iter()
-        .zip(held_features)
-        .map(|(&q, features)| {
-            let pos = val_pos.get(&q).cloned().unwrap_or_default();
-            let mut cands = pos.clone();
-            for &p in &pos {
-                for _ in 0..tc.negatives_per_positive {
-                    cands.push(sampler.draw(&mut rng, p));
-                }
-            }
-            // In id order, one per held-out query (none with the query joined to all).
-            let join = held_joins.next();
-            Held {
-                features,
-                join,
-                cands,
-                positives: pos.len(),
-            }
-        })
-        .filter(|h| h.positives > 0)
-        .collect();
+    let held = held_out(tc, &ctx, graph, &held_ids, &val_pos, &sampler, &mut rng);
 
     let checkpoints = run
         .checkpoints
@@ -176,61 +113,193 @@ pub(super) fn train<M: PairModel>(
         wsum: &ctx_wsum,
         positions: &positions,
     };
+    let steps = StepInputs {
+        tc,
+        n,
+        d_in,
+        hops,
+        host: &host,
+        wsum: &wsum,
+        xh: &xh,
+        pdim,
+        train_pos: &train_pos,
+        ad: &ad,
+    };
     let (model, mut report) = run_link_epochs(
         &lp,
         model,
         || init(d_in, device),
         draws,
-        |model, step| {
-            // Masked targets no longer count towards degrees (summed in sorted order, so
-            // that runs are reproducible: hash-set order differs between processes).
-            let mut less: HashMap<u32, f32> = HashMap::new();
-            let mut sorted: Vec<(u32, u32)> = step.masked.iter().copied().collect();
-            sorted.sort_unstable();
-            for &(a, b) in &sorted {
-                if let Some(&(_, w)) = host.neighbors(a).iter().find(|&&(j, _)| j == b) {
-                    *less.entry(a).or_default() += w.max(0.0);
-                    *less.entry(b).or_default() += w.max(0.0);
-                }
-            }
-            let seeds: Vec<u32> = step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-            let g = LocalGraph::build(
-                &seeds,
-                hops,
-                &|i, out| {
-                    out.extend(host.neighbors(i).iter().filter(|&&(j, _)| {
-                        step.masked.is_empty() || !step.masked.contains(&pair_key(i, j))
-                    }))
-                },
-                &|i| wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0),
-            );
-            let x = g.features(d_in, |i| xh.row(i as usize), &ad);
-            let local: Vec<(u32, u32)> = step
-                .pairs
-                .iter()
-                .map(|&(a, b)| (g.local[&a], g.local[&b]))
-                .collect();
-            let mut gb = g.to_device_with(
-                n,
-                pdim,
-                |i| &train_pos[i as usize * pdim..(i as usize + 1) * pdim],
-                &ad,
-            );
-            // The step's own noise seed (the epoch's generator is left as it was).
-            gb.noise_seed = tc.seed
-                ^ (step.epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                ^ (step.index as u64 + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
-            let (logits, extra) = model.score_pairs_train(x, &gb, &Pairs::new(&local, &ad));
-            let mut loss = bce(logits, step.targets.len());
-            if let Some(extra) = extra {
-                loss = loss + extra;
-            }
-            Ok(loss)
-        },
+        |model, step| steps.loss(model, step),
         |valid| Ok(validation_loss(valid, &held, &chunks, hops, d_in, device)),
     )?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((model, report, Some(positions)))
+}
+
+/// The training settings the trainer cannot use, as errors.
+fn check_train_config(tc: &TrainConfig) -> Result<()> {
+    if tc.epochs == 0 {
+        return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
+    }
+    if !(tc.learning_rate.is_finite() && tc.learning_rate > 0.0) {
+        return Err(Error::invalid(
+            "TrainConfig.learning_rate",
+            format!("must be finite and > 0, got {}", tc.learning_rate),
+        ));
+    }
+    Ok(())
+}
+
+/// Positional rows of every node for training (a model that asks for them): the chunks'
+/// eigenmap rows, and for every synthetic query the mean of the chunks it would join at
+/// inference.
+fn training_positions(
+    positions: &ChunkPositions,
+    graph: &LinkGraph,
+    ctx: &ChunkContext,
+    inference: InferenceMode,
+) -> Vec<f32> {
+    let (nc, n) = (graph.num_chunks, graph.num_nodes());
+    if positions.dim == 0 {
+        Vec::new()
+    } else {
+        let mut rows = positions.rows.clone();
+        let all = positions.query(None);
+        for q in nc..n {
+            match inference {
+                InferenceMode::JoinAll => rows.extend_from_slice(&all),
+                mode => {
+                    let f = normalize_vec(graph.features.row(q));
+                    rows.extend(positions.query(Some(&ctx.join(&f, mode))));
+                }
+            }
+        }
+        rows
+    }
+}
+
+/// The held-out queries `held_ids` (sorted; the first few kept) as validation scores them:
+/// normalised features, joins, and candidates (positives, then negatives drawn from `rng`).
+fn held_out(
+    tc: &TrainConfig,
+    ctx: &ChunkContext,
+    graph: &LinkGraph,
+    held_ids: &[u32],
+    val_pos: &HashMap<u32, Vec<u32>>,
+    sampler: &NegativeDraw,
+    rng: &mut StdRng,
+) -> Vec<Held> {
+    // With the query joined to every chunk each held-out query is a pass over the whole
+    // graph: fewer of them.
+    let kept = held_ids
+        .len()
+        .min(if tc.inference == InferenceMode::JoinAll {
+            MAX_JOIN_ALL_VALIDATION
+        } else {
+            MAX_VALIDATION
+        });
+    let held_ids = &held_ids[..kept];
+    let held_features: Vec<Vec<f32>> = held_ids
+        .iter()
+        .map(|&q| normalize_vec(graph.features.row(q as usize)))
+        .collect();
+    let mut held_joins = match tc.inference {
+        InferenceMode::JoinAll => Vec::new(),
+        mode => {
+            let queries: Vec<&[f32]> = held_features.iter().map(Vec::as_slice).collect();
+            ctx.join_many(&queries, mode)
+        }
+    }
+    .into_iter();
+    held_ids
+        .iter()
+        .zip(held_features)
+        .map(|(&q, features)| {
+            let pos = val_pos.get(&q).cloned().unwrap_or_default();
+            let mut cands = pos.clone();
+            for &p in &pos {
+                for _ in 0..tc.negatives_per_positive {
+                    cands.push(sampler.draw(rng, p));
+                }
+            }
+            // In id order, one per held-out query (none with the query joined to all).
+            let join = held_joins.next();
+            Held {
+                features,
+                join,
+                cands,
+                positives: pos.len(),
+            }
+        })
+        .filter(|h| h.positives > 0)
+        .collect()
+}
+
+/// What every training step reads: the message graph (each step masks its targets), its
+/// weight sums, the normalised features and the positional rows.
+struct StepInputs<'a> {
+    tc: &'a TrainConfig,
+    n: usize,
+    d_in: usize,
+    hops: usize,
+    host: &'a HostGraph,
+    wsum: &'a [f32],
+    xh: &'a Embeddings,
+    pdim: usize,
+    train_pos: &'a [f32],
+    ad: &'a Device,
+}
+
+impl StepInputs<'_> {
+    /// The step's loss: BCE of its pairs on their neighbourhood in the graph without the
+    /// step's targets, plus the model's own term.
+    fn loss<M: PairModel>(&self, model: &M, step: &Step<'_>) -> Result<Tensor<1>> {
+        // Masked targets no longer count towards degrees (summed in sorted order, so
+        // that runs are reproducible: hash-set order differs between processes).
+        let mut less: HashMap<u32, f32> = HashMap::new();
+        let mut sorted: Vec<(u32, u32)> = step.masked.iter().copied().collect();
+        sorted.sort_unstable();
+        for &(a, b) in &sorted {
+            if let Some(&(_, w)) = self.host.neighbors(a).iter().find(|&&(j, _)| j == b) {
+                *less.entry(a).or_default() += w.max(0.0);
+                *less.entry(b).or_default() += w.max(0.0);
+            }
+        }
+        let seeds: Vec<u32> = step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let g = LocalGraph::build(
+            &seeds,
+            self.hops,
+            &|i, out| {
+                out.extend(self.host.neighbors(i).iter().filter(|&&(j, _)| {
+                    step.masked.is_empty() || !step.masked.contains(&pair_key(i, j))
+                }))
+            },
+            &|i| self.wsum[i as usize] - less.get(&i).copied().unwrap_or(0.0),
+        );
+        let x = g.features(self.d_in, |i| self.xh.row(i as usize), self.ad);
+        let local: Vec<(u32, u32)> = step
+            .pairs
+            .iter()
+            .map(|&(a, b)| (g.local[&a], g.local[&b]))
+            .collect();
+        let mut gb = g.to_device_with(
+            self.n,
+            self.pdim,
+            |i| &self.train_pos[i as usize * self.pdim..(i as usize + 1) * self.pdim],
+            self.ad,
+        );
+        // The step's own noise seed (the epoch's generator is left as it was).
+        gb.noise_seed = self.tc.seed
+            ^ (step.epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (step.index as u64 + 1).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        let (logits, extra) = model.score_pairs_train(x, &gb, &Pairs::new(&local, self.ad));
+        let mut loss = bce(logits, step.targets.len());
+        if let Some(extra) = extra {
+            loss = loss + extra;
+        }
+        Ok(loss)
+    }
 }
 
 /// What validation reads of the chunk graph.
