@@ -651,27 +651,7 @@ impl GfmModel {
     ) -> Result<TrainReport> {
         cfg.validate()?;
         let started = Instant::now();
-        for (k, ex) in examples.iter().enumerate() {
-            let loc = format!("GfmModel::train example {k}");
-            self.check_query(&loc, &ex.query, &ex.query_entities)?;
-            self.check_query(&loc, &ex.query, &ex.targets)?;
-            if ex.targets.is_empty() {
-                return Err(Error::invalid(loc, "no target entity"));
-            }
-            if let Some(e) = ex
-                .hidden_edges
-                .iter()
-                .find(|&&e| e as usize >= self.edges.len())
-            {
-                return Err(Error::invalid(
-                    loc,
-                    format!(
-                        "hidden edge {e} out of range for {} edges",
-                        self.edges.len()
-                    ),
-                ));
-            }
-        }
+        self.check_examples(examples)?;
         if examples.is_empty() {
             return Ok(TrainReport::default());
         }
@@ -743,6 +723,32 @@ impl GfmModel {
         self.host = HostNet::export(&self.net, &self.relations)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// Each training example checked against the graph.
+    fn check_examples(&self, examples: &[GfmExample]) -> Result<()> {
+        for (k, ex) in examples.iter().enumerate() {
+            let loc = format!("GfmModel::train example {k}");
+            self.check_query(&loc, &ex.query, &ex.query_entities)?;
+            self.check_query(&loc, &ex.query, &ex.targets)?;
+            if ex.targets.is_empty() {
+                return Err(Error::invalid(loc, "no target entity"));
+            }
+            if let Some(e) = ex
+                .hidden_edges
+                .iter()
+                .find(|&&e| e as usize >= self.edges.len())
+            {
+                return Err(Error::invalid(
+                    loc,
+                    format!(
+                        "hidden edge {e} out of range for {} edges",
+                        self.edges.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The checkpoint key of a training call: the graph, relation embeddings, the current

@@ -570,40 +570,8 @@ pub fn train_lesegr_resumable(
 ) -> Result<(LesegrWeights, TrainReport)> {
     cfg.validate()?;
     let started = Instant::now();
-    let (n, d) = (x.rows(), x.dim());
-    if graph.num_nodes() != n {
-        return Err(Error::DimensionMismatch {
-            location: "train_lesegr (graph nodes vs embeddings)".into(),
-            expected: n,
-            actual: graph.num_nodes(),
-        });
-    }
-    for (k, ex) in examples.iter().enumerate() {
-        if ex.query.len() != d {
-            return Err(Error::DimensionMismatch {
-                location: format!("train_lesegr example {k} query"),
-                expected: d,
-                actual: ex.query.len(),
-            });
-        }
-        if ex.positives.is_empty() {
-            return Err(Error::invalid(
-                format!("train_lesegr example {k}"),
-                "no gold chunk",
-            ));
-        }
-        if let Some(bad) = ex
-            .positives
-            .iter()
-            .chain(ex.delta_excess.iter().map(|(j, _)| j))
-            .find(|&&j| j as usize >= n)
-        {
-            return Err(Error::invalid(
-                format!("train_lesegr example {k}"),
-                format!("chunk {bad} out of range for {n} chunks"),
-            ));
-        }
-    }
+    check_inputs(x, graph, examples)?;
+    let d = x.dim();
     // The split's own generator; each epoch's shuffle has its own (`run_epochs`).
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let (mut val_idx, mut train_idx) =
@@ -658,6 +626,45 @@ pub fn train_lesegr_resumable(
     let weights = export(&net, &g_val, d, device)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok((weights, report))
+}
+
+/// The embeddings, graph and examples of a training call, checked against each other.
+fn check_inputs(x: &Embeddings, graph: &InEdges, examples: &[LesegrExample]) -> Result<()> {
+    let (n, d) = (x.rows(), x.dim());
+    if graph.num_nodes() != n {
+        return Err(Error::DimensionMismatch {
+            location: "train_lesegr (graph nodes vs embeddings)".into(),
+            expected: n,
+            actual: graph.num_nodes(),
+        });
+    }
+    for (k, ex) in examples.iter().enumerate() {
+        if ex.query.len() != d {
+            return Err(Error::DimensionMismatch {
+                location: format!("train_lesegr example {k} query"),
+                expected: d,
+                actual: ex.query.len(),
+            });
+        }
+        if ex.positives.is_empty() {
+            return Err(Error::invalid(
+                format!("train_lesegr example {k}"),
+                "no gold chunk",
+            ));
+        }
+        if let Some(bad) = ex
+            .positives
+            .iter()
+            .chain(ex.delta_excess.iter().map(|(j, _)| j))
+            .find(|&&j| j as usize >= n)
+        {
+            return Err(Error::invalid(
+                format!("train_lesegr example {k}"),
+                format!("chunk {bad} out of range for {n} chunks"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The checkpoint key of a LeSeGR training run: every input that shapes it.
