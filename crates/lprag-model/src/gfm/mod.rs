@@ -702,27 +702,40 @@ impl GfmModel {
                     .collect();
                 Ok(this.batch_loss(net, &g_ad, &batch, &negs, cfg.bce_weight, &ad))
             },
-            |valid| {
-                let (mut sum, mut count) = (0.0f32, 0usize);
-                for (k, idx) in val_idx.chunks(cfg.batch_size.max(1)).enumerate() {
-                    let loss = this.batch_loss(
-                        valid,
-                        &this.graph,
-                        &pick(idx),
-                        val_neg[k],
-                        cfg.bce_weight,
-                        &this.device,
-                    );
-                    sum += scalar(loss) * idx.len() as f32;
-                    count += idx.len();
-                }
-                Ok(sum / count.max(1) as f32)
-            },
+            |valid| Ok(this.validation_loss(valid, examples, &val_idx, &val_neg, cfg)),
         )?;
         self.net = net;
         self.host = HostNet::export(&self.net, &self.relations)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// Mean loss of `valid` on the validation examples `val_idx`, in batches, each with its
+    /// fixed negatives.
+    fn validation_loss(
+        &self,
+        valid: &GfmNet,
+        examples: &[GfmExample],
+        val_idx: &[usize],
+        val_neg: &[&[Vec<u32>]],
+        cfg: &GfmTrainConfig,
+    ) -> f32 {
+        let pick =
+            |idx: &[usize]| -> Vec<&GfmExample> { idx.iter().map(|&i| &examples[i]).collect() };
+        let (mut sum, mut count) = (0.0f32, 0usize);
+        for (k, idx) in val_idx.chunks(cfg.batch_size.max(1)).enumerate() {
+            let loss = self.batch_loss(
+                valid,
+                &self.graph,
+                &pick(idx),
+                val_neg[k],
+                cfg.bce_weight,
+                &self.device,
+            );
+            sum += scalar(loss) * idx.len() as f32;
+            count += idx.len();
+        }
+        sum / count.max(1) as f32
     }
 
     /// Each training example checked against the graph.

@@ -54,20 +54,16 @@ pub(super) fn train<M: PairModel>(
     let mut rng = StdRng::seed_from_u64(tc.seed);
 
     // Inductive split: whole synthetic queries held out for validation.
-    let Split {
-        val,
-        msg_edges,
-        targets,
-        val_pos,
-    } = Split::new(graph, tc, &mut rng);
+    let split = Split::new(graph, tc, &mut rng);
 
-    if nc < 2 || targets.is_empty() {
+    if nc < 2 || split.targets.is_empty() {
         // Nothing to learn from: the initial weights, no epochs.
         let model = seeded(device, tc.seed, || init(d_in, device));
+        let seconds = started.elapsed().as_secs_f64();
         return Ok((
             model,
             TrainReport {
-                seconds: started.elapsed().as_secs_f64(),
+                seconds,
                 ..TrainReport::default()
             },
             None,
@@ -79,7 +75,7 @@ pub(super) fn train<M: PairModel>(
     let model = init(d_in, &ad);
     let hops = model.pair_hops();
     let xh = unit_rows(&graph.features);
-    let host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
+    let host = HostGraph::from_edges(n, split.msg_edges.iter().copied())?;
     let wsum = host.weight_sums();
     let sampler = NegativeDraw::new(tc.negatives, nc, &host)?;
 
@@ -91,9 +87,7 @@ pub(super) fn train<M: PairModel>(
     let positions = ChunkPositions::new(graph, model.pair_positional_dim(), tc.seed)?;
     let train_pos = training_positions(&positions, graph, &ctx, tc.inference);
     let pdim = positions.dim;
-    let mut held_ids: Vec<u32> = val.iter().copied().collect();
-    held_ids.sort_unstable();
-    let held = held_out(tc, &ctx, graph, &held_ids, &val_pos, &sampler, &mut rng);
+    let held = held_out(tc, &ctx, graph, &split, &sampler, &mut rng);
 
     let checkpoints = run
         .checkpoints
@@ -102,7 +96,7 @@ pub(super) fn train<M: PairModel>(
     let lp = LinkLoop {
         location: "BurnLinkPredictor::fit",
         train: tc,
-        targets: &targets,
+        targets: &split.targets,
         sampler: &sampler,
         checkpoints: checkpoints.as_ref(),
         validates: !held.is_empty(),
@@ -179,17 +173,19 @@ fn training_positions(
     }
 }
 
-/// The held-out queries `held_ids` (sorted; the first few kept) as validation scores them:
-/// normalised features, joins, and candidates (positives, then negatives drawn from `rng`).
+/// The split's held-out queries (in id order; the first few kept) as validation scores
+/// them: normalised features, joins, and candidates (positives, then negatives drawn from
+/// `rng`).
 fn held_out(
     tc: &TrainConfig,
     ctx: &ChunkContext,
     graph: &LinkGraph,
-    held_ids: &[u32],
-    val_pos: &HashMap<u32, Vec<u32>>,
+    split: &Split,
     sampler: &NegativeDraw,
     rng: &mut StdRng,
 ) -> Vec<Held> {
+    let mut held_ids: Vec<u32> = split.val.iter().copied().collect();
+    held_ids.sort_unstable();
     // With the query joined to every chunk each held-out query is a pass over the whole
     // graph: fewer of them.
     let kept = held_ids
@@ -216,7 +212,7 @@ fn held_out(
         .iter()
         .zip(held_features)
         .map(|(&q, features)| {
-            let pos = val_pos.get(&q).cloned().unwrap_or_default();
+            let pos = split.val_pos.get(&q).cloned().unwrap_or_default();
             let mut cands = pos.clone();
             for &p in &pos {
                 for _ in 0..tc.negatives_per_positive {

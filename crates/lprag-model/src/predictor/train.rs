@@ -56,13 +56,8 @@ pub(super) fn fit_net(
     let mut rng = StdRng::seed_from_u64(tc.seed);
 
     // Inductive split: hold out whole synthetic queries for early stopping.
-    let Split {
-        val,
-        msg_edges,
-        targets,
-        val_pos,
-    } = Split::new(graph, tc, &mut rng);
-    if nc < 2 || targets.is_empty() {
+    let split = Split::new(graph, tc, &mut rng);
+    if nc < 2 || split.targets.is_empty() {
         // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
         let net = seeded(device, tc.seed, || LinkNet::new(mc, d_in, device));
         return Ok(Fitted {
@@ -80,25 +75,19 @@ pub(super) fn fit_net(
     // neighbourhood steps only the rows a step needs.
     let xh = unit_rows(&graph.features);
     let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
-    let full_host = HostGraph::from_edges(n, msg_edges.iter().copied())?;
+    let full_host = HostGraph::from_edges(n, split.msg_edges.iter().copied())?;
     let wsum_full = full_host.weight_sums();
-    let hops = match mc.kind {
-        PredictorKind::Mlp => 0,
-        _ => mc.layers.max(1),
-    };
+    let hops = message_hops(mc);
     let sampler = NegativeDraw::new(tc.negatives, nc, &full_host)?;
 
-    let mut val_queries: Vec<u32> = val.iter().copied().collect();
-    val_queries.sort_unstable();
-    let (val_set, val_joins) =
-        validation_set(tc, &ctx, graph, &val_queries, &val_pos, &sampler, &mut rng);
+    let (val_set, val_joins) = validation_set(tc, &ctx, graph, &split, &sampler, &mut rng);
     let checkpoints = checkpoints
         .map(|dir| Checkpoints::open(dir, graph, &(mc, tc)))
         .transpose()?;
     let run = LinkLoop {
         location: "GnnLinkPredictor::fit",
         train: tc,
-        targets: &targets,
+        targets: &split.targets,
         sampler: &sampler,
         checkpoints: checkpoints.as_ref(),
         validates: !val_set.is_empty(),
@@ -110,7 +99,7 @@ pub(super) fn fit_net(
         n,
         d_in,
         hops,
-        msg_edges: &msg_edges,
+        msg_edges: &split.msg_edges,
         full_host: &full_host,
         wsum_full: &wsum_full,
         xh: &xh,
@@ -123,18 +112,17 @@ pub(super) fn fit_net(
         || LinkNet::new(mc, d_in, device),
         draws,
         |net, step| inputs.loss(net, step),
-        |valid| {
-            let cache = CachedScorer::new(
-                valid.to_host()?,
-                mc.aggregation,
-                &ctx.features,
-                &ctx.host,
-                tc.inference == InferenceMode::JoinAll,
-            )?;
-            Ok(validation_loss(&cache, &ctx, &val_set, &val_joins))
-        },
+        |valid| validation_loss(valid, mc, tc, &ctx, &val_set, &val_joins),
     )?;
     Ok(Fitted { net, ctx, report })
+}
+
+/// Hops of message passing the model's representations depend on (0 for the MLP).
+fn message_hops(mc: &ModelConfig) -> usize {
+    match mc.kind {
+        PredictorKind::Mlp => 0,
+        _ => mc.layers.max(1),
+    }
 }
 
 /// The training settings this predictor cannot use, as errors.
@@ -154,17 +142,19 @@ fn check_train_config(tc: &TrainConfig) -> Result<()> {
 /// A held-out validation query: embedding, candidate chunk ids, number of positives.
 type ValQuery = (Vec<f32>, Vec<u32>, usize);
 
-/// Validation: the held-out `queries` (sorted; the first few kept) scored exactly as at
-/// inference, against negatives drawn once from `rng`; with each query's join.
+/// Validation: the split's held-out queries (in id order; the first few kept) scored
+/// exactly as at inference, against negatives drawn once from `rng`; with each query's
+/// join.
 fn validation_set(
     tc: &TrainConfig,
     ctx: &ChunkContext,
     graph: &LinkGraph,
-    queries: &[u32],
-    val_pos: &std::collections::HashMap<u32, Vec<u32>>,
+    split: &Split,
     sampler: &NegativeDraw,
     rng: &mut StdRng,
 ) -> (Vec<ValQuery>, Vec<Join>) {
+    let mut queries: Vec<u32> = split.val.iter().copied().collect();
+    queries.sort_unstable();
     let kept = queries
         .len()
         .min(if tc.inference == InferenceMode::JoinAll {
@@ -175,7 +165,7 @@ fn validation_set(
     let val_set: Vec<ValQuery> = queries[..kept]
         .iter()
         .map(|&q| {
-            let pos: Vec<u32> = val_pos.get(&q).cloned().unwrap_or_default();
+            let pos: Vec<u32> = split.val_pos.get(&q).cloned().unwrap_or_default();
             let mut cands = pos.clone();
             for &p in &pos {
                 for _ in 0..tc.negatives_per_positive {
@@ -322,8 +312,28 @@ impl StepInputs<'_> {
     }
 }
 
-/// Mean BCE of held-out queries, each scored alone as at inference.
+/// Validation loss of `valid` (the network in validation mode): [`held_out_loss`] through
+/// its cached chunk representations.
 fn validation_loss(
+    valid: &LinkNet,
+    mc: &ModelConfig,
+    tc: &TrainConfig,
+    ctx: &ChunkContext,
+    val: &[ValQuery],
+    joins: &[Join],
+) -> Result<f32> {
+    let cache = CachedScorer::new(
+        valid.to_host()?,
+        mc.aggregation,
+        &ctx.features,
+        &ctx.host,
+        tc.inference == InferenceMode::JoinAll,
+    )?;
+    Ok(held_out_loss(&cache, ctx, val, joins))
+}
+
+/// Mean BCE of held-out queries, each scored alone as at inference.
+fn held_out_loss(
     cache: &CachedScorer,
     ctx: &ChunkContext,
     val: &[ValQuery],
