@@ -322,69 +322,14 @@ impl CachedScorer {
             return Vec::new();
         }
         let h = self.hidden();
-        let nc = x.rows();
-        let qid = nc as u32;
         if let (Join::All, Some(ja)) = (join, &self.join_all) {
             return self.score_join_all(ja, x, host, q, candidates);
         }
         // Node representations: the query's and the changed chunks' rows, recomputed.
-        let mut changed: HashMap<u32, usize> = HashMap::new();
-        let mut rows: Vec<f32> = Vec::new();
-        let hq: Vec<f32>;
-        if let Some(layers) = &self.net.node_mlp {
-            hq = mlp(layers, q, q.len());
-        } else {
-            let view = View {
-                host,
-                wsum: &self.wsum,
-                query: Some(join),
-            };
-            let mut order = vec![qid];
-            changed.insert(qid, 0);
-            rows = q.to_vec();
-            let depth = self.net.gnn.len();
-            for l in 0..depth {
-                let width = self.widths[l];
-                // Nodes whose layer-l output changes.
-                let mut next = order.clone();
-                let mut seen: std::collections::HashSet<u32> = order.iter().copied().collect();
-                for &i in &order {
-                    view.for_each_neighbor(i, |j, _| {
-                        if seen.insert(j) {
-                            next.push(j);
-                        }
-                    });
-                }
-                if l == 0 && self.aggregation == Aggregation::Gcn {
-                    let joined: Vec<u32> = next[1..].to_vec();
-                    for s in joined {
-                        for &(j, _) in host.neighbors(s) {
-                            if seen.insert(j) {
-                                next.push(j);
-                            }
-                        }
-                    }
-                }
-                let prev: &[f32] = if l == 0 {
-                    x.as_slice()
-                } else {
-                    &self.reps[l - 1]
-                };
-                let (cur, cur_rows) = (&changed, &rows);
-                let input = |j: u32| match cur.get(&j) {
-                    Some(&r) => &cur_rows[r * width..(r + 1) * width],
-                    None => &prev[j as usize * width..(j as usize + 1) * width],
-                };
-                let mut out = self.layer(l, &view, &next, &input, width);
-                if l + 1 < depth {
-                    relu_in_place(&mut out);
-                }
-                changed = next.iter().enumerate().map(|(r, &i)| (i, r)).collect();
-                rows = out;
-                order = next;
-            }
-            hq = rows[..h].to_vec();
-        }
+        let (changed, rows, hq) = match &self.net.node_mlp {
+            Some(layers) => (HashMap::new(), Vec::new(), mlp(layers, q, q.len())),
+            None => self.changed_rows(x, host, q, join),
+        };
         let fin = self.final_reps();
         let rep = |i: u32| match changed.get(&i) {
             Some(&r) => &rows[r * h..(r + 1) * h],
@@ -398,6 +343,70 @@ impl CachedScorer {
             }
         };
         self.head(x, q, &hq, candidates, &rep, &cn)
+    }
+
+    /// With a GNN: the rows of every node whose representation the query changes (the
+    /// query's first), layer by layer; their row index, the rows and the query's own row.
+    fn changed_rows(
+        &self,
+        x: &Embeddings,
+        host: &HostGraph,
+        q: &[f32],
+        join: &Join,
+    ) -> (HashMap<u32, usize>, Vec<f32>, Vec<f32>) {
+        let qid = x.rows() as u32;
+        let mut changed: HashMap<u32, usize> = HashMap::new();
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: Some(join),
+        };
+        let mut order = vec![qid];
+        changed.insert(qid, 0);
+        let mut rows = q.to_vec();
+        let depth = self.net.gnn.len();
+        for l in 0..depth {
+            let width = self.widths[l];
+            // Nodes whose layer-l output changes.
+            let mut next = order.clone();
+            let mut seen: std::collections::HashSet<u32> = order.iter().copied().collect();
+            for &i in &order {
+                view.for_each_neighbor(i, |j, _| {
+                    if seen.insert(j) {
+                        next.push(j);
+                    }
+                });
+            }
+            if l == 0 && self.aggregation == Aggregation::Gcn {
+                let joined: Vec<u32> = next[1..].to_vec();
+                for s in joined {
+                    for &(j, _) in host.neighbors(s) {
+                        if seen.insert(j) {
+                            next.push(j);
+                        }
+                    }
+                }
+            }
+            let prev: &[f32] = if l == 0 {
+                x.as_slice()
+            } else {
+                &self.reps[l - 1]
+            };
+            let (cur, cur_rows) = (&changed, &rows);
+            let input = |j: u32| match cur.get(&j) {
+                Some(&r) => &cur_rows[r * width..(r + 1) * width],
+                None => &prev[j as usize * width..(j as usize + 1) * width],
+            };
+            let mut out = self.layer(l, &view, &next, &input, width);
+            if l + 1 < depth {
+                relu_in_place(&mut out);
+            }
+            changed = next.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+            rows = out;
+            order = next;
+        }
+        let hq = rows[..self.hidden()].to_vec();
+        (changed, rows, hq)
     }
 
     /// [`Join::All`] through the one-layer cache.

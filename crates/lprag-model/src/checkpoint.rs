@@ -24,7 +24,7 @@ use lprag_core::{Error, LinkGraph, Progress, Result, TrainReport};
 use serde::{Deserialize, Serialize};
 
 use crate::early_stop::EarlyStopping;
-use crate::predictor::write_atomic;
+use crate::shared::write_atomic;
 use crate::weights::{load_weights, save_weights};
 
 const STATE: &str = "train-state.json";

@@ -133,6 +133,25 @@ fn sample_key(a: u32, b: u32, node: u32) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Hop distances from local node `start` over `nbrs` (each node's in-neighbours), never
+/// entering `banned`; `None` where unreachable.
+fn distances(nbrs: &[Vec<u32>], start: usize, banned: usize) -> Vec<Option<u32>> {
+    let mut dist = vec![None; nbrs.len()];
+    dist[start] = Some(0);
+    let mut queue = VecDeque::from([start]);
+    while let Some(u) = queue.pop_front() {
+        let du = dist[u].unwrap_or(0);
+        for &v in &nbrs[u] {
+            let v = v as usize;
+            if v != banned && dist[v].is_none() {
+                dist[v] = Some(du + 1);
+                queue.push_back(v);
+            }
+        }
+    }
+    dist
+}
+
 /// The `hops`-hop enclosing subgraph of `(a, b)` (batch positions) in the undirected graph
 /// `adj` (`adj[v]`: `v`'s neighbours and weights), with DRNL labels; `ids` maps batch
 /// positions to graph nodes for the sampling key.
@@ -192,22 +211,7 @@ pub(crate) fn enclosing_subgraph(
     for &(u, v, _) in &edges {
         nbrs[v as usize].push(u);
     }
-    let bfs = |start: usize, banned: usize| -> Vec<Option<u32>> {
-        let mut dist = vec![None; n];
-        dist[start] = Some(0);
-        let mut queue = VecDeque::from([start]);
-        while let Some(u) = queue.pop_front() {
-            let du = dist[u].unwrap_or(0);
-            for &v in &nbrs[u] {
-                let v = v as usize;
-                if v != banned && dist[v].is_none() {
-                    dist[v] = Some(du + 1);
-                    queue.push_back(v);
-                }
-            }
-        }
-        dist
-    };
+    let bfs = |start: usize, banned: usize| distances(&nbrs, start, banned);
     let labels = if a == b {
         let da = bfs(0, usize::MAX);
         da.iter().map(|&x| drnl_label(x, x)).collect()

@@ -2,11 +2,9 @@
 //! generators, the step limit, validation and early stopping, checkpoints with the
 //! optimizer's state, progress), used by LeSeGR and GFM-RAG directly and by the link
 //! predictors ([`crate::GnnLinkPredictor`], [`crate::BurnLinkPredictor`]) through
-//! [`run_link_epochs`]; the link predictors' inductive validation split and step pairs;
-//! versioned manifests.
+//! [`run_link_epochs`]; the link predictors' inductive validation split and step pairs.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 use burn::module::Module;
 use burn::optim::decay::WeightDecayConfig;
@@ -22,8 +20,8 @@ use crate::checkpoint::Checkpoints;
 use crate::config::{Targets, TrainConfig};
 use crate::early_stop::EarlyStopping;
 use crate::host::pair_key;
-use crate::predictor::{scalar, NegativeDraw};
 use crate::seeding::Draws;
+use crate::shared::{scalar, NegativeDraw};
 
 /// A training graph split for link prediction.
 pub(crate) struct Split {
@@ -130,32 +128,6 @@ pub(crate) fn epoch_rng(seed: u64, epoch: usize) -> StdRng {
     StdRng::seed_from_u64(seed ^ (epoch as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
-/// Write `value` as pretty JSON to `path`, atomically (the counterpart of
-/// [`read_versioned`]).
-pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
-    let json = serde_json::to_vec_pretty(value).map_err(|e| Error::format(path, e.to_string()))?;
-    crate::predictor::write_atomic(path, &json)
-}
-
-/// The JSON manifest at `path`, its `format_version` checked against `version` before the
-/// rest is read.
-pub(crate) fn read_versioned<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    version: u32,
-) -> Result<T> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))?;
-    let found = v.get("format_version").and_then(|x| x.as_u64());
-    if found != Some(version as u64) {
-        return Err(Error::format(
-            path,
-            format!("format version {found:?}, this build reads version {version}"),
-        ));
-    }
-    serde_json::from_value(v).map_err(|e| Error::format(path, e.to_string()))
-}
-
 /// Node pairs `(a, b)`.
 pub(crate) type PairList = Vec<(u32, u32)>;
 
@@ -245,26 +217,16 @@ pub(crate) fn run_epochs<M: Module + ModuleSnapshot, T: Clone>(
     let schedule = Schedule::new(items.len(), bs, plan.epochs, plan.max_steps);
     let mut report = TrainReport::default();
     let mut stopping = EarlyStopping::new(plan.patience);
-    let (mut start, mut finished) = (0, false);
-    if let Some(c) = plan.checkpoints {
-        (start, finished) = c.resume(
-            &mut model,
-            fresh(),
-            &mut stopping,
-            &mut report,
-            &mut optimizer,
-            plan.progress,
-        )?;
-    }
+    let (start, mut finished) = resume(
+        plan,
+        &schedule,
+        &mut model,
+        fresh,
+        &mut stopping,
+        &mut report,
+        &mut optimizer,
+    )?;
     let progress = plan.progress;
-    progress.start(plan.stage, Some(schedule.planned_epochs as u64));
-    if start > 0 {
-        progress.update(
-            plan.stage,
-            start as u64,
-            &format!("resumed from the checkpoint after epoch {start}"),
-        );
-    }
     for epoch in start..plan.epochs {
         if finished || items.is_empty() {
             break;
@@ -274,35 +236,19 @@ pub(crate) fn run_epochs<M: Module + ModuleSnapshot, T: Clone>(
         order.shuffle(&mut rng);
         let done_before = schedule.done_before(epoch);
         let budget = schedule.budget(epoch);
-        let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
-        for batch in order.chunks(bs).take(budget) {
-            let b = Batch {
-                epoch,
-                index: steps,
-                items: batch,
-            };
-            let l = loss(&model, &b, &mut rng)?;
-            let grads = GradientsParams::from_grads(l.backward(), &model);
-            epoch_loss += scalar(l.detach());
-            model = optimizer.step(plan.learning_rate, model, grads);
-            if let Some(d) = draws.take() {
-                d.finish(&model);
-            }
-            steps += 1;
-            progress.tick(
-                plan.stage,
-                &format!("epoch {}: step {steps} of {budget}", epoch + 1),
-            );
-        }
-        let train_loss = epoch_loss / steps.max(1) as f32;
-        if !train_loss.is_finite() {
-            return Err(Error::invalid(
-                plan.location,
-                format!("training loss became {train_loss} in epoch {}", epoch + 1),
-            ));
-        }
-        report.train_loss.push(train_loss);
-        report.epochs_run = epoch + 1;
+        let (after, epoch_loss, steps) = epoch_steps(
+            plan,
+            epoch,
+            order.chunks(bs).take(budget),
+            budget,
+            model,
+            &mut optimizer,
+            &mut draws,
+            &mut loss,
+            &mut rng,
+        )?;
+        model = after;
+        let train_loss = record_epoch(plan, epoch, epoch_loss, steps, &mut report)?;
         report.steps = done_before + steps;
         let at_limit = schedule.at_limit(report.steps);
         let mut message = format!("loss {train_loss:.4}");
@@ -330,6 +276,92 @@ pub(crate) fn run_epochs<M: Module + ModuleSnapshot, T: Clone>(
     }
     let model = stopping.into_best().unwrap_or_else(|| model.valid());
     Ok((model, report))
+}
+
+/// The epoch's mean training loss, recorded in `report` (an error when it is not finite).
+fn record_epoch(
+    plan: &EpochLoop<'_>,
+    epoch: usize,
+    epoch_loss: f32,
+    steps: usize,
+    report: &mut TrainReport,
+) -> Result<f32> {
+    let train_loss = epoch_loss / steps.max(1) as f32;
+    if !train_loss.is_finite() {
+        return Err(Error::invalid(
+            plan.location,
+            format!("training loss became {train_loss} in epoch {}", epoch + 1),
+        ));
+    }
+    report.train_loss.push(train_loss);
+    report.epochs_run = epoch + 1;
+    Ok(train_loss)
+}
+
+/// Resume from `plan`'s checkpoint when it has one (`fresh` makes the model the saved
+/// weights load into) and report the start; the first epoch to run and whether the run
+/// had finished.
+#[allow(clippy::too_many_arguments)]
+fn resume<M: Module + ModuleSnapshot>(
+    plan: &EpochLoop<'_>,
+    schedule: &Schedule,
+    model: &mut M,
+    fresh: impl FnOnce() -> M,
+    stopping: &mut EarlyStopping<M>,
+    report: &mut TrainReport,
+    optimizer: &mut ModuleOptimizer,
+) -> Result<(usize, bool)> {
+    let (mut start, mut finished) = (0, false);
+    if let Some(c) = plan.checkpoints {
+        (start, finished) = c.resume(model, fresh(), stopping, report, optimizer, plan.progress)?;
+    }
+    let progress = plan.progress;
+    progress.start(plan.stage, Some(schedule.planned_epochs as u64));
+    if start > 0 {
+        progress.update(
+            plan.stage,
+            start as u64,
+            &format!("resumed from the checkpoint after epoch {start}"),
+        );
+    }
+    Ok((start, finished))
+}
+
+/// One epoch's optimizer steps over `batches` (at most `budget`): the model after them,
+/// the sum of their losses and how many ran.
+#[allow(clippy::too_many_arguments)]
+fn epoch_steps<'a, M: Module + ModuleSnapshot, T: 'a>(
+    plan: &EpochLoop<'_>,
+    epoch: usize,
+    batches: impl Iterator<Item = &'a [T]>,
+    budget: usize,
+    mut model: M,
+    optimizer: &mut ModuleOptimizer,
+    draws: &mut Option<Draws>,
+    loss: &mut impl FnMut(&M, &Batch<'_, T>, &mut StdRng) -> Result<Tensor<1>>,
+    rng: &mut StdRng,
+) -> Result<(M, f32, usize)> {
+    let (mut epoch_loss, mut steps) = (0.0f32, 0usize);
+    for batch in batches {
+        let b = Batch {
+            epoch,
+            index: steps,
+            items: batch,
+        };
+        let l = loss(&model, &b, rng)?;
+        let grads = GradientsParams::from_grads(l.backward(), &model);
+        epoch_loss += scalar(l.detach());
+        model = optimizer.step(plan.learning_rate, model, grads);
+        if let Some(d) = draws.take() {
+            d.finish(&model);
+        }
+        steps += 1;
+        plan.progress.tick(
+            plan.stage,
+            &format!("epoch {}: step {steps} of {budget}", epoch + 1),
+        );
+    }
+    Ok((model, epoch_loss, steps))
 }
 
 /// One training step's batch, as [`run_link_epochs`] hands it to the model's loss.

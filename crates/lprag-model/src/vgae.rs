@@ -170,12 +170,12 @@ mod tests {
     fn kl_is_the_closed_form_of_two_gaussians() {
         let device = Device::flex();
         let zero = Tensor::<2>::zeros([3, 4], &device);
-        let kl0 = crate::predictor::scalar(vgae_kl(zero.clone(), zero));
+        let kl0 = crate::shared::scalar(vgae_kl(zero.clone(), zero));
         assert!(kl0.abs() < 1e-7, "KL(N(0, I) ‖ N(0, I)) = {kl0}");
         // One node, μ = (1, 2), σ = (1, 2): ½ Σ (σ² + μ² − 1 − 2 log σ) = 4 − ln 2.
         let mu = Tensor::<2>::from_floats([[1.0, 2.0]], &device);
         let logstd = Tensor::<2>::from_floats([[0.0, 2f32.ln()]], &device);
-        let kl = crate::predictor::scalar(vgae_kl(mu, logstd));
+        let kl = crate::shared::scalar(vgae_kl(mu, logstd));
         assert!((kl - (4.0 - 2f32.ln())).abs() < 1e-5, "{kl}");
     }
 
@@ -205,8 +205,8 @@ mod tests {
             values(model.encode_train(x, &g).0),
             "ε comes from the batch's own seed, not burn's shared generator"
         );
-        let extra = crate::predictor::scalar(extra.expect("VGAE adds a KL term"));
-        let kl = crate::predictor::scalar(vgae_kl(mu, logstd));
+        let extra = crate::shared::scalar(extra.expect("VGAE adds a KL term"));
+        let kl = crate::shared::scalar(vgae_kl(mu, logstd));
         assert!((extra - kl / 50.0).abs() < 1e-6, "{extra} vs {kl}/50");
     }
 }

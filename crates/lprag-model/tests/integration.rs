@@ -11,4 +11,5 @@ mod checkpoints;
 mod concurrent_training;
 mod link_model;
 mod predictors;
+mod saved_formats;
 mod step_graph;

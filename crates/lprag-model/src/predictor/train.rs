@@ -1,0 +1,358 @@
+//! Training a [`GnnLinkPredictor`](super::GnnLinkPredictor)'s network: the inductive split,
+//! validation queries scored as at inference (through a [`CachedScorer`]), and each step's
+//! loss on the full message graph or on the step's neighbourhood (a single GNN layer
+//! aggregates the constant features on the host), run by [`run_link_epochs`].
+
+use std::path::Path;
+
+use burn::tensor::{Device, Tensor};
+use lprag_core::{Embeddings, Error, LinkGraph, Progress, Result, TrainReport};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::cached::{CachedScorer, Join};
+use crate::checkpoint::Checkpoints;
+use crate::config::{
+    Aggregation, InferenceMode, ModelConfig, PredictorKind, StepGraph, TrainConfig,
+};
+use crate::context::ChunkContext;
+use crate::host::{pair_key, HostGraph, MessagePassing, PairBatch};
+use crate::net::LinkNet;
+use crate::seeding::{seed_generator, seeded};
+use crate::shared::{bce, normalize_vec, rows_tensor, to_tensor, unit_rows, NegativeDraw};
+use crate::training::{run_link_epochs, LinkLoop, Split, Step};
+
+/// Most validation queries scored per evaluation in [`InferenceMode::JoinAll`], where each
+/// needs its own forward pass.
+const MAX_JOIN_ALL_VALIDATION: usize = 32;
+
+/// Most validation queries scored per evaluation otherwise (their joins are found once,
+/// each by a scan over every chunk).
+const MAX_VALIDATION: usize = 1024;
+
+/// A trained network with its inference graph; `report.seconds` is left to the caller.
+pub(super) struct Fitted {
+    pub(super) net: LinkNet,
+    pub(super) ctx: ChunkContext,
+    pub(super) report: TrainReport,
+}
+
+/// Train `mc` on `graph` with `tc` on `device` (its autodiff twin), checkpointing in
+/// `checkpoints` when given.
+pub(super) fn fit_net(
+    mc: &ModelConfig,
+    tc: &TrainConfig,
+    device: &Device,
+    checkpoints: Option<&Path>,
+    graph: &LinkGraph,
+    progress: &dyn Progress,
+) -> Result<Fitted> {
+    check_train_config(tc)?;
+    mc.validate()?;
+    let ctx = ChunkContext::new(graph)?;
+    let nc = graph.num_chunks;
+    let n = graph.num_nodes();
+    let d_in = graph.features.dim();
+    let mut rng = StdRng::seed_from_u64(tc.seed);
+
+    // Inductive split: hold out whole synthetic queries for early stopping.
+    let split = Split::new(graph, tc, &mut rng);
+    if nc < 2 || split.targets.is_empty() {
+        // Nothing to learn from: keep the graph, initialise the weights, report no epochs.
+        let net = seeded(device, tc.seed, || LinkNet::new(mc, d_in, device));
+        return Ok(Fitted {
+            net,
+            ctx,
+            report: TrainReport::default(),
+        });
+    }
+
+    let ad = device.clone().autodiff();
+    // Held through the first step: parameters are drawn at their first use.
+    let draws = seed_generator(&ad, tc.seed);
+    let net = LinkNet::new(mc, d_in, &ad);
+    // Normalised features stay on the host; full-graph steps upload them once,
+    // neighbourhood steps only the rows a step needs.
+    let xh = unit_rows(&graph.features);
+    let x_full = (tc.step_graph == StepGraph::Full).then(|| to_tensor(&xh, &ad));
+    let full_host = HostGraph::from_edges(n, split.msg_edges.iter().copied())?;
+    let wsum_full = full_host.weight_sums();
+    let hops = message_hops(mc);
+    let sampler = NegativeDraw::new(tc.negatives, nc, &full_host)?;
+
+    let (val_set, val_joins) = validation_set(tc, &ctx, graph, &split, &sampler, &mut rng);
+    let checkpoints = checkpoints
+        .map(|dir| Checkpoints::open(dir, graph, &(mc, tc)))
+        .transpose()?;
+    let run = LinkLoop {
+        location: "GnnLinkPredictor::fit",
+        train: tc,
+        targets: &split.targets,
+        sampler: &sampler,
+        checkpoints: checkpoints.as_ref(),
+        validates: !val_set.is_empty(),
+        progress,
+    };
+    let inputs = StepInputs {
+        tc,
+        mc,
+        n,
+        d_in,
+        hops,
+        msg_edges: &split.msg_edges,
+        full_host: &full_host,
+        wsum_full: &wsum_full,
+        xh: &xh,
+        x_full,
+        ad: &ad,
+    };
+    let (net, report) = run_link_epochs(
+        &run,
+        net,
+        || LinkNet::new(mc, d_in, device),
+        draws,
+        |net, step| inputs.loss(net, step),
+        |valid| validation_loss(valid, mc, tc, &ctx, &val_set, &val_joins),
+    )?;
+    Ok(Fitted { net, ctx, report })
+}
+
+/// Hops of message passing the model's representations depend on (0 for the MLP).
+fn message_hops(mc: &ModelConfig) -> usize {
+    match mc.kind {
+        PredictorKind::Mlp => 0,
+        _ => mc.layers.max(1),
+    }
+}
+
+/// The training settings this predictor cannot use, as errors.
+fn check_train_config(tc: &TrainConfig) -> Result<()> {
+    if tc.epochs == 0 {
+        return Err(Error::invalid("TrainConfig.epochs", "must be at least 1"));
+    }
+    if !(tc.correction_penalty.is_finite() && tc.correction_penalty >= 0.0) {
+        return Err(Error::invalid(
+            "TrainConfig.correction_penalty",
+            format!("must be finite and >= 0, got {}", tc.correction_penalty),
+        ));
+    }
+    Ok(())
+}
+
+/// A held-out validation query: embedding, candidate chunk ids, number of positives.
+type ValQuery = (Vec<f32>, Vec<u32>, usize);
+
+/// Validation: the split's held-out queries (in id order; the first few kept) scored
+/// exactly as at inference, against negatives drawn once from `rng`; with each query's
+/// join.
+fn validation_set(
+    tc: &TrainConfig,
+    ctx: &ChunkContext,
+    graph: &LinkGraph,
+    split: &Split,
+    sampler: &NegativeDraw,
+    rng: &mut StdRng,
+) -> (Vec<ValQuery>, Vec<Join>) {
+    let mut queries: Vec<u32> = split.val.iter().copied().collect();
+    queries.sort_unstable();
+    let kept = queries
+        .len()
+        .min(if tc.inference == InferenceMode::JoinAll {
+            MAX_JOIN_ALL_VALIDATION
+        } else {
+            MAX_VALIDATION
+        });
+    let val_set: Vec<ValQuery> = queries[..kept]
+        .iter()
+        .map(|&q| {
+            let pos: Vec<u32> = split.val_pos.get(&q).cloned().unwrap_or_default();
+            let mut cands = pos.clone();
+            for &p in &pos {
+                for _ in 0..tc.negatives_per_positive {
+                    cands.push(sampler.draw(rng, p));
+                }
+            }
+            (
+                normalize_vec(graph.features.row(q as usize)),
+                cands,
+                pos.len(),
+            )
+        })
+        .collect();
+    let val_joins: Vec<Join> = match tc.inference {
+        InferenceMode::JoinAll => val_set.iter().map(|_| Join::All).collect(),
+        mode => {
+            let queries: Vec<&[f32]> = val_set.iter().map(|v| v.0.as_slice()).collect();
+            ctx.join_many(&queries, mode)
+                .into_iter()
+                .map(Join::list)
+                .collect()
+        }
+    };
+    (val_set, val_joins)
+}
+
+/// What every training step reads: the configurations, the message graph with its
+/// weight sums, and the normalised features (on the host, and on the device for
+/// full-graph steps).
+struct StepInputs<'a> {
+    tc: &'a TrainConfig,
+    mc: &'a ModelConfig,
+    n: usize,
+    d_in: usize,
+    hops: usize,
+    msg_edges: &'a [(u32, u32, f32)],
+    full_host: &'a HostGraph,
+    wsum_full: &'a [f32],
+    xh: &'a Embeddings,
+    x_full: Option<Tensor<2>>,
+    ad: &'a Device,
+}
+
+impl StepInputs<'_> {
+    /// The step's loss: BCE of its pairs, plus the correction penalty of a residual model.
+    fn loss(&self, net: &LinkNet, step: &Step<'_>) -> Result<Tensor<1>> {
+        let (h, x, pb) = match self.tc.step_graph {
+            StepGraph::Full => self.full_graph(net, step)?,
+            StepGraph::Neighbourhood => self.neighbourhood(net, step),
+        };
+        let (logits, correction) = net.score_pairs_parts(h, &x, &pb);
+        let mut loss = bce(logits, step.targets.len());
+        if self.tc.correction_penalty > 0.0 && self.mc.residual {
+            loss = loss
+                + (correction.clone() * correction)
+                    .mean()
+                    .mul_scalar(self.tc.correction_penalty);
+        }
+        Ok(loss)
+    }
+
+    /// Node representations, inputs and pairs of a step over the whole message graph
+    /// (the step's targets masked).
+    fn full_graph(
+        &self,
+        net: &LinkNet,
+        step: &Step<'_>,
+    ) -> Result<(Tensor<2>, Tensor<2>, PairBatch)> {
+        let host = if step.masked.is_empty() {
+            self.full_host.clone()
+        } else {
+            HostGraph::from_edges(
+                self.n,
+                self.msg_edges
+                    .iter()
+                    .copied()
+                    .filter(|&(a, b, _)| !step.masked.contains(&pair_key(a, b))),
+            )?
+        };
+        let g = host.to_device(self.mc.aggregation, self.ad);
+        let pb = PairBatch::new(step.pairs, &host, net.uses_common_neighbors(), self.ad);
+        let x = self.x_full.clone().expect("uploaded for full-graph steps");
+        Ok((net.encode(x.clone(), &g), x, pb))
+    }
+
+    /// Node representations, inputs and pairs of a step over the neighbourhood of its
+    /// pairs (and their common neighbours) in the masked message graph.
+    fn neighbourhood(&self, net: &LinkNet, step: &Step<'_>) -> (Tensor<2>, Tensor<2>, PairBatch) {
+        let with_cn = net.uses_common_neighbors();
+        let (full_host, d_in, ad) = (self.full_host, self.d_in, self.ad);
+        let mut seeds: Vec<u32> = step.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let (mut cn_pair, mut cn_node) = (Vec::new(), Vec::new());
+        if with_cn {
+            let mut buf = Vec::new();
+            for (k, &(a, b)) in step.pairs.iter().enumerate() {
+                buf.clear();
+                full_host.common_neighbors_masked(a, b, step.masked, &mut buf);
+                for &u in &buf {
+                    cn_pair.push(k as i64);
+                    cn_node.push(u);
+                    seeds.push(u);
+                }
+            }
+        }
+        let sub = full_host.subgraph(
+            self.wsum_full,
+            step.masked,
+            &seeds,
+            self.hops,
+            self.mc.aggregation,
+        );
+        let local: Vec<(u32, u32)> = step
+            .pairs
+            .iter()
+            .map(|&(a, b)| (sub.local(a), sub.local(b)))
+            .collect();
+        let cn = with_cn.then(|| {
+            let nodes = cn_node.iter().map(|&u| sub.local(u) as i64).collect();
+            (cn_pair, nodes)
+        });
+        let pb = PairBatch::from_parts(&local, cn, ad);
+        if net.single_gnn_layer() {
+            // Aggregate the constant features on the host, then apply the layer to the
+            // seeds only (not to their whole neighbourhood).
+            let (own, agg) = sub.aggregate_inputs(
+                self.xh.as_slice(),
+                d_in,
+                self.mc.aggregation == Aggregation::Gcn,
+            );
+            let r = sub.receivers();
+            let xs = rows_tensor(own, r, d_in, ad);
+            let ax = rows_tensor(agg, r, d_in, ad);
+            (net.encode_aggregated(xs.clone(), ax), xs, pb)
+        } else {
+            let rows: Vec<f32> = sub
+                .nodes
+                .iter()
+                .flat_map(|&v| self.xh.row(v as usize).iter().copied())
+                .collect();
+            let xs = rows_tensor(rows, sub.nodes.len(), d_in, ad);
+            let g = sub.to_device(ad);
+            (net.encode(xs.clone(), &g), xs, pb)
+        }
+    }
+}
+
+/// Validation loss of `valid` (the network in validation mode): [`held_out_loss`] through
+/// its cached chunk representations.
+fn validation_loss(
+    valid: &LinkNet,
+    mc: &ModelConfig,
+    tc: &TrainConfig,
+    ctx: &ChunkContext,
+    val: &[ValQuery],
+    joins: &[Join],
+) -> Result<f32> {
+    let cache = CachedScorer::new(
+        valid.to_host()?,
+        mc.aggregation,
+        &ctx.features,
+        &ctx.host,
+        tc.inference == InferenceMode::JoinAll,
+    )?;
+    Ok(held_out_loss(&cache, ctx, val, joins))
+}
+
+/// Mean BCE of held-out queries, each scored alone as at inference.
+fn held_out_loss(
+    cache: &CachedScorer,
+    ctx: &ChunkContext,
+    val: &[ValQuery],
+    joins: &[Join],
+) -> f32 {
+    let (mut pos_loss, mut neg_loss, mut np, mut nn) = (0.0f64, 0.0f64, 0usize, 0usize);
+    for ((q, cands, positives), join) in val.iter().zip(joins) {
+        let logits = cache.score(&ctx.features, &ctx.host, q, join, cands);
+        for (i, &l) in logits.iter().enumerate() {
+            // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
+            let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
+            if i < *positives {
+                pos_loss += sp(-l);
+                np += 1;
+            } else {
+                neg_loss += sp(l);
+                nn += 1;
+            }
+        }
+    }
+    (pos_loss / np.max(1) as f64 + neg_loss / nn.max(1) as f64) as f32
+}
