@@ -26,7 +26,7 @@ pub(crate) fn check_finite(dir: &Path, file: &str, field: &str, values: &[f32]) 
 /// The float arrays of a saved JSON index: checked finite before saving (JSON would
 /// store NaN as `null`) and after loading (a number beyond `f32`'s range, such as `1e39`
 /// in a hand-edited file, parses as infinity and would turn scores into NaN).
-pub(crate) trait FloatFields {
+pub trait FloatFields {
     /// Each float array with its field name.
     fn float_fields(&self) -> Vec<(String, &[f32])>;
 }
@@ -53,7 +53,7 @@ pub(crate) fn save_json_atomic<T: serde::Serialize>(
 
 /// The state a peer retriever saves as JSON: its format version, the encoder it was built
 /// with, and the consistency checks a loaded file must pass.
-pub(crate) trait SavedState: serde::de::DeserializeOwned + FloatFields {
+pub trait SavedState: serde::de::DeserializeOwned + FloatFields {
     /// The format version this build writes and reads.
     const VERSION: u32;
     /// The version the file says it has.

@@ -51,8 +51,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
-    ScoredChunk, Selection, TrainReport, TripleExtractor,
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, ScoredChunk,
+    Selection, TrainReport, TripleExtractor,
 };
 use lprag_graph::KnnBackend;
 use lprag_model::gfm::{
@@ -68,11 +68,15 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+mod state;
 mod update;
 
+pub use state::GFM_FORMAT_VERSION;
+use state::{GfmState, GFM_DIR, GFM_FILE};
+
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, load_json_index,
-    save_json_atomic, select_hits, BuildInputs, Labelled, Started,
+    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, select_hits,
+    BuildInputs, Labelled, Peer, PeerState, Started,
 };
 
 /// The relation added by entity resolution.
@@ -523,8 +527,10 @@ impl GfmRagBuilder {
                 extractions: Some(extractions),
                 stats,
             }),
-            index: Arc::new(index),
-            model: Arc::new(model),
+            runtime: GfmRuntime {
+                index: Arc::new(index),
+                model: Arc::new(model),
+            },
             encoder,
         })
     }
@@ -837,86 +843,16 @@ async fn link_query(
     Ok((linked, false))
 }
 
-/// Version of the files written by [`GfmRag::save`].
-pub const GFM_FORMAT_VERSION: u32 = 1;
-const GFM_FILE: &str = "gfm.json";
-/// Where a save may write (its file and nothing else of the directory).
-const GFM_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a GFM-RAG index", GFM_FILE);
-const GFM_WEIGHTS: &str = "gfm.bpk";
+/// The GFM-RAG retriever: a [`Peer`] over its state (retrieval, `save`, `load` and the
+/// updates of the `update` module are the peers' shared ones). `Send + Sync`; retrieval is
+/// read-only.
+pub type GfmRag = Peer<GfmState>;
 
-#[derive(Serialize, Deserialize)]
-struct GfmState {
-    /// The weights file of this index (written first under a fresh name, so replacing
-    /// `gfm.json` commits the pair); indexes saved before name none and use `gfm.bpk`.
-    #[serde(default, skip_serializing)]
-    weights_file: Option<String>,
-    version: u32,
-    encoder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoder_fingerprint: Option<String>,
-    config: GfmConfig,
-    chunks: Vec<Chunk>,
-    chunk_emb: Embeddings,
-    entities: Vec<String>,
-    entity_emb: Embeddings,
-    mentions: Vec<Vec<u32>>,
-    relations: Vec<String>,
-    relation_emb: Embeddings,
-    edges: KgEdges,
-    /// What the extractor found in each chunk, by chunk id: an update rebuilds the
-    /// knowledge graph from these and the new chunks' (indexes saved before they were
-    /// kept have none and cannot be updated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    extractions: Option<Vec<lprag_core::Extraction>>,
-    stats: GfmStats,
-}
-
-impl crate::retrievers::common::FloatFields for GfmState {
-    fn float_fields(&self) -> Vec<(String, &[f32])> {
-        vec![
-            ("chunk_emb".into(), self.chunk_emb.as_slice()),
-            ("entity_emb".into(), self.entity_emb.as_slice()),
-            ("relation_emb".into(), self.relation_emb.as_slice()),
-        ]
-    }
-}
-
-impl crate::retrievers::common::SavedState for GfmState {
-    crate::retrievers::common::saved_state_header!(GFM_FORMAT_VERSION, chunk_emb);
-
-    fn check(&self) -> std::result::Result<(), String> {
-        if self
-            .extractions
-            .as_ref()
-            .is_some_and(|x| x.len() != self.chunks.len())
-        {
-            return Err("extractions and chunks differ in number".into());
-        }
-        let n = self.entities.len();
-        if self.chunk_emb.rows() != self.chunks.len()
-            || self.entity_emb.rows() != n
-            || self.mentions.len() != n
-            || self.edges.num_entities() != n
-            || self.relation_emb.rows() != self.relations.len()
-            || self
-                .mentions
-                .iter()
-                .flatten()
-                .any(|&c| c as usize >= self.chunks.len())
-        {
-            return Err("inconsistent sizes".into());
-        }
-        Ok(())
-    }
-}
-
-/// The GFM-RAG retriever. `Send + Sync`; retrieval is read-only.
+/// What a [`GfmRag`] rebuilds at load: the entity index and the GNN with its weights.
 #[derive(Clone)]
-pub struct GfmRag {
-    state: Arc<GfmState>,
+pub struct GfmRuntime {
     index: Arc<EntityIndex>,
     model: Arc<GfmModel>,
-    encoder: Arc<dyn Encoder>,
 }
 
 impl GfmRag {
@@ -975,22 +911,17 @@ impl GfmRag {
         self.scores_for(query.trim(), &q).await
     }
 
-    /// The user query's embedding, checked ([`crate::retrievers::common::embed_user_query`]).
-    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        crate::retrievers::common::embed_user_query(
+    async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
+        let (entities, fallback) = link_query(
+            &self.runtime.index,
             &*self.encoder,
             query,
-            self.state.chunk_emb.dim(),
-            self.state.config.max_query_bytes,
+            q,
+            &self.state.config,
         )
-        .await
-    }
-
-    async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
-        let (entities, fallback) =
-            link_query(&self.index, &*self.encoder, query, q, &self.state.config).await?;
+        .await?;
         // The GNN pass and the ranking are CPU work: a blocking thread, not the async one.
-        let (model, state) = (self.model.clone(), self.state.clone());
+        let (model, state) = (self.runtime.model.clone(), self.state.clone());
         let (qv, ents) = (q.to_vec(), entities.clone());
         let t = self.state.config.top_entities;
         let (chunks, top) = blocking(move || {
@@ -1019,136 +950,60 @@ impl GfmRag {
         })
     }
 
-    /// Write the index to `dir/gfm.json` and the GNN weights to `dir/gfm.bpk`, each
-    /// atomically.
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::retrievers::common::check_all_finite(dir, GFM_FILE, st)?;
-        let _lock = crate::durable::open_for_save(&GFM_DIR, dir)?;
-        // The weights go first, under a name no other save uses; `gfm.json` names them
-        // and its atomic replacement commits the pair: a crash leaves the old pair or the
-        // new one, never new JSON with old weights.
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let nonce = lprag_graph::fnv1a64(
-            format!(
-                "{:?}{}{:p}",
-                std::time::SystemTime::now(),
-                std::process::id(),
-                self
-            )
-            .as_bytes(),
-        );
-        let weights = format!("gfm-{nonce:016x}.bpk");
-        self.model.save_weights(&dir.join(&weights))?;
-        #[derive(Serialize)]
-        struct Saved<'a> {
-            weights_file: &'a str,
-            #[serde(flatten)]
-            state: &'a GfmState,
-        }
-        save_json_atomic(
-            dir,
-            GFM_FILE,
-            &Saved {
-                weights_file: &weights,
-                state: st,
-            },
-        )?;
-        // Weights no index names any more (best effort: a reader of the old pair may
-        // still hold them open, which is fine on Unix).
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let stem = name.strip_suffix(".fnv1a64").unwrap_or(&name);
-                let generated = stem
-                    .strip_prefix("gfm-")
-                    .and_then(|r| r.strip_suffix(".bpk"))
-                    .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-                if (generated || stem == GFM_WEIGHTS) && stem != weights {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Read an index written by [`GfmRag::save`] onto the CPU; `encoder` must be the one
-    /// it was built with (checked by name and dimension).
-    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        Self::load_on(dir, encoder, ComputeDevice::Cpu)
-    }
-
     /// [`GfmRag::load`] onto `device`.
     pub fn load_on(
         dir: impl AsRef<Path>,
         encoder: Arc<dyn Encoder>,
         device: ComputeDevice,
     ) -> Result<Self> {
-        let device = &device.to_burn()?;
-        let dir = dir.as_ref();
-        let path = dir.join(GFM_FILE);
-        let state: GfmState = load_json_index(&path, &*encoder)?;
-        let weights = state.weights_file.as_deref().unwrap_or(GFM_WEIGHTS);
-        let plain = !weights.is_empty()
-            && weights.ends_with(".bpk")
-            && !weights.contains(['/', '\\'])
-            && !weights.starts_with('.');
-        if !plain {
-            return Err(Error::format(
-                &path,
-                format!("weights_file `{weights}` is not a weights file name in the index"),
-            ));
-        }
-        state
-            .config
-            .model
-            .check_weights_file(state.relation_emb.dim(), &dir.join(weights))?;
-        let mut model = GfmModel::new(
-            state.edges.clone(),
-            state.relation_emb.clone(),
-            state.config.model.clone(),
-            state.config.seed,
-            device,
-        )?;
-        model.load_weights(&dir.join(weights))?;
-        let index = EntityIndex::from_names(state.entities.clone(), state.entity_emb.clone());
-        Ok(Self {
-            state: Arc::new(state),
-            index: Arc::new(index),
-            model: Arc::new(model),
-            encoder,
-        })
+        Self::load_opened(dir.as_ref(), encoder, device)
     }
 }
 
 #[async_trait]
-impl Retriever for GfmRag {
+impl PeerState for GfmState {
+    type Runtime = GfmRuntime;
+    /// The device the GNN is loaded onto (`load`: the CPU).
+    type Open = ComputeDevice;
+    const TYPE_NAME: &'static str = "GfmRag";
+    const FILE: &'static str = GFM_FILE;
+    const DIR: lprag_core::dirs::DirSpec = GFM_DIR;
+
     fn name(&self) -> &str {
         "gfm"
     }
 
-    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("gfm.retrieve");
-        async {
-            selection.validate()?;
-            let q = self.embed_query(query).await?;
-            let scores = self.scores_for(query.trim(), &q).await?;
-            let pad = self.state.config.pad_with_dense;
-            let pad = pad.then_some((&self.state.chunk_emb, q.as_slice()));
-            Ok(select_hits(
-                &self.state.chunks,
-                scores.chunks,
-                selection,
-                pad,
-            ))
-        }
-        .instrument(span)
-        .await
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
     }
 
-    fn chunks(&self) -> &[Chunk] {
-        &self.state.chunks
+    fn query_shape(&self) -> (usize, usize) {
+        (self.chunk_emb.dim(), self.config.max_query_bytes)
+    }
+
+    fn span() -> tracing::Span {
+        tracing::info_span!("gfm.retrieve")
+    }
+
+    fn open(&self, dir: &Path, device: ComputeDevice) -> Result<GfmRuntime> {
+        state::open(self, dir, device)
+    }
+
+    fn save_files(peer: &GfmRag, dir: &Path) -> Result<()> {
+        state::save_files(peer, dir)
+    }
+
+    async fn rank(
+        peer: &GfmRag,
+        query: &str,
+        q: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        let scores = peer.scores_for(query.trim(), &q).await?;
+        let state = &peer.state;
+        let pad = state.config.pad_with_dense;
+        let pad = pad.then_some((&state.chunk_emb, q.as_slice()));
+        Ok(select_hits(&state.chunks, scores.chunks, selection, pad))
     }
 }
 

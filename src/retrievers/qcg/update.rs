@@ -12,7 +12,6 @@
 //!
 //! The index changes only once every step has succeeded; an error leaves it as it was.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use lprag_core::{
@@ -21,96 +20,38 @@ use lprag_core::{
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
 use crate::retrievers::common::{
-    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
-    replaced_ids, Renumbered,
+    begin_update, blocking, extend_embeddings, PeerUpdate, Renumbered,
 };
 use crate::UpdateReport;
 
-impl QcgRag {
-    /// Add documents with the builders' default chunker
-    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and the default question
-    /// writer (the offline [`HeuristicQueryGenerator`](crate::HeuristicQueryGenerator) with
-    /// `queries_per_chunk` questions); see [`QcgRag::add_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::add_documents_with`].
-    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let generator = default_generator(&self.state.config);
-        self.add_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
-            .await
+#[async_trait::async_trait]
+impl PeerUpdate for QcgState {
+    type With = dyn QueryGenerator;
+    type Owned = Arc<dyn QueryGenerator>;
+
+    /// The offline [`HeuristicQueryGenerator`](crate::HeuristicQueryGenerator) with
+    /// `queries_per_chunk` questions.
+    fn default_with(&self) -> Arc<dyn QueryGenerator> {
+        default_generator(&self.config)
     }
 
-    /// Add documents, chunked by `chunker` and given questions by `generator` (use the
-    /// ones the index was built with, e.g. `LlmQueryGenerator::doc2query`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
-    /// [`QcgRag::update_documents_with`]); the errors of the chunker, the generator and the
-    /// encoder.
-    pub async fn add_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        generator: &dyn QueryGenerator,
-    ) -> Result<UpdateReport> {
-        refuse_present(&self.document_ids(), documents, "QcgRag::add_documents")?;
-        self.apply(&[], documents, chunker, generator).await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, with the default chunker and question writer; see
-    /// [`QcgRag::update_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::update_documents_with`].
-    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let generator = default_generator(&self.state.config);
-        self.update_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
-            .await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index: the old versions' chunks and queries are removed and the new ones added in
-    /// one update.
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::add_documents_with`] (a repeated id included).
-    pub async fn update_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        generator: &dyn QueryGenerator,
-    ) -> Result<UpdateReport> {
-        let replaced = replaced_ids(&self.document_ids(), documents);
-        self.apply(&replaced, documents, chunker, generator).await
-    }
-
-    /// Remove documents by id, with their chunks and queries.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
-    /// removed then), or when every chunk would go (an index cannot be empty).
-    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        refuse_unknown(&self.document_ids(), ids, "QcgRag::remove_documents")?;
-        let generator = default_generator(&self.state.config);
-        self.apply(ids, &[], &crate::BoundedPassageChunker, &*generator)
-            .await
-    }
-
-    /// The ids of the documents in the index (those that produced a chunk).
-    pub fn document_ids(&self) -> HashSet<&str> {
-        document_ids(&self.state.chunks)
+    /// `inputs.query_generator`, else the offline default.
+    fn with_from(&self, inputs: &crate::UpdateInputs) -> Arc<dyn QueryGenerator> {
+        inputs
+            .query_generator
+            .clone()
+            .unwrap_or_else(|| default_generator(&self.config))
     }
 
     /// Remove the chunks of `remove` (document ids), add `add`.
     async fn apply(
-        &mut self,
+        peer: &mut QcgRag,
         remove: &[String],
         add: &[Document],
         chunker: &dyn Chunker,
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
-        let old = self.state.clone();
+        let old = peer.state.clone();
         // 1. The chunks: the kept ones renumbered, then the new ones.
         let (
             Renumbered {
@@ -125,7 +66,7 @@ impl QcgRag {
             &old.chunks,
             (remove, add),
             chunker,
-            &self.encoder,
+            &peer.encoder,
             "QcgRag update",
         )
         .await?;
@@ -133,7 +74,7 @@ impl QcgRag {
         // 2. Their embeddings.
         let new = &chunks[first_new..];
         let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, new, false).await?;
+            extend_embeddings(&old.chunk_emb, &kept, &*peer.encoder, new, false).await?;
         let dim = chunk_emb.dim();
         laps.lap(&mut report, "embed");
 
@@ -141,7 +82,7 @@ impl QcgRag {
         let targets: Vec<ChunkId> = (first_new..chunks.len()).collect();
         let (generated, new_queries, new_query_emb) = doc2query(
             generator,
-            &*self.encoder,
+            &*peer.encoder,
             (&chunks, &chunk_emb),
             &targets,
             old.config.keep_fraction,
@@ -216,7 +157,7 @@ impl QcgRag {
         stats.queries_generated += generated;
         stats.queries_kept = queries.len();
         report.chunks = chunks.len();
-        self.state = Arc::new(QcgState {
+        peer.state = Arc::new(QcgState {
             version: old.version,
             encoder: old.encoder.clone(),
             encoder_fingerprint: old.encoder_fingerprint.clone(),
@@ -229,30 +170,5 @@ impl QcgRag {
             stats,
         });
         Ok(report)
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::Updatable for QcgRag {
-    /// One update: `inputs.query_generator` (else the index's offline default) writes the
-    /// new chunks' questions.
-    async fn apply_changes(
-        &mut self,
-        upsert: &[Document],
-        remove: &[String],
-        inputs: &crate::UpdateInputs,
-    ) -> Result<UpdateReport> {
-        let gone =
-            crate::live::check_changes(&self.document_ids(), upsert, remove, "QcgRag update")?;
-        let generator = inputs
-            .query_generator
-            .clone()
-            .unwrap_or_else(|| default_generator(&self.state.config));
-        self.apply(&gone, upsert, &*inputs.chunker, &*generator)
-            .await
-    }
-
-    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
-        self.save(dir)
     }
 }

@@ -68,16 +68,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    dot, Chunk, ChunkId, Document, Embeddings, Encoder, Error, Result, Retriever, ScoredChunk,
-    Selection,
+    dot, Chunk, ChunkId, Document, Embeddings, Error, Result, ScoredChunk, Selection,
 };
 pub use lprag_graph::{cluster_knn, components};
 use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, dense_padding, input_setters, load_json_index, save_json_atomic, BuildInputs, Started,
+    blocking, dense_padding, input_setters, BuildInputs, Peer, PeerState, Started,
 };
+
+mod state;
+
+pub use state::G2_FORMAT_VERSION;
+use state::{G2State, G2_DIR, G2_FILE};
 
 /// The distance HDBSCAN clusters with (on L2-normalised embeddings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -735,6 +739,7 @@ impl G2RagBuilder {
             .unwrap_or(0);
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(G2Rag {
+            runtime: (),
             state: Arc::new(G2State {
                 version: G2_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
@@ -751,60 +756,9 @@ impl G2RagBuilder {
     }
 }
 
-/// Version of the file written by [`G2Rag::save`].
-pub const G2_FORMAT_VERSION: u32 = 1;
-const G2_FILE: &str = "g2.json";
-/// Where a save may write (its file and nothing else of the directory).
-const G2_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a G²RAG index", G2_FILE);
-
-#[derive(Serialize, Deserialize)]
-struct G2State {
-    version: u32,
-    encoder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoder_fingerprint: Option<String>,
-    config: G2Config,
-    chunks: Vec<Chunk>,
-    chunk_emb: Embeddings,
-    communities: Vec<Community>,
-    outliers: Vec<ChunkId>,
-    stats: G2Stats,
-}
-
-impl crate::retrievers::common::FloatFields for G2State {
-    fn float_fields(&self) -> Vec<(String, &[f32])> {
-        let mut out = vec![("chunk_emb".to_string(), self.chunk_emb.as_slice())];
-        for (i, c) in self.communities.iter().enumerate() {
-            out.push((format!("communities[{i}].centroid"), c.centroid.as_slice()));
-        }
-        out
-    }
-}
-
-impl crate::retrievers::common::SavedState for G2State {
-    crate::retrievers::common::saved_state_header!(G2_FORMAT_VERSION, chunk_emb);
-
-    fn check(&self) -> std::result::Result<(), String> {
-        let n = self.chunks.len();
-        let dim = self.chunk_emb.dim();
-        if self.chunk_emb.rows() != n
-            || self.communities.iter().any(|c| {
-                c.centroid.len() != dim || c.members.is_empty() || c.members.iter().any(|&m| m >= n)
-            })
-            || self.outliers.iter().any(|&m| m >= n)
-        {
-            return Err("inconsistent sizes".into());
-        }
-        self.config.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// The G²RAG retriever. `Send + Sync`; retrieval is read-only.
-#[derive(Clone)]
-pub struct G2Rag {
-    state: Arc<G2State>,
-    encoder: Arc<dyn Encoder>,
-}
+/// The G²RAG retriever: a [`Peer`] over its state (retrieval, `save` and `load` are the
+/// peers' shared ones). `Send + Sync`; retrieval is read-only.
+pub type G2Rag = Peer<G2State>;
 
 impl G2Rag {
     /// A builder with the offline defaults (no LLM: the θ rule merges).
@@ -843,17 +797,6 @@ impl G2Rag {
         Ok(self.explain_embedded(&e).1)
     }
 
-    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let dim = self.state.chunk_emb.dim();
-        crate::retrievers::common::embed_user_query(
-            &*self.encoder,
-            query,
-            dim,
-            self.state.config.max_query_bytes,
-        )
-        .await
-    }
-
     fn explain_embedded(&self, e: &[f32]) -> (Vec<f32>, G2Explanation) {
         let chunk_cos: Vec<f32> = self
             .state
@@ -875,82 +818,79 @@ impl G2Rag {
         );
         (chunk_cos, why)
     }
-
-    /// Write the index to `dir/g2.json` atomically (temporary file, then rename).
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::retrievers::common::check_all_finite(dir, G2_FILE, st)?;
-        let _lock = crate::durable::open_for_save(&G2_DIR, dir)?;
-        save_json_atomic(dir, G2_FILE, st)
-    }
-
-    /// Read an index written by [`G2Rag::save`]; `encoder` must be the one it was built
-    /// with (checked by name and dimension).
-    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        let path = dir.as_ref().join(G2_FILE);
-        let state: G2State = load_json_index(&path, &*encoder)?;
-        Ok(Self {
-            state: Arc::new(state),
-            encoder,
-        })
-    }
 }
 
 #[async_trait]
-impl Retriever for G2Rag {
+impl PeerState for G2State {
+    type Runtime = ();
+    type Open = ();
+    const TYPE_NAME: &'static str = "G2Rag";
+    const FILE: &'static str = G2_FILE;
+    const DIR: lprag_core::dirs::DirSpec = G2_DIR;
+
     fn name(&self) -> &str {
         "g2"
     }
 
-    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("g2.retrieve");
-        async {
-            selection.validate()?;
-            let e = self.embed_query(query).await?;
-            let me = self.clone();
-            let (chunk_cos, why) = blocking(move || Ok(me.explain_embedded(&e))).await?;
-            let hit = |h: &G2Hit| ScoredChunk {
-                chunk: self.state.chunks[h.chunk].clone(),
-                score: h.score,
-            };
-            match selection {
-                Selection::TopK(k) => {
-                    let mut out: Vec<G2Hit> = why.merged.into_iter().take(k).collect();
-                    if out.len() < k && self.state.config.pad_with_dense {
-                        let have: HashSet<ChunkId> = out.iter().map(|h| h.chunk).collect();
-                        let last = out.last().map(|h| h.score);
-                        let cosines = chunk_cos.iter().copied().enumerate();
-                        out.extend(dense_padding(&have, last, cosines, k).into_iter().map(
-                            |(chunk, cosine, score)| G2Hit {
-                                chunk,
-                                cosine,
-                                score,
-                                source: G2Source::Dense,
-                            },
-                        ));
-                    }
-                    Ok(out.iter().map(hit).collect())
-                }
-                other => Ok(other
-                    .apply(why.merged, |h| h.score)
-                    .iter()
-                    .map(hit)
-                    .collect()),
-            }
-        }
-        .instrument(span)
-        .await
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
     }
 
-    fn chunks(&self) -> &[Chunk] {
-        &self.state.chunks
+    fn query_shape(&self) -> (usize, usize) {
+        (self.chunk_emb.dim(), self.config.max_query_bytes)
+    }
+
+    fn span() -> tracing::Span {
+        tracing::info_span!("g2.retrieve")
+    }
+
+    fn open(&self, _dir: &Path, _open: ()) -> Result<()> {
+        Ok(())
+    }
+
+    async fn rank(
+        peer: &G2Rag,
+        _query: &str,
+        e: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        let me = peer.clone();
+        let (chunk_cos, why) = blocking(move || Ok(me.explain_embedded(&e))).await?;
+        let hit = |h: &G2Hit| ScoredChunk {
+            chunk: peer.state.chunks[h.chunk].clone(),
+            score: h.score,
+        };
+        match selection {
+            Selection::TopK(k) => {
+                let mut out: Vec<G2Hit> = why.merged.into_iter().take(k).collect();
+                if out.len() < k && peer.state.config.pad_with_dense {
+                    let have: HashSet<ChunkId> = out.iter().map(|h| h.chunk).collect();
+                    let last = out.last().map(|h| h.score);
+                    let cosines = chunk_cos.iter().copied().enumerate();
+                    out.extend(dense_padding(&have, last, cosines, k).into_iter().map(
+                        |(chunk, cosine, score)| G2Hit {
+                            chunk,
+                            cosine,
+                            score,
+                            source: G2Source::Dense,
+                        },
+                    ));
+                }
+                Ok(out.iter().map(hit).collect())
+            }
+            other => Ok(other
+                .apply(why.merged, |h| h.score)
+                .iter()
+                .map(hit)
+                .collect()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lprag_core::Encoder;
 
     /// Unit vectors at these angles (degrees).
     fn at(degrees: &[f32]) -> Embeddings {
