@@ -16,8 +16,9 @@ use async_trait::async_trait;
 use lprag_core::{Chunk, Chunker, Document, Encoder, Result, Retriever, ScoredChunk, Selection};
 
 use super::{
-    check_all_finite, document_ids, embed_user_query, load_json_index, refuse_present,
-    refuse_unknown, replaced_ids, save_json_atomic, SavedState,
+    begin_update, check_all_finite, document_ids, embed_user_query, extend_embeddings,
+    load_json_index, refuse_present, refuse_unknown, replaced_ids, save_json_atomic, Laps,
+    Renumbered, SavedState,
 };
 use crate::{UpdateInputs, UpdateReport};
 
@@ -239,6 +240,31 @@ impl<S: PeerUpdate> Peer<S> {
     /// The ids of the documents in the index (those that produced a chunk).
     pub fn document_ids(&self) -> HashSet<&str> {
         document_ids(self.state.chunks())
+    }
+
+    /// The first two stages of an update, timed (`chunk`, `embed`): the chunks after it
+    /// ([`begin_update`]), and their embeddings: the rows of `old_emb` kept, then the new
+    /// chunks' ([`extend_embeddings`]; L2-normalised when `normalize`).
+    pub(crate) async fn start_update(
+        &self,
+        (remove, add): (&[String], &[Document]),
+        chunker: &dyn Chunker,
+        old_emb: &lprag_core::Embeddings,
+        normalize: bool,
+    ) -> Result<(Renumbered, lprag_core::Embeddings, UpdateReport, Laps)> {
+        let location = format!("{} update", S::TYPE_NAME);
+        let (r, mut report, mut laps) = begin_update(
+            self.state.chunks(),
+            (remove, add),
+            chunker,
+            &self.encoder,
+            &location,
+        )
+        .await?;
+        let new = &r.chunks[r.first_new..];
+        let emb = extend_embeddings(old_emb, &r.kept, &*self.encoder, new, normalize).await?;
+        laps.lap(&mut report, "embed");
+        Ok((r, emb, report, laps))
     }
 }
 

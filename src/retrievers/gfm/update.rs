@@ -20,9 +20,7 @@ use lprag_core::{Chunker, Document, Error, NoProgress, Result, TripleExtractor};
 use lprag_text::CooccurrenceExtractor;
 
 use super::{extract_checked, knowledge_graph, EntityIndex, GfmRag, GfmState, Kg};
-use crate::retrievers::common::{
-    begin_update, blocking, extend_embeddings, PeerUpdate, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
 #[async_trait::async_trait]
@@ -63,6 +61,7 @@ impl PeerUpdate for GfmState {
             ));
         };
         // 1. The chunks: the kept ones renumbered, then the new ones.
+        // 2. The new chunks' embeddings (dense padding) and extractions.
         let (
             Renumbered {
                 chunks,
@@ -70,15 +69,13 @@ impl PeerUpdate for GfmState {
                 first_new,
                 ..
             },
+            chunk_emb,
             mut report,
             mut laps,
-        ) = begin_update(&old.chunks, (remove, add), chunker, &peer.encoder, location).await?;
-
-        // 2. The new chunks' embeddings (dense padding) and extractions.
+        ) = peer
+            .start_update((remove, add), chunker, &old.chunk_emb, false)
+            .await?;
         let new = &chunks[first_new..];
-        let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*peer.encoder, new, false).await?;
-        laps.lap(&mut report, "embed");
         let fresh = extract_checked(extractor, new, &NoProgress).await?;
         let mut extractions: Vec<lprag_core::Extraction> =
             kept.iter().map(|&i| old_extractions[i].clone()).collect();

@@ -23,9 +23,7 @@ use lprag_core::{Chunk, Chunker, Document, Error, Result, SparseIndex};
 use lprag_model::lesegr::lite_alpha;
 
 use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
-use crate::retrievers::common::{
-    begin_update, blocking, extend_embeddings, PeerUpdate, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
 impl LesegrRag {
@@ -77,21 +75,10 @@ impl PeerUpdate for LesegrState {
             return Err(no_gate());
         }
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (
-            Renumbered {
-                chunks,
-                kept,
-                new_id,
-                first_new,
-            },
-            mut report,
-            mut laps,
-        ) = begin_update(&old.chunks, (remove, add), chunker, &peer.encoder, location).await?;
-
         // 2. Embeddings: the kept (normalised) rows, the new ones embedded and normalised.
-        let new = &chunks[first_new..];
-        let emb = extend_embeddings(&old.emb, &kept, &*peer.encoder, new, true).await?;
-        laps.lap(&mut report, "embed");
+        let (Renumbered { chunks, new_id, .. }, emb, mut report, mut laps) = peer
+            .start_update((remove, add), chunker, &old.emb, true)
+            .await?;
 
         // 3. The corpus-wide parts, as a build makes them: BM25, document links, graph.
         let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();

@@ -19,9 +19,7 @@ use lprag_core::{
 };
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
-use crate::retrievers::common::{
-    begin_update, blocking, extend_embeddings, PeerUpdate, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
 #[async_trait::async_trait]
@@ -53,30 +51,21 @@ impl PeerUpdate for QcgState {
     ) -> Result<UpdateReport> {
         let old = peer.state.clone();
         // 1. The chunks: the kept ones renumbered, then the new ones.
+        // 2. Their embeddings.
         let (
             Renumbered {
                 chunks,
-                kept,
                 new_id,
                 first_new,
+                ..
             },
+            chunk_emb,
             mut report,
             mut laps,
-        ) = begin_update(
-            &old.chunks,
-            (remove, add),
-            chunker,
-            &peer.encoder,
-            "QcgRag update",
-        )
-        .await?;
-
-        // 2. Their embeddings.
-        let new = &chunks[first_new..];
-        let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*peer.encoder, new, false).await?;
+        ) = peer
+            .start_update((remove, add), chunker, &old.chunk_emb, false)
+            .await?;
         let dim = chunk_emb.dim();
-        laps.lap(&mut report, "embed");
 
         // 3. The new chunks' questions, and the kept chunks' old ones remapped.
         let targets: Vec<ChunkId> = (first_new..chunks.len()).collect();
