@@ -10,7 +10,7 @@ use lprag_model::gfm::{GfmModel, KgEdges};
 use lprag_model::ComputeDevice;
 use serde::{Deserialize, Serialize};
 
-use super::{EntityIndex, GfmConfig, GfmRag, GfmRuntime, GfmStats};
+use super::{EntityIndex, GfmConfig, GfmRag, GfmStats};
 use crate::retrievers::common::save_json_atomic;
 
 /// Version of the files written by [`GfmRag::save`].
@@ -172,4 +172,11 @@ pub(super) fn open(state: &GfmState, dir: &Path, device: ComputeDevice) -> Resul
         index: Arc::new(index),
         model: Arc::new(model),
     })
+}
+
+/// What a [`super::GfmRag`] rebuilds at load: the entity index and the GNN with its weights.
+#[derive(Clone)]
+pub struct GfmRuntime {
+    pub(crate) index: Arc<EntityIndex>,
+    pub(crate) model: Arc<GfmModel>,
 }
