@@ -60,7 +60,7 @@ mod state;
 mod update;
 
 pub use state::LESEGR_FORMAT_VERSION;
-use state::{LesegrState, LESEGR_DIR, LESEGR_FILE};
+use state::{LesegrRuntime, LesegrState, LESEGR_DIR, LESEGR_FILE};
 
 use crate::retrievers::common::{
     blocking, embed_all_queries, input_setters, select_hits, BuildInputs, Labelled, Peer,
@@ -305,7 +305,7 @@ impl LesegrRagBuilder {
         let (alpha, transform, gate) = match config.variant {
             LesegrVariant::Lite => (lite_alpha(&emb, &graph), None, None),
             LesegrVariant::Trained => {
-                let questions: Vec<(String, Vec<u32>)> = if self.labelled.is_empty() {
+                let questions = if self.labelled.is_empty() {
                     let generator = self.query_generator.unwrap_or_else(|| {
                         Arc::new(HeuristicQueryGenerator::new(
                             lprag_text::HeuristicQueryGeneratorConfig {
@@ -314,51 +314,9 @@ impl LesegrRagBuilder {
                             },
                         ))
                     });
-                    // One batch per chunk: the chunk and one of its in-neighbours (in
-                    // turn), so two-chunk questions follow the graph's edges.
-                    let batches: Vec<Vec<ChunkId>> = (0..chunks.len())
-                        .map(|i| {
-                            let nb = graph.in_neighbors(i);
-                            match nb.get(i % nb.len().max(1)) {
-                                Some(&j) => vec![i, j as usize],
-                                None => vec![i],
-                            }
-                        })
-                        .collect();
-                    generator
-                        .generate(&chunks, &batches)
-                        .await?
-                        .into_iter()
-                        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
-                        .map(|q| {
-                            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
-                                return Err(Error::invalid(
-                                    "LeSeGR query generator output",
-                                    format!("query {:?} links to chunk {c}, out of range", q.text),
-                                ));
-                            }
-                            Ok((q.text, q.chunk_ids.iter().map(|&c| c as u32).collect()))
-                        })
-                        .collect::<Result<_>>()?
+                    generated_questions(&*generator, &chunks, &graph).await?
                 } else {
-                    self.labelled
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (question, docs))| {
-                            let mut gold = Vec::new();
-                            for id in docs {
-                                let d = doc_of.get(id).ok_or_else(|| {
-                                    Error::invalid(
-                                        format!("labelled[{k}]"),
-                                        format!("unknown document id {id:?}"),
-                                    )
-                                })?;
-                                gold.extend_from_slice(&doc_chunks[*d]);
-                            }
-                            Ok((question.clone(), gold))
-                        })
-                        .filter(|r| r.as_ref().map_or(true, |(_, g)| !g.is_empty()))
-                        .collect::<Result<_>>()?
+                    labelled_questions(&self.labelled, &doc_of, &doc_chunks)?
                 };
                 let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
                 let qemb =
@@ -430,6 +388,70 @@ impl LesegrRagBuilder {
             },
         })
     }
+}
+
+/// Training questions written by `generator`, one batch per chunk, as `(question, gold
+/// chunks)`; a question that links no chunk or is blank is dropped, one that links a chunk
+/// out of range is an error.
+async fn generated_questions(
+    generator: &dyn QueryGenerator,
+    chunks: &[Chunk],
+    graph: &InEdges,
+) -> Result<Vec<(String, Vec<u32>)>> {
+    // One batch per chunk: the chunk and one of its in-neighbours (in
+    // turn), so two-chunk questions follow the graph's edges.
+    let batches: Vec<Vec<ChunkId>> = (0..chunks.len())
+        .map(|i| {
+            let nb = graph.in_neighbors(i);
+            match nb.get(i % nb.len().max(1)) {
+                Some(&j) => vec![i, j as usize],
+                None => vec![i],
+            }
+        })
+        .collect();
+    generator
+        .generate(chunks, &batches)
+        .await?
+        .into_iter()
+        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
+        .map(|q| {
+            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
+                return Err(Error::invalid(
+                    "LeSeGR query generator output",
+                    format!("query {:?} links to chunk {c}, out of range", q.text),
+                ));
+            }
+            Ok((q.text, q.chunk_ids.iter().map(|&c| c as u32).collect()))
+        })
+        .collect()
+}
+
+/// The labelled questions as `(question, gold chunks)`: every chunk of their gold
+/// documents (an unknown id is an error naming `labelled[k]`; a question whose gold
+/// documents have no chunk is dropped).
+fn labelled_questions(
+    labelled: &Labelled,
+    doc_of: &HashMap<String, usize>,
+    doc_chunks: &[Vec<u32>],
+) -> Result<Vec<(String, Vec<u32>)>> {
+    labelled
+        .iter()
+        .enumerate()
+        .map(|(k, (question, docs))| {
+            let mut gold = Vec::new();
+            for id in docs {
+                let d = doc_of.get(id).ok_or_else(|| {
+                    Error::invalid(
+                        format!("labelled[{k}]"),
+                        format!("unknown document id {id:?}"),
+                    )
+                })?;
+                gold.extend_from_slice(&doc_chunks[*d]);
+            }
+            Ok((question.clone(), gold))
+        })
+        .filter(|r| r.as_ref().map_or(true, |(_, g)| !g.is_empty()))
+        .collect::<Result<_>>()
 }
 
 /// The chunk graph and the document structure behind it.
@@ -573,14 +595,6 @@ async fn knn_document_links(
 /// updates of the `update` module are the peers' shared ones). `Send + Sync`; retrieval
 /// is read-only and runs on the host.
 pub type LesegrRag = Peer<LesegrState>;
-
-/// What a [`LesegrRag`] rebuilds at load: its sparse encoder and index (refitted on the
-/// chunks, and by every update).
-#[derive(Clone)]
-pub struct LesegrRuntime {
-    sparse_encoder: Arc<dyn SparseEncoder>,
-    sparse: Arc<dyn SparseIndex>,
-}
 
 impl LesegrRag {
     /// A builder with the offline defaults (passages, default encoder, BM25, trained).

@@ -1,6 +1,8 @@
 //! The saved state of a LeSeGR index (`lesegr.json`): its fields, float arrays and checks.
 
-use lprag_core::{Chunk, Embeddings};
+use std::sync::Arc;
+
+use lprag_core::{Chunk, Embeddings, SparseEncoder, SparseIndex};
 use lprag_model::lesegr::{InEdges, LesegrGate};
 use serde::{Deserialize, Serialize};
 
@@ -91,4 +93,12 @@ impl crate::retrievers::common::SavedState for LesegrState {
         // propagation steps per query): the builder's checks apply to a loaded one too.
         self.config.validate().map_err(|e| e.to_string())
     }
+}
+
+/// What a [`super::LesegrRag`] rebuilds at load: its sparse encoder and index (refitted on the
+/// chunks, and by every update).
+#[derive(Clone)]
+pub struct LesegrRuntime {
+    pub(crate) sparse_encoder: Arc<dyn SparseEncoder>,
+    pub(crate) sparse: Arc<dyn SparseIndex>,
 }

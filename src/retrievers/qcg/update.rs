@@ -50,8 +50,7 @@ impl PeerUpdate for QcgState {
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
         let old = peer.state.clone();
-        // 1. The chunks: the kept ones renumbered, then the new ones.
-        // 2. Their embeddings.
+        // 1-2. The chunks (the kept ones renumbered, then the new ones), their embeddings.
         let (
             Renumbered {
                 chunks,
@@ -78,22 +77,7 @@ impl PeerUpdate for QcgState {
             &NoProgress,
         )
         .await?;
-        let mut keep_query = Vec::with_capacity(old.queries.len());
-        let mut queries: Vec<SyntheticQuery> = Vec::new();
-        for q in &old.queries {
-            let ids: Vec<ChunkId> = q
-                .chunk_ids
-                .iter()
-                .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
-                .collect();
-            keep_query.push(!ids.is_empty());
-            if !ids.is_empty() {
-                queries.push(SyntheticQuery {
-                    chunk_ids: ids,
-                    ..q.clone()
-                });
-            }
-        }
+        let (keep_query, mut queries) = remap_queries(&old.queries, &new_id);
         report.removed_queries = old.queries.len() - queries.len();
         queries.extend(new_queries);
         let kept_rows: Vec<usize> = (0..keep_query.len()).filter(|&i| keep_query[i]).collect();
@@ -109,36 +93,8 @@ impl PeerUpdate for QcgState {
             old.neighbors.clone(),
         );
         let emb = query_emb.clone();
-        let neighbors = blocking(move || {
-            if emb.rows() <= 1 {
-                return Ok(vec![Vec::new(); emb.rows()]);
-            }
-            // One scan per new query costs more than the build's blocked k-NN once a
-            // quarter of the rows are new: then the lists are computed as a build does.
-            let fresh = emb.rows() - keep_query.iter().filter(|&&k| k).count();
-            let lists = if old_emb.rows() <= 1 || fresh * 4 >= emb.rows() {
-                lprag_graph::knn(&emb, k, &lprag_graph::KnnBackend::default())?
-            } else {
-                // The saved lists hold ids only: their similarities are recomputed
-                // (cosine, as the build's k-NN ranks them).
-                let lists: Vec<Vec<(u32, f32)>> = old_lists
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        let row = old_emb.row(i);
-                        l.iter()
-                            .map(|&j| (j, lprag_core::cosine(row, old_emb.row(j as usize))))
-                            .collect()
-                    })
-                    .collect();
-                lprag_graph::update_knn(&lists, &keep_query, &emb, k)?
-            };
-            Ok(lists
-                .into_iter()
-                .map(|l| l.into_iter().map(|(j, _)| j).collect())
-                .collect())
-        })
-        .await?;
+        let neighbors =
+            blocking(move || repair_knn(k, &old_emb, &old_lists, &keep_query, &emb)).await?;
         laps.lap(&mut report, "graph");
 
         let mut stats = old.stats.clone();
@@ -160,4 +116,65 @@ impl PeerUpdate for QcgState {
         });
         Ok(report)
     }
+}
+
+/// The queries of the kept chunks, their chunk ids renumbered by `new_id` (`usize::MAX`:
+/// removed), and which of `queries` were kept (a query goes when all its chunks go).
+fn remap_queries(queries: &[SyntheticQuery], new_id: &[usize]) -> (Vec<bool>, Vec<SyntheticQuery>) {
+    let mut keep_query = Vec::with_capacity(queries.len());
+    let mut kept: Vec<SyntheticQuery> = Vec::new();
+    for q in queries {
+        let ids: Vec<ChunkId> = q
+            .chunk_ids
+            .iter()
+            .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
+            .collect();
+        keep_query.push(!ids.is_empty());
+        if !ids.is_empty() {
+            kept.push(SyntheticQuery {
+                chunk_ids: ids,
+                ..q.clone()
+            });
+        }
+    }
+    (keep_query, kept)
+}
+
+/// The query–query k-NN lists of the updated queries `emb` (CPU work): `old_lists` (over
+/// `old_emb`) repaired for the rows `keep_query` kept and the new rows, or computed as a
+/// build does when a quarter or more of the rows are new.
+fn repair_knn(
+    k: usize,
+    old_emb: &Embeddings,
+    old_lists: &[Vec<u32>],
+    keep_query: &[bool],
+    emb: &Embeddings,
+) -> Result<Vec<Vec<u32>>> {
+    if emb.rows() <= 1 {
+        return Ok(vec![Vec::new(); emb.rows()]);
+    }
+    // One scan per new query costs more than the build's blocked k-NN once a
+    // quarter of the rows are new: then the lists are computed as a build does.
+    let fresh = emb.rows() - keep_query.iter().filter(|&&k| k).count();
+    let lists = if old_emb.rows() <= 1 || fresh * 4 >= emb.rows() {
+        lprag_graph::knn(emb, k, &lprag_graph::KnnBackend::default())?
+    } else {
+        // The saved lists hold ids only: their similarities are recomputed
+        // (cosine, as the build's k-NN ranks them).
+        let lists: Vec<Vec<(u32, f32)>> = old_lists
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let row = old_emb.row(i);
+                l.iter()
+                    .map(|&j| (j, lprag_core::cosine(row, old_emb.row(j as usize))))
+                    .collect()
+            })
+            .collect();
+        lprag_graph::update_knn(&lists, keep_query, emb, k)?
+    };
+    Ok(lists
+        .into_iter()
+        .map(|l| l.into_iter().map(|(j, _)| j).collect())
+        .collect())
 }
