@@ -10,8 +10,8 @@ use lprag_model::bert::SentenceEncoder;
 use lprag_text::{HashingEncoder, HashingEncoderConfig};
 use serde::{Deserialize, Serialize};
 
-/// The encoder [`LpRag`] chose by itself when none was given, recorded in the index so
-/// [`LpRag::open`] can rebuild it.
+/// The encoder [`LpRag`](crate::LpRag) chose by itself when none was given, recorded in
+/// the index so [`LpRag::open`](crate::LpRag::open) can rebuild it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DefaultEncoder {

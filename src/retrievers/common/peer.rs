@@ -293,7 +293,7 @@ impl<S: PeerState> Retriever for Peer<S> {
 
 #[async_trait]
 impl<S: PeerUpdate> crate::Updatable for Peer<S> {
-    /// One update, with [`PeerUpdate::with_from`] `inputs` (QCG-RAG's question writer,
+    /// One update, with `PeerUpdate::with_from(inputs)` (QCG-RAG's question writer,
     /// GFM-RAG's extractor; LeSeGR adds no citations).
     async fn apply_changes(
         &mut self,

@@ -40,7 +40,7 @@
 //!   to the query, in that order; each contributes its members by cosine to the query, at
 //!   most `community_chunk_cap` of them.
 //! - **Merge** ([`MergeOrder`]): by default the two lists are interleaved (chunk 1,
-//!   community chunk 1, chunk 2, …), repeats dropped; [`Retriever::retrieve`] with
+//!   community chunk 1, chunk 2, …), repeats dropped; [`retrieve`](lprag_core::Retriever::retrieve) with
 //!   `TopK(k)` fills a list the two levels cannot fill with dense search order
 //!   (`pad_with_dense`, as QCG-RAG). A hit's score is its cosine to the query capped by
 //!   the score before it, so the list is sorted by score in merge order; threshold

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Community, G2Config, G2Stats};
 
-/// Version of the file written by [`G2Rag::save`].
+/// Version of the file written by [`G2Rag::save`](super::G2Rag::save).
 pub const G2_FORMAT_VERSION: u32 = 1;
 pub(super) const G2_FILE: &str = "g2.json";
 /// Where a save may write (its file and nothing else of the directory).

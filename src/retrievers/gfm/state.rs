@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{EntityIndex, GfmConfig, GfmRag, GfmStats};
 use crate::retrievers::common::save_json_atomic;
 
-/// Version of the files written by [`GfmRag::save`].
+/// Version of the files written by [`GfmRag::save`](super::GfmRag::save).
 pub const GFM_FORMAT_VERSION: u32 = 1;
 pub(super) const GFM_FILE: &str = "gfm.json";
 /// Where a save may write (its file and nothing else of the directory).

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{LesegrConfig, LesegrStats};
 
-/// Version of the file written by [`LesegrRag::save`].
+/// Version of the file written by [`LesegrRag::save`](super::LesegrRag::save).
 pub const LESEGR_FORMAT_VERSION: u32 = 1;
 pub(super) const LESEGR_FILE: &str = "lesegr.json";
 /// Where a save may write (its file and nothing else of the directory).

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{QcgConfig, QcgStats};
 
-/// Version of the file written by [`QcgRag::save`].
+/// Version of the file written by [`QcgRag::save`](super::QcgRag::save).
 pub const QCG_FORMAT_VERSION: u32 = 1;
 pub(super) const QCG_FILE: &str = "qcg.json";
 /// Where a save may write (its file and nothing else of the directory).
