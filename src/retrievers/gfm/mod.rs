@@ -51,8 +51,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
-    ScoredChunk, Selection, TrainReport, TripleExtractor,
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, ScoredChunk,
+    Selection, TrainReport, TripleExtractor,
 };
 use lprag_graph::KnnBackend;
 use lprag_model::gfm::{
@@ -68,130 +68,28 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+mod build;
+mod config;
+mod kg;
+mod state;
 mod update;
 
+pub use build::GfmRagBuilder;
+pub use config::GfmConfig;
+use kg::{extract_checked, knowledge_graph, link_query, pretrain_queries, EntityIndex, Kg};
+
+pub use state::GFM_FORMAT_VERSION;
+use state::{GfmRuntime, GfmState, GFM_DIR, GFM_FILE};
+
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, load_json_index,
-    save_json_atomic, select_hits, BuildInputs, Labelled, Started,
+    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, select_hits,
+    BuildInputs, Labelled, Peer, PeerState, Started,
 };
 
 /// The relation added by entity resolution.
 pub const EQUIVALENT: &str = "equivalent";
 
 pub use lprag_graph::{entity_key, KgBuilder, NO_RELATION};
-
-/// GFM-RAG's settings; the defaults are the paper's where it gives one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GfmConfig {
-    /// The GNN's shape. Default: d = 512, L = 6.
-    pub model: GfmModelConfig,
-    /// KG-completion pre-training. Default [`GfmTrainConfig::default`] (10 epochs,
-    /// AdamW 5e-4, batch 4, α = 0.3).
-    pub pretrain: GfmTrainConfig,
-    /// Supervised fine-tuning on labelled questions (when there are any). Same default.
-    pub finetune: GfmTrainConfig,
-    /// Triples sampled for pre-training queries (each asked once, head or tail masked at
-    /// random). Default 2,000; 0 skips pre-training.
-    pub pretrain_queries: usize,
-    /// Entity resolution: cosine at or above which two entities get an `equivalent` edge.
-    /// Default 0.8 (the paper's).
-    pub resolution_threshold: f32,
-    /// Entity resolution looks at this many nearest entities per entity. Default 10.
-    pub resolution_neighbors: usize,
-    /// Query spans link to an entity whose name embedding has at least this cosine (when
-    /// no entity has the same name). Default 0.8.
-    pub link_threshold: f32,
-    /// Entities nearest the whole question used as query entities when no span links.
-    /// Default 5.
-    pub fallback_entities: usize,
-    /// Top entities T that rank documents. Default 20 (the paper's).
-    pub top_entities: usize,
-    /// Fill a top-k list that the entities cannot fill with dense chunk search. Default
-    /// true.
-    pub pad_with_dense: bool,
-    /// Without labelled questions, fine-tune on this many synthetic questions, one per
-    /// sampled chunk, from the builder's query generator (default: the offline heuristic
-    /// one), the chunk's entities as targets. Default 500; 0 skips it.
-    pub synthetic_queries: usize,
-    /// Seed of weight initialisation and pre-training sampling. Default 0.
-    pub seed: u64,
-    /// Settings of the offline [`CooccurrenceExtractor`], used when the builder is given
-    /// no other extractor.
-    pub offline_extractor: CooccurrenceConfig,
-    /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
-    /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
-    /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
-    /// 512-token window).
-    pub max_query_bytes: usize,
-}
-
-impl Default for GfmConfig {
-    fn default() -> Self {
-        Self {
-            model: GfmModelConfig::default(),
-            pretrain: GfmTrainConfig::default(),
-            finetune: GfmTrainConfig::default(),
-            pretrain_queries: 2000,
-            resolution_threshold: 0.8,
-            resolution_neighbors: 10,
-            link_threshold: 0.8,
-            fallback_entities: 5,
-            top_entities: 20,
-            pad_with_dense: true,
-            synthetic_queries: 500,
-            seed: 0,
-            offline_extractor: CooccurrenceConfig::default(),
-            max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
-        }
-    }
-}
-
-impl GfmConfig {
-    /// The CPU setting measured in `docs/benchmarks.md`: a smaller network (d = 32,
-    /// L = 3), 400 pre-training queries and 300 synthetic fine-tuning questions, one epoch
-    /// each (everything else as the default). About 8 minutes on 1,890 passages on two
-    /// cores.
-    pub fn cpu() -> Self {
-        let mut c = Self {
-            model: GfmModelConfig {
-                hidden: 32,
-                layers: 3,
-            },
-            pretrain_queries: 400,
-            synthetic_queries: 300,
-            ..Self::default()
-        };
-        c.pretrain.epochs = 1;
-        c.finetune.epochs = 1;
-        c
-    }
-
-    /// Check the numbers.
-    pub fn validate(&self) -> Result<()> {
-        self.model.validate()?;
-        self.pretrain.validate()?;
-        self.finetune.validate()?;
-        for (name, v) in [
-            ("resolution_threshold", self.resolution_threshold),
-            ("link_threshold", self.link_threshold),
-        ] {
-            if !(-1.0..=1.0).contains(&v) {
-                return Err(Error::invalid(
-                    format!("GfmConfig.{name}"),
-                    format!("{v} is not a cosine in [-1, 1]"),
-                ));
-            }
-        }
-        if self.top_entities == 0 {
-            return Err(Error::invalid(
-                "GfmConfig.top_entities",
-                "must be at least 1",
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// What indexing produced.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -236,704 +134,12 @@ pub struct GfmScores {
     pub chunks: Vec<(ChunkId, f32)>,
 }
 
-/// Builder of [`GfmRag`].
-pub struct GfmRagBuilder {
-    inputs: BuildInputs,
-    extractor: Option<Arc<dyn TripleExtractor>>,
-    labelled: Labelled,
-    query_generator: Option<Arc<dyn QueryGenerator>>,
-    weights: Option<std::path::PathBuf>,
-    device: ComputeDevice,
-    config: Option<GfmConfig>,
-    checkpoints: Option<std::path::PathBuf>,
-}
-
-impl GfmRagBuilder {
-    input_setters!();
-
-    /// Who reads triples out of chunks (default: the offline [`CooccurrenceExtractor`];
-    /// `lprag::llm::LlmTripleExtractor` for the paper's OpenIE).
-    pub fn extractor(mut self, extractor: Arc<dyn TripleExtractor>) -> Self {
-        self.extractor = Some(extractor);
-        self
-    }
-
-    /// Labelled `(question, gold document ids)` pairs for supervised fine-tuning.
-    pub fn labelled(mut self, pairs: Labelled) -> Self {
-        self.labelled = pairs;
-        self
-    }
-
-    /// Who writes the synthetic fine-tuning questions when there are no labels (default:
-    /// the offline [`HeuristicQueryGenerator`]; an `lprag::llm::LlmQueryGenerator` writes
-    /// better ones).
-    pub fn query_generator(mut self, generator: Arc<dyn QueryGenerator>) -> Self {
-        self.query_generator = Some(generator);
-        self
-    }
-
-    /// Start from weights saved by [`GfmRag::save`] (`dir/gfm.bpk`) of a model with the
-    /// same shape and encoder width, e.g. trained on another corpus; training continues
-    /// from them (set `pretrain_queries` to 0 and add no labels to use them as they are).
-    pub fn weights(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.weights = Some(path.into());
-        self
-    }
-
-    /// Where the GNN trains and runs (default [`ComputeDevice::Cpu`]).
-    pub fn device(mut self, device: ComputeDevice) -> Self {
-        self.device = device;
-        self
-    }
-
-    /// Checkpoint pre-training and fine-tuning after every epoch in `dir/pretrain` and
-    /// `dir/finetune` ([`lprag_model::gfm::GfmModel::train_resumable`]): a build
-    /// interrupted during training and started again with the same documents and settings
-    /// resumes after the last finished epoch (a finished stage returns at once). Default
-    /// none. Triples written by an LLM are kept by the LLM's own response cache.
-    pub fn checkpoints(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.checkpoints = Some(dir.into());
-        self
-    }
-
-    /// The settings. Default: [`GfmConfig::cpu`] on the CPU device (the paper's d = 512,
-    /// L = 6 network trains for hours on two cores) and [`GfmConfig::default`], the
-    /// paper's setting, on any other device.
-    pub fn config(mut self, config: GfmConfig) -> Self {
-        self.config = Some(config);
-        self
-    }
-
-    /// Chunk, extract, resolve entities, build the KG and train the GNN.
-    pub async fn build(self, documents: &[Document]) -> Result<GfmRag> {
-        let started = std::time::Instant::now();
-        let config = self.config.clone().unwrap_or_else(|| {
-            if self.device == ComputeDevice::Cpu {
-                GfmConfig::cpu()
-            } else {
-                GfmConfig::default()
-            }
-        });
-        config.validate()?;
-        // The device is checked before anything is paid for.
-        let device = self.device.to_burn()?;
-        let Started {
-            progress,
-            chunks,
-            encoder,
-            chunk_emb,
-            ..
-        } = self.inputs.start(documents).await?;
-
-        let extractor = self.extractor.unwrap_or_else(|| {
-            Arc::new(CooccurrenceExtractor::new(config.offline_extractor.clone()))
-        });
-        let extractions = extract_checked(&*extractor, &chunks, &*progress).await?;
-        let Kg {
-            kg,
-            entity_emb,
-            equivalent_pairs,
-            edges,
-            relation_names,
-            relation_emb,
-        } = knowledge_graph(
-            &extractions,
-            extractor.name(),
-            &*encoder,
-            &config,
-            &*progress,
-            None,
-        )
-        .await?;
-        let mut model = GfmModel::new(
-            edges,
-            relation_emb,
-            config.model.clone(),
-            config.seed,
-            &device,
-        )?;
-        if let Some(path) = &self.weights {
-            model.load_weights(path)?;
-        }
-
-        let mut stats = GfmStats {
-            chunks: chunks.len(),
-            entities: kg.names.len(),
-            relations: relation_names.len(),
-            triples: kg.triples.len() - equivalent_pairs.len(),
-            equivalent_pairs: equivalent_pairs.len(),
-            edges: model.edges().len(),
-            ..GfmStats::default()
-        };
-        let mentions = kg.mentions_sorted();
-        let index = EntityIndex {
-            names: kg.names.clone(),
-            keys: kg.ids.clone(),
-            emb: entity_emb.clone(),
-        };
-
-        // Pre-training: KG completion.
-        let (questions, pre) = pretrain_queries(&kg, &model, config.pretrain_queries, config.seed);
-        if !pre.is_empty() {
-            let qemb = embed_all_queries(
-                &*encoder,
-                &questions,
-                "embed pretraining queries",
-                &*progress,
-            )
-            .await?;
-            let examples: Vec<GfmExample> = pre
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut ex)| {
-                    ex.query = qemb.row(i).to_vec();
-                    ex
-                })
-                .collect();
-            stats.pretrain_queries = examples.len();
-            let (cfg, p) = (config.pretrain.clone(), progress.clone());
-            let dir = self.checkpoints.as_ref().map(|d| d.join("pretrain"));
-            let (m, report) = blocking(move || {
-                let r =
-                    model.train_resumable(&examples, &cfg, "pretrain gfm", &*p, dir.as_deref())?;
-                Ok((model, r))
-            })
-            .await?;
-            model = m;
-            stats.pretrain = Some(report);
-        }
-
-        // Fine-tuning: labelled questions, else synthetic ones (see the module docs).
-        let questions: Vec<(String, Vec<usize>)> = if !self.labelled.is_empty() {
-            labelled_queries(&chunks, &self.labelled)?
-                .into_iter()
-                .map(|q| (q.text, q.chunk_ids))
-                .collect()
-        } else if config.synthetic_queries > 0 {
-            let mut rng = StdRng::seed_from_u64(config.seed ^ 0x5eed);
-            let mut order: Vec<usize> = (0..chunks.len()).collect();
-            order.shuffle(&mut rng);
-            let batches: Vec<Vec<ChunkId>> = order
-                .into_iter()
-                .take(config.synthetic_queries)
-                .map(|c| vec![c])
-                .collect();
-            let generator = self.query_generator.unwrap_or_else(|| {
-                Arc::new(HeuristicQueryGenerator::new(
-                    HeuristicQueryGeneratorConfig {
-                        queries_per_batch: 1,
-                        seed: config.seed,
-                        ..HeuristicQueryGeneratorConfig::default()
-                    },
-                ))
-            });
-            generator
-                .generate(&chunks, &batches)
-                .await?
-                .into_iter()
-                .filter(|q| !q.text.trim().is_empty())
-                .map(|q| {
-                    if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
-                        return Err(Error::invalid(
-                            "GFM-RAG query generator output",
-                            format!("query {:?} links to chunk {c}, out of range", q.text),
-                        ));
-                    }
-                    Ok((q.text, q.chunk_ids))
-                })
-                .collect::<Result<_>>()?
-        } else {
-            Vec::new()
-        };
-        if !questions.is_empty() {
-            let mut chunk_entities: Vec<Vec<u32>> = vec![Vec::new(); chunks.len()];
-            for (e, docs) in mentions.iter().enumerate() {
-                for &c in docs {
-                    chunk_entities[c as usize].push(e as u32);
-                }
-            }
-            let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
-            let qemb = embed_all_queries(
-                &*encoder,
-                &qtexts,
-                "embed fine-tuning questions",
-                &*progress,
-            )
-            .await?;
-            let mut examples = Vec::new();
-            for (k, (question, gold)) in questions.iter().enumerate() {
-                let mut targets: Vec<u32> = gold
-                    .iter()
-                    .flat_map(|&c| chunk_entities[c].iter().copied())
-                    .collect();
-                targets.sort_unstable();
-                targets.dedup();
-                if targets.is_empty() {
-                    continue;
-                }
-                let (query_entities, _) =
-                    link_query(&index, &*encoder, question, qemb.row(k), &config).await?;
-                examples.push(GfmExample {
-                    query: qemb.row(k).to_vec(),
-                    query_entities,
-                    targets,
-                    hidden_edges: Vec::new(),
-                });
-            }
-            stats.finetune_queries = examples.len();
-            stats.finetune_source = if self.labelled.is_empty() {
-                "synthetic".into()
-            } else {
-                "labelled".into()
-            };
-            if !examples.is_empty() {
-                let (cfg, p) = (config.finetune.clone(), progress.clone());
-                let dir = self.checkpoints.as_ref().map(|d| d.join("finetune"));
-                let (m, report) = blocking(move || {
-                    let r = model.train_resumable(
-                        &examples,
-                        &cfg,
-                        "finetune gfm",
-                        &*p,
-                        dir.as_deref(),
-                    )?;
-                    Ok((model, r))
-                })
-                .await?;
-                model = m;
-                stats.finetune = Some(report);
-            }
-        }
-        stats.seconds = started.elapsed().as_secs_f64();
-        Ok(GfmRag {
-            state: Arc::new(GfmState {
-                weights_file: None,
-                version: GFM_FORMAT_VERSION,
-                encoder: encoder.name().to_string(),
-                encoder_fingerprint: encoder.fingerprint(),
-                config,
-                chunks,
-                chunk_emb,
-                entities: index.names.clone(),
-                entity_emb,
-                mentions,
-                relations: relation_names,
-                relation_emb: model.relations().clone(),
-                edges: model.edges().clone(),
-                extractions: Some(extractions),
-                stats,
-            }),
-            index: Arc::new(index),
-            model: Arc::new(model),
-            encoder,
-        })
-    }
-}
-
-/// `extractor`'s findings in `chunks`, one per chunk (another count is an error naming the
-/// extractor).
-async fn extract_checked(
-    extractor: &dyn TripleExtractor,
-    chunks: &[Chunk],
-    progress: &dyn lprag_core::Progress,
-) -> Result<Vec<lprag_core::Extraction>> {
-    if chunks.is_empty() {
-        return Ok(Vec::new());
-    }
-    progress.start("extract triples", Some(chunks.len() as u64));
-    let extractions = extractor.extract(chunks).await?;
-    progress.finish("extract triples");
-    if extractions.len() != chunks.len() {
-        return Err(Error::invalid(
-            format!("triple extractor {:?}", extractor.name()),
-            format!(
-                "returned {} extractions for {} chunks",
-                extractions.len(),
-                chunks.len()
-            ),
-        ));
-    }
-    Ok(extractions)
-}
-
-/// A knowledge graph with its embeddings, as a build or an update makes it.
-struct Kg {
-    kg: KgBuilder,
-    entity_emb: Embeddings,
-    equivalent_pairs: Vec<(u32, u32)>,
-    edges: KgEdges,
-    relation_names: Vec<String>,
-    relation_emb: Embeddings,
-}
-
-/// Entity and relation embeddings already computed, by name (an update's old index).
-type KnownNames<'a> = (&'a [String], &'a Embeddings);
-
-/// The knowledge graph of `extractions` (one per chunk, by chunk id): entities merged by
-/// name, their embeddings (names in `known_entities` reuse their row), entity resolution,
-/// inverse edges, and the relations' embeddings (likewise reused from `known_relations`).
-/// A build and an update both come here, so an update makes the graph a build on the
-/// same chunks makes.
-async fn knowledge_graph(
-    extractions: &[lprag_core::Extraction],
-    extractor: &str,
-    encoder: &dyn Encoder,
-    config: &GfmConfig,
-    progress: &dyn lprag_core::Progress,
-    known: Option<(KnownNames<'_>, KnownNames<'_>)>,
-) -> Result<Kg> {
-    let mut kg = KgBuilder::default();
-    for (c, ex) in extractions.iter().enumerate() {
-        for e in &ex.entities {
-            kg.mention(e, c);
-        }
-        for t in &ex.triples {
-            kg.triple(&t.subject, &t.relation, &t.object, c);
-        }
-    }
-    if kg.names.is_empty() {
-        return Err(Error::EmptyCorpus(format!(
-            "the triple extractor {extractor:?} found no entity in {} chunks",
-            extractions.len()
-        )));
-    }
-    let entity_emb = embed_names(
-        encoder,
-        &kg.names,
-        known.map(|k| k.0),
-        "embed entities",
-        progress,
-    )
-    .await?;
-
-    // Entity resolution among each entity's nearest names.
-    let equivalent_pairs = if kg.names.len() > 1 {
-        let (emb, k, th) = (
-            entity_emb.clone(),
-            config.resolution_neighbors.max(1),
-            config.resolution_threshold,
-        );
-        let lists =
-            blocking(move || Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?)).await?;
-        let mut pairs = HashSet::new();
-        for (a, list) in lists.iter().enumerate() {
-            for &(b, cos) in list {
-                if cos >= th {
-                    let (x, y) = (a.min(b as usize), a.max(b as usize));
-                    pairs.insert((x as u32, y as u32));
-                }
-            }
-        }
-        let mut pairs: Vec<(u32, u32)> = pairs.into_iter().collect();
-        pairs.sort_unstable();
-        pairs
-    } else {
-        Vec::new()
-    };
-    if !equivalent_pairs.is_empty() {
-        let eq = kg.relation(EQUIVALENT);
-        for &(a, b) in &equivalent_pairs {
-            kg.triples.insert((a, eq, b));
-        }
-    }
-    let (edges, relation_names) = kg.edges()?;
-    let relation_emb = embed_names(
-        encoder,
-        &relation_names,
-        known.map(|k| k.1),
-        "embed relations",
-        progress,
-    )
-    .await?;
-    Ok(Kg {
-        kg,
-        entity_emb,
-        equivalent_pairs,
-        edges,
-        relation_names,
-        relation_emb,
-    })
-}
-
-/// Embeddings of `names`, rows of `known` names reused and only the others embedded.
-async fn embed_names(
-    encoder: &dyn Encoder,
-    names: &[String],
-    known: Option<KnownNames<'_>>,
-    stage: &str,
-    progress: &dyn lprag_core::Progress,
-) -> Result<Embeddings> {
-    let Some((known_names, known_emb)) = known else {
-        return embed_all(encoder, names, stage, progress).await;
-    };
-    let row: HashMap<&str, usize> = known_names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let fresh: Vec<String> = names
-        .iter()
-        .filter(|n| !row.contains_key(n.as_str()))
-        .cloned()
-        .collect();
-    let dim = known_emb.dim();
-    if fresh.is_empty() {
-        let rows: Vec<usize> = names.iter().map(|n| row[n.as_str()]).collect();
-        return Ok(known_emb.select(&rows));
-    }
-    let new_emb = embed_all(encoder, &fresh, stage, progress).await?;
-    if new_emb.dim() != dim {
-        return Err(Error::DimensionMismatch {
-            location: format!("encoder '{}' ({stage})", encoder.name()),
-            expected: dim,
-            actual: new_emb.dim(),
-        });
-    }
-    let mut next = 0;
-    let mut rows = Vec::with_capacity(names.len() * dim);
-    for n in names {
-        match row.get(n.as_str()) {
-            Some(&i) => rows.extend_from_slice(known_emb.row(i)),
-            None => {
-                rows.extend_from_slice(new_emb.row(next));
-                next += 1;
-            }
-        }
-    }
-    Embeddings::new(dim, rows)
-}
-
-/// KG-completion queries: the texts to embed and the examples (query vectors unset).
-fn pretrain_queries(
-    kg: &KgBuilder,
-    model: &GfmModel,
-    count: usize,
-    seed: u64,
-) -> (Vec<String>, Vec<GfmExample>) {
-    let edges = model.edges();
-    let forward = edges.len() / 2;
-    if forward == 0 || count == 0 {
-        return (Vec::new(), Vec::new());
-    }
-    // (head, relation) → [(tail, edge id)] and (relation, tail) → [(head, edge id)].
-    let mut by_head: HashMap<(u32, u32), Vec<(u32, u32)>> = HashMap::new();
-    let mut by_tail: HashMap<(u32, u32), Vec<(u32, u32)>> = HashMap::new();
-    for i in 0..forward {
-        let (s, r, o) = edges.edge(i);
-        by_head.entry((s, r)).or_default().push((o, i as u32));
-        by_tail.entry((r, o)).or_default().push((s, i as u32));
-    }
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut picks: Vec<usize> = (0..forward).collect();
-    picks.shuffle(&mut rng);
-    let mut texts = Vec::new();
-    let mut out = Vec::new();
-    for &i in picks.iter().take(count) {
-        let (s, r, o) = edges.edge(i);
-        let rel = &kg.relation_names[r as usize];
-        let (text, start, answers) = if rng.random_bool(0.5) {
-            (
-                format!("{} {rel}", kg.names[s as usize]),
-                s,
-                &by_head[&(s, r)],
-            )
-        } else {
-            (
-                format!("{rel} {}", kg.names[o as usize]),
-                o,
-                &by_tail[&(r, o)],
-            )
-        };
-        let targets: Vec<u32> = answers.iter().map(|&(e, _)| e).collect();
-        // Hide the asked edges and their inverses (stored `forward` places later).
-        let hidden: Vec<u32> = answers
-            .iter()
-            .flat_map(|&(_, id)| [id, id + forward as u32])
-            .collect();
-        texts.push(text);
-        out.push(GfmExample {
-            query: Vec::new(),
-            query_entities: vec![start],
-            targets,
-            hidden_edges: hidden,
-        });
-    }
-    (texts, out)
-}
-
-/// Entity names, keys and embeddings, for linking queries.
-struct EntityIndex {
-    names: Vec<String>,
-    keys: HashMap<String, u32>,
-    emb: Embeddings,
-}
-
-impl EntityIndex {
-    fn from_names(names: Vec<String>, emb: Embeddings) -> Self {
-        let keys = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (entity_key(n), i as u32))
-            .collect();
-        Self { names, keys, emb }
-    }
-
-    /// The entity most similar to `v` and its cosine.
-    fn nearest(&self, v: &[f32]) -> Option<(u32, f32)> {
-        self.emb
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (i as u32, lprag_core::cosine(v, row)))
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-    }
-
-    fn nearest_k(&self, v: &[f32], k: usize) -> Vec<u32> {
-        let mut all: Vec<(u32, f32)> = self
-            .emb
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (i as u32, lprag_core::cosine(v, row)))
-            .collect();
-        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        all.into_iter().take(k).map(|(i, _)| i).collect()
-    }
-}
-
-/// Query entities of `question` (see the module docs) and whether the fallback was used.
-async fn link_query(
-    index: &EntityIndex,
-    encoder: &dyn Encoder,
-    question: &str,
-    question_emb: &[f32],
-    config: &GfmConfig,
-) -> Result<(Vec<u32>, bool)> {
-    let spans = CooccurrenceExtractor::default().spans(question);
-    let mut linked = Vec::new();
-    let mut unmatched = Vec::new();
-    for s in spans {
-        match index.keys.get(&entity_key(&s)) {
-            Some(&id) => linked.push(id),
-            None => unmatched.push(s),
-        }
-    }
-    if !unmatched.is_empty() {
-        let emb = encoder.embed(&unmatched).await?;
-        for row in emb.iter() {
-            if let Some((id, cos)) = index.nearest(row) {
-                if cos >= config.link_threshold {
-                    linked.push(id);
-                }
-            }
-        }
-    }
-    linked.sort_unstable();
-    linked.dedup();
-    if linked.is_empty() {
-        return Ok((
-            index.nearest_k(question_emb, config.fallback_entities.max(1)),
-            true,
-        ));
-    }
-    Ok((linked, false))
-}
-
-/// Version of the files written by [`GfmRag::save`].
-pub const GFM_FORMAT_VERSION: u32 = 1;
-const GFM_FILE: &str = "gfm.json";
-/// Where a save may write (its file and nothing else of the directory).
-const GFM_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a GFM-RAG index", GFM_FILE);
-const GFM_WEIGHTS: &str = "gfm.bpk";
-
-#[derive(Serialize, Deserialize)]
-struct GfmState {
-    /// The weights file of this index (written first under a fresh name, so replacing
-    /// `gfm.json` commits the pair); indexes saved before name none and use `gfm.bpk`.
-    #[serde(default, skip_serializing)]
-    weights_file: Option<String>,
-    version: u32,
-    encoder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoder_fingerprint: Option<String>,
-    config: GfmConfig,
-    chunks: Vec<Chunk>,
-    chunk_emb: Embeddings,
-    entities: Vec<String>,
-    entity_emb: Embeddings,
-    mentions: Vec<Vec<u32>>,
-    relations: Vec<String>,
-    relation_emb: Embeddings,
-    edges: KgEdges,
-    /// What the extractor found in each chunk, by chunk id: an update rebuilds the
-    /// knowledge graph from these and the new chunks' (indexes saved before they were
-    /// kept have none and cannot be updated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    extractions: Option<Vec<lprag_core::Extraction>>,
-    stats: GfmStats,
-}
-
-impl crate::retrievers::common::FloatFields for GfmState {
-    fn float_fields(&self) -> Vec<(String, &[f32])> {
-        vec![
-            ("chunk_emb".into(), self.chunk_emb.as_slice()),
-            ("entity_emb".into(), self.entity_emb.as_slice()),
-            ("relation_emb".into(), self.relation_emb.as_slice()),
-        ]
-    }
-}
-
-impl crate::retrievers::common::SavedState for GfmState {
-    crate::retrievers::common::saved_state_header!(GFM_FORMAT_VERSION, chunk_emb);
-
-    fn check(&self) -> std::result::Result<(), String> {
-        if self
-            .extractions
-            .as_ref()
-            .is_some_and(|x| x.len() != self.chunks.len())
-        {
-            return Err("extractions and chunks differ in number".into());
-        }
-        let n = self.entities.len();
-        if self.chunk_emb.rows() != self.chunks.len()
-            || self.entity_emb.rows() != n
-            || self.mentions.len() != n
-            || self.edges.num_entities() != n
-            || self.relation_emb.rows() != self.relations.len()
-            || self
-                .mentions
-                .iter()
-                .flatten()
-                .any(|&c| c as usize >= self.chunks.len())
-        {
-            return Err("inconsistent sizes".into());
-        }
-        Ok(())
-    }
-}
-
-/// The GFM-RAG retriever. `Send + Sync`; retrieval is read-only.
-#[derive(Clone)]
-pub struct GfmRag {
-    state: Arc<GfmState>,
-    index: Arc<EntityIndex>,
-    model: Arc<GfmModel>,
-    encoder: Arc<dyn Encoder>,
-}
+/// The GFM-RAG retriever: a [`Peer`] over its state (retrieval, `save`, `load` and the
+/// updates of the `update` module are the peers' shared ones). `Send + Sync`; retrieval is
+/// read-only.
+pub type GfmRag = Peer<GfmState>;
 
 impl GfmRag {
-    /// A builder with the offline defaults.
-    pub fn builder() -> GfmRagBuilder {
-        GfmRagBuilder {
-            inputs: BuildInputs::default(),
-            extractor: None,
-            labelled: Vec::new(),
-            query_generator: None,
-            weights: None,
-            device: ComputeDevice::Cpu,
-            config: None,
-            checkpoints: None,
-        }
-    }
-
     /// The configuration.
     pub fn config(&self) -> &GfmConfig {
         &self.state.config
@@ -975,22 +181,17 @@ impl GfmRag {
         self.scores_for(query.trim(), &q).await
     }
 
-    /// The user query's embedding, checked ([`crate::retrievers::common::embed_user_query`]).
-    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        crate::retrievers::common::embed_user_query(
+    async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
+        let (entities, fallback) = link_query(
+            &self.runtime.index,
             &*self.encoder,
             query,
-            self.state.chunk_emb.dim(),
-            self.state.config.max_query_bytes,
+            q,
+            &self.state.config,
         )
-        .await
-    }
-
-    async fn scores_for(&self, query: &str, q: &[f32]) -> Result<GfmScores> {
-        let (entities, fallback) =
-            link_query(&self.index, &*self.encoder, query, q, &self.state.config).await?;
+        .await?;
         // The GNN pass and the ranking are CPU work: a blocking thread, not the async one.
-        let (model, state) = (self.model.clone(), self.state.clone());
+        let (model, state) = (self.runtime.model.clone(), self.state.clone());
         let (qv, ents) = (q.to_vec(), entities.clone());
         let t = self.state.config.top_entities;
         let (chunks, top) = blocking(move || {
@@ -1019,136 +220,60 @@ impl GfmRag {
         })
     }
 
-    /// Write the index to `dir/gfm.json` and the GNN weights to `dir/gfm.bpk`, each
-    /// atomically.
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::retrievers::common::check_all_finite(dir, GFM_FILE, st)?;
-        let _lock = crate::durable::open_for_save(&GFM_DIR, dir)?;
-        // The weights go first, under a name no other save uses; `gfm.json` names them
-        // and its atomic replacement commits the pair: a crash leaves the old pair or the
-        // new one, never new JSON with old weights.
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let nonce = lprag_graph::fnv1a64(
-            format!(
-                "{:?}{}{:p}",
-                std::time::SystemTime::now(),
-                std::process::id(),
-                self
-            )
-            .as_bytes(),
-        );
-        let weights = format!("gfm-{nonce:016x}.bpk");
-        self.model.save_weights(&dir.join(&weights))?;
-        #[derive(Serialize)]
-        struct Saved<'a> {
-            weights_file: &'a str,
-            #[serde(flatten)]
-            state: &'a GfmState,
-        }
-        save_json_atomic(
-            dir,
-            GFM_FILE,
-            &Saved {
-                weights_file: &weights,
-                state: st,
-            },
-        )?;
-        // Weights no index names any more (best effort: a reader of the old pair may
-        // still hold them open, which is fine on Unix).
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let stem = name.strip_suffix(".fnv1a64").unwrap_or(&name);
-                let generated = stem
-                    .strip_prefix("gfm-")
-                    .and_then(|r| r.strip_suffix(".bpk"))
-                    .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-                if (generated || stem == GFM_WEIGHTS) && stem != weights {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Read an index written by [`GfmRag::save`] onto the CPU; `encoder` must be the one
-    /// it was built with (checked by name and dimension).
-    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        Self::load_on(dir, encoder, ComputeDevice::Cpu)
-    }
-
     /// [`GfmRag::load`] onto `device`.
     pub fn load_on(
         dir: impl AsRef<Path>,
         encoder: Arc<dyn Encoder>,
         device: ComputeDevice,
     ) -> Result<Self> {
-        let device = &device.to_burn()?;
-        let dir = dir.as_ref();
-        let path = dir.join(GFM_FILE);
-        let state: GfmState = load_json_index(&path, &*encoder)?;
-        let weights = state.weights_file.as_deref().unwrap_or(GFM_WEIGHTS);
-        let plain = !weights.is_empty()
-            && weights.ends_with(".bpk")
-            && !weights.contains(['/', '\\'])
-            && !weights.starts_with('.');
-        if !plain {
-            return Err(Error::format(
-                &path,
-                format!("weights_file `{weights}` is not a weights file name in the index"),
-            ));
-        }
-        state
-            .config
-            .model
-            .check_weights_file(state.relation_emb.dim(), &dir.join(weights))?;
-        let mut model = GfmModel::new(
-            state.edges.clone(),
-            state.relation_emb.clone(),
-            state.config.model.clone(),
-            state.config.seed,
-            device,
-        )?;
-        model.load_weights(&dir.join(weights))?;
-        let index = EntityIndex::from_names(state.entities.clone(), state.entity_emb.clone());
-        Ok(Self {
-            state: Arc::new(state),
-            index: Arc::new(index),
-            model: Arc::new(model),
-            encoder,
-        })
+        Self::load_opened(dir.as_ref(), encoder, device)
     }
 }
 
 #[async_trait]
-impl Retriever for GfmRag {
+impl PeerState for GfmState {
+    type Runtime = GfmRuntime;
+    /// The device the GNN is loaded onto (`load`: the CPU).
+    type Open = ComputeDevice;
+    const TYPE_NAME: &'static str = "GfmRag";
+    const FILE: &'static str = GFM_FILE;
+    const DIR: lprag_core::dirs::DirSpec = GFM_DIR;
+
     fn name(&self) -> &str {
         "gfm"
     }
 
-    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("gfm.retrieve");
-        async {
-            selection.validate()?;
-            let q = self.embed_query(query).await?;
-            let scores = self.scores_for(query.trim(), &q).await?;
-            let pad = self.state.config.pad_with_dense;
-            let pad = pad.then_some((&self.state.chunk_emb, q.as_slice()));
-            Ok(select_hits(
-                &self.state.chunks,
-                scores.chunks,
-                selection,
-                pad,
-            ))
-        }
-        .instrument(span)
-        .await
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
     }
 
-    fn chunks(&self) -> &[Chunk] {
-        &self.state.chunks
+    fn query_shape(&self) -> (usize, usize) {
+        (self.chunk_emb.dim(), self.config.max_query_bytes)
+    }
+
+    fn span() -> tracing::Span {
+        tracing::info_span!("gfm.retrieve")
+    }
+
+    fn open(&self, dir: &Path, device: ComputeDevice) -> Result<GfmRuntime> {
+        state::open(self, dir, device)
+    }
+
+    fn save_files(peer: &GfmRag, dir: &Path) -> Result<()> {
+        state::save_files(peer, dir)
+    }
+
+    async fn rank(
+        peer: &GfmRag,
+        query: &str,
+        q: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        let scores = peer.scores_for(query.trim(), &q).await?;
+        let state = &peer.state;
+        let pad = state.config.pad_with_dense;
+        let pad = pad.then_some((&state.chunk_emb, q.as_slice()));
+        Ok(select_hits(&state.chunks, scores.chunks, selection, pad))
     }
 }
 

@@ -14,108 +14,44 @@
 //!
 //! The index changes only once every step has succeeded; an error leaves it as it was.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use lprag_core::{Chunker, Document, Error, NoProgress, Result, TripleExtractor};
 use lprag_text::CooccurrenceExtractor;
 
 use super::{extract_checked, knowledge_graph, EntityIndex, GfmRag, GfmState, Kg};
-use crate::retrievers::common::{
-    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
-    replaced_ids, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
-impl GfmRag {
-    /// Add documents with the builders' default chunker
-    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and the default offline
-    /// extractor ([`CooccurrenceExtractor`] with the index's `offline_extractor` settings);
-    /// see [`GfmRag::add_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`GfmRag::add_documents_with`].
-    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let extractor = self.default_extractor();
-        self.add_documents_with(documents, &crate::BoundedPassageChunker, &extractor)
-            .await
+#[async_trait::async_trait]
+impl PeerUpdate for GfmState {
+    type With = dyn TripleExtractor;
+    type Owned = Arc<dyn TripleExtractor>;
+
+    /// The offline [`CooccurrenceExtractor`] with the index's `offline_extractor` settings.
+    fn default_with(&self) -> Arc<dyn TripleExtractor> {
+        Arc::new(CooccurrenceExtractor::new(
+            self.config.offline_extractor.clone(),
+        ))
     }
 
-    /// Add documents chunked by `chunker` with triples from `extractor` (use the ones the
-    /// index was built with, e.g. `LlmTripleExtractor`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
-    /// [`GfmRag::update_documents_with`]), or when the index was saved without its
-    /// chunks' extractions (by an older lprag; rebuild it); the errors of the chunker, the
-    /// extractor and the encoder.
-    pub async fn add_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        extractor: &dyn TripleExtractor,
-    ) -> Result<UpdateReport> {
-        refuse_present(&self.document_ids(), documents, "GfmRag::add_documents")?;
-        self.apply(&[], documents, chunker, extractor).await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, with the default chunker and extractor; see [`GfmRag::update_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`GfmRag::update_documents_with`].
-    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let extractor = self.default_extractor();
-        self.update_documents_with(documents, &crate::BoundedPassageChunker, &extractor)
-            .await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, in one update.
-    ///
-    /// # Errors
-    /// Those of [`GfmRag::add_documents_with`] (a repeated id included).
-    pub async fn update_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        extractor: &dyn TripleExtractor,
-    ) -> Result<UpdateReport> {
-        let replaced = replaced_ids(&self.document_ids(), documents);
-        self.apply(&replaced, documents, chunker, extractor).await
-    }
-
-    /// Remove documents by id, with their chunks and what was extracted from them
-    /// (entities no remaining chunk mentions go too).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
-    /// removed then), or when every chunk would go (an index cannot be empty).
-    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        refuse_unknown(&self.document_ids(), ids, "GfmRag::remove_documents")?;
-        let extractor = self.default_extractor();
-        self.apply(ids, &[], &crate::BoundedPassageChunker, &extractor)
-            .await
-    }
-
-    /// The ids of the documents in the index (those that produced a chunk).
-    pub fn document_ids(&self) -> HashSet<&str> {
-        document_ids(&self.state.chunks)
-    }
-
-    fn default_extractor(&self) -> CooccurrenceExtractor {
-        CooccurrenceExtractor::new(self.state.config.offline_extractor.clone())
+    /// `inputs.extractor`, else the offline default.
+    fn with_from(&self, inputs: &crate::UpdateInputs) -> Arc<dyn TripleExtractor> {
+        match &inputs.extractor {
+            Some(e) => e.clone(),
+            None => self.default_with(),
+        }
     }
 
     /// Remove the chunks of `remove` (document ids), add `add`.
     async fn apply(
-        &mut self,
+        peer: &mut GfmRag,
         remove: &[String],
         add: &[Document],
         chunker: &dyn Chunker,
         extractor: &dyn TripleExtractor,
     ) -> Result<UpdateReport> {
-        let old = self.state.clone();
+        let old = peer.state.clone();
         let location = "GfmRag update";
         let Some(old_extractions) = &old.extractions else {
             return Err(Error::invalid(
@@ -125,6 +61,7 @@ impl GfmRag {
             ));
         };
         // 1. The chunks: the kept ones renumbered, then the new ones.
+        // 2. The new chunks' embeddings (dense padding) and extractions.
         let (
             Renumbered {
                 chunks,
@@ -132,15 +69,13 @@ impl GfmRag {
                 first_new,
                 ..
             },
+            chunk_emb,
             mut report,
             mut laps,
-        ) = begin_update(&old.chunks, (remove, add), chunker, &self.encoder, location).await?;
-
-        // 2. The new chunks' embeddings (dense padding) and extractions.
+        ) = peer
+            .start_update((remove, add), chunker, &old.chunk_emb, false)
+            .await?;
         let new = &chunks[first_new..];
-        let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, new, false).await?;
-        laps.lap(&mut report, "embed");
         let fresh = extract_checked(extractor, new, &NoProgress).await?;
         let mut extractions: Vec<lprag_core::Extraction> =
             kept.iter().map(|&i| old_extractions[i].clone()).collect();
@@ -158,7 +93,7 @@ impl GfmRag {
         } = knowledge_graph(
             &extractions,
             extractor.name(),
-            &*self.encoder,
+            &*peer.encoder,
             &old.config,
             &NoProgress,
             Some((
@@ -171,7 +106,7 @@ impl GfmRag {
 
         // 4. The trained network on the new graph.
         let model = {
-            let (model, edges, rel) = (self.model.clone(), edges, relation_emb);
+            let (model, edges, rel) = (peer.runtime.model.clone(), edges, relation_emb);
             blocking(move || model.rebind(edges, rel)).await?
         };
         laps.lap(&mut report, "model");
@@ -190,7 +125,7 @@ impl GfmRag {
         stats.equivalent_pairs = equivalent_pairs.len();
         stats.edges = model.edges().len();
         report.chunks = chunks.len();
-        self.state = Arc::new(GfmState {
+        peer.state = Arc::new(GfmState {
             weights_file: old.weights_file.clone(),
             version: old.version,
             encoder: old.encoder.clone(),
@@ -207,34 +142,8 @@ impl GfmRag {
             extractions: Some(extractions),
             stats,
         });
-        self.index = Arc::new(index);
-        self.model = Arc::new(model);
+        peer.runtime.index = Arc::new(index);
+        peer.runtime.model = Arc::new(model);
         Ok(report)
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::Updatable for GfmRag {
-    /// One update: `inputs.extractor` (else the index's offline co-occurrence extractor)
-    /// reads the new chunks' triples.
-    async fn apply_changes(
-        &mut self,
-        upsert: &[Document],
-        remove: &[String],
-        inputs: &crate::UpdateInputs,
-    ) -> Result<UpdateReport> {
-        let gone =
-            crate::live::check_changes(&self.document_ids(), upsert, remove, "GfmRag update")?;
-        match &inputs.extractor {
-            Some(e) => self.apply(&gone, upsert, &*inputs.chunker, &**e).await,
-            None => {
-                let e = self.default_extractor();
-                self.apply(&gone, upsert, &*inputs.chunker, &e).await
-            }
-        }
-    }
-
-    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
-        self.save(dir)
     }
 }

@@ -44,23 +44,27 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, Retriever,
-    ScoredChunk, Selection, SparseEncoder, SparseIndex, TrainReport,
+    Chunk, ChunkId, Document, Embeddings, Encoder, Error, QueryGenerator, Result, ScoredChunk,
+    Selection, SparseEncoder, SparseIndex, TrainReport,
 };
 use lprag_graph::KnnBackend;
 use lprag_model::lesegr::{
     lite_alpha, propagate, train_lesegr_resumable, transform_query, InEdges, LesegrExample,
-    LesegrGate, LesegrTrainConfig, LesegrWeights,
+    LesegrTrainConfig, LesegrWeights,
 };
 use lprag_model::ComputeDevice;
 use lprag_text::{Bm25, HeuristicQueryGenerator};
 use serde::{Deserialize, Serialize};
 
+mod state;
 mod update;
 
+pub use state::LESEGR_FORMAT_VERSION;
+use state::{LesegrRuntime, LesegrState, LESEGR_DIR, LESEGR_FILE};
+
 use crate::retrievers::common::{
-    blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
-    BuildInputs, Labelled, Started,
+    blocking, embed_all_queries, input_setters, select_hits, BuildInputs, Labelled, Peer,
+    PeerState, Started,
 };
 
 /// Which LeSeGR scorer to build.
@@ -301,7 +305,7 @@ impl LesegrRagBuilder {
         let (alpha, transform, gate) = match config.variant {
             LesegrVariant::Lite => (lite_alpha(&emb, &graph), None, None),
             LesegrVariant::Trained => {
-                let questions: Vec<(String, Vec<u32>)> = if self.labelled.is_empty() {
+                let questions = if self.labelled.is_empty() {
                     let generator = self.query_generator.unwrap_or_else(|| {
                         Arc::new(HeuristicQueryGenerator::new(
                             lprag_text::HeuristicQueryGeneratorConfig {
@@ -310,51 +314,9 @@ impl LesegrRagBuilder {
                             },
                         ))
                     });
-                    // One batch per chunk: the chunk and one of its in-neighbours (in
-                    // turn), so two-chunk questions follow the graph's edges.
-                    let batches: Vec<Vec<ChunkId>> = (0..chunks.len())
-                        .map(|i| {
-                            let nb = graph.in_neighbors(i);
-                            match nb.get(i % nb.len().max(1)) {
-                                Some(&j) => vec![i, j as usize],
-                                None => vec![i],
-                            }
-                        })
-                        .collect();
-                    generator
-                        .generate(&chunks, &batches)
-                        .await?
-                        .into_iter()
-                        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
-                        .map(|q| {
-                            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
-                                return Err(Error::invalid(
-                                    "LeSeGR query generator output",
-                                    format!("query {:?} links to chunk {c}, out of range", q.text),
-                                ));
-                            }
-                            Ok((q.text, q.chunk_ids.iter().map(|&c| c as u32).collect()))
-                        })
-                        .collect::<Result<_>>()?
+                    generated_questions(&*generator, &chunks, &graph).await?
                 } else {
-                    self.labelled
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (question, docs))| {
-                            let mut gold = Vec::new();
-                            for id in docs {
-                                let d = doc_of.get(id).ok_or_else(|| {
-                                    Error::invalid(
-                                        format!("labelled[{k}]"),
-                                        format!("unknown document id {id:?}"),
-                                    )
-                                })?;
-                                gold.extend_from_slice(&doc_chunks[*d]);
-                            }
-                            Ok((question.clone(), gold))
-                        })
-                        .filter(|r| r.as_ref().map_or(true, |(_, g)| !g.is_empty()))
-                        .collect::<Result<_>>()?
+                    labelled_questions(&self.labelled, &doc_of, &doc_chunks)?
                 };
                 let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
                 let qemb =
@@ -420,10 +382,76 @@ impl LesegrRagBuilder {
                 stats,
             }),
             encoder,
-            sparse_encoder: sparse,
-            sparse: sparse_index,
+            runtime: LesegrRuntime {
+                sparse_encoder: sparse,
+                sparse: sparse_index,
+            },
         })
     }
+}
+
+/// Training questions written by `generator`, one batch per chunk, as `(question, gold
+/// chunks)`; a question that links no chunk or is blank is dropped, one that links a chunk
+/// out of range is an error.
+async fn generated_questions(
+    generator: &dyn QueryGenerator,
+    chunks: &[Chunk],
+    graph: &InEdges,
+) -> Result<Vec<(String, Vec<u32>)>> {
+    // One batch per chunk: the chunk and one of its in-neighbours (in
+    // turn), so two-chunk questions follow the graph's edges.
+    let batches: Vec<Vec<ChunkId>> = (0..chunks.len())
+        .map(|i| {
+            let nb = graph.in_neighbors(i);
+            match nb.get(i % nb.len().max(1)) {
+                Some(&j) => vec![i, j as usize],
+                None => vec![i],
+            }
+        })
+        .collect();
+    generator
+        .generate(chunks, &batches)
+        .await?
+        .into_iter()
+        .filter(|q| !q.text.trim().is_empty() && !q.chunk_ids.is_empty())
+        .map(|q| {
+            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= chunks.len()) {
+                return Err(Error::invalid(
+                    "LeSeGR query generator output",
+                    format!("query {:?} links to chunk {c}, out of range", q.text),
+                ));
+            }
+            Ok((q.text, q.chunk_ids.iter().map(|&c| c as u32).collect()))
+        })
+        .collect()
+}
+
+/// The labelled questions as `(question, gold chunks)`: every chunk of their gold
+/// documents (an unknown id is an error naming `labelled[k]`; a question whose gold
+/// documents have no chunk is dropped).
+fn labelled_questions(
+    labelled: &Labelled,
+    doc_of: &HashMap<String, usize>,
+    doc_chunks: &[Vec<u32>],
+) -> Result<Vec<(String, Vec<u32>)>> {
+    labelled
+        .iter()
+        .enumerate()
+        .map(|(k, (question, docs))| {
+            let mut gold = Vec::new();
+            for id in docs {
+                let d = doc_of.get(id).ok_or_else(|| {
+                    Error::invalid(
+                        format!("labelled[{k}]"),
+                        format!("unknown document id {id:?}"),
+                    )
+                })?;
+                gold.extend_from_slice(&doc_chunks[*d]);
+            }
+            Ok((question.clone(), gold))
+        })
+        .filter(|r| r.as_ref().map_or(true, |(_, g)| !g.is_empty()))
+        .collect::<Result<_>>()
 }
 
 /// The chunk graph and the document structure behind it.
@@ -563,101 +591,10 @@ async fn knn_document_links(
         .collect())
 }
 
-/// Version of the file written by [`LesegrRag::save`].
-pub const LESEGR_FORMAT_VERSION: u32 = 1;
-const LESEGR_FILE: &str = "lesegr.json";
-/// Where a save may write (its file and nothing else of the directory).
-const LESEGR_DIR: lprag_core::dirs::DirSpec =
-    crate::durable::peer_index("a LeSeGR index", LESEGR_FILE);
-
-#[derive(Serialize, Deserialize)]
-struct LesegrState {
-    version: u32,
-    encoder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoder_fingerprint: Option<String>,
-    sparse: String,
-    config: LesegrConfig,
-    chunks: Vec<Chunk>,
-    /// Normalised chunk embeddings.
-    emb: Embeddings,
-    graph: InEdges,
-    alpha: Vec<f32>,
-    /// `M`, row-major, for the trained variant.
-    transform: Option<Vec<f32>>,
-    /// The trained variant's gate network, which gates the edges an update adds (indexes
-    /// saved before it was kept have none and cannot be updated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    gate: Option<LesegrGate>,
-    /// The `(citing, cited)` document links the index was built with, when given; `None`
-    /// when the links are document k-NN (recomputed by every update).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    citations: Option<Vec<(String, String)>>,
-    stats: LesegrStats,
-}
-
-impl crate::retrievers::common::FloatFields for LesegrState {
-    fn float_fields(&self) -> Vec<(String, &[f32])> {
-        let mut out = vec![
-            ("emb".to_string(), self.emb.as_slice()),
-            ("alpha".to_string(), self.alpha.as_slice()),
-        ];
-        if let Some(t) = &self.transform {
-            out.push(("transform".to_string(), t.as_slice()));
-        }
-        if let Some(g) = &self.gate {
-            for (i, l) in g.layers.iter().enumerate() {
-                out.push((format!("gate.layers[{i}].weight"), l.weight.as_slice()));
-                out.push((format!("gate.layers[{i}].bias"), l.bias.as_slice()));
-            }
-        }
-        if let Some(t) = &self.stats.train {
-            out.push((
-                "stats.train.train_loss".to_string(),
-                t.train_loss.as_slice(),
-            ));
-            out.push(("stats.train.val_loss".to_string(), t.val_loss.as_slice()));
-        }
-        out
-    }
-}
-
-impl crate::retrievers::common::SavedState for LesegrState {
-    crate::retrievers::common::saved_state_header!(LESEGR_FORMAT_VERSION, emb);
-
-    fn check(&self) -> std::result::Result<(), String> {
-        let d = self.emb.dim();
-        if self.emb.rows() != self.chunks.len()
-            || self.graph.num_nodes() != self.chunks.len()
-            || self.alpha.len() != self.graph.num_edges()
-            || self.transform.as_ref().is_some_and(|m| m.len() != d * d)
-            || self.gate.as_ref().is_some_and(|g| g.dim != d)
-            || self
-                .graph
-                .sources()
-                .iter()
-                .any(|&s| s as usize >= self.chunks.len())
-        {
-            return Err("inconsistent sizes".into());
-        }
-        if let Some(g) = &self.gate {
-            g.validate().map_err(|e| e.to_string())?;
-        }
-        // The configuration drives retrieval (the layer count is the number of
-        // propagation steps per query): the builder's checks apply to a loaded one too.
-        self.config.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// The LeSeGR retriever. `Send + Sync`; retrieval is read-only and runs on the host.
-#[derive(Clone)]
-pub struct LesegrRag {
-    state: Arc<LesegrState>,
-    encoder: Arc<dyn Encoder>,
-    /// The sparse encoder, refitted by updates.
-    sparse_encoder: Arc<dyn SparseEncoder>,
-    sparse: Arc<dyn SparseIndex>,
-}
+/// The LeSeGR retriever: a [`Peer`] over its state (retrieval, `save`, `load` and the
+/// updates of the `update` module are the peers' shared ones). `Send + Sync`; retrieval
+/// is read-only and runs on the host.
+pub type LesegrRag = Peer<LesegrState>;
 
 impl LesegrRag {
     /// A builder with the offline defaults (passages, default encoder, BM25, trained).
@@ -700,28 +637,12 @@ impl LesegrRag {
         Ok(self.scores_for(query, &q, 0))
     }
 
-    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let dim = self.state.emb.dim();
-        let mut q = crate::retrievers::common::embed_user_query(
-            &*self.encoder,
-            query,
-            dim,
-            self.state.config.max_query_bytes,
-        )
-        .await?;
-        let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if n > 0.0 {
-            q.iter_mut().for_each(|x| *x /= n);
-        }
-        Ok(q)
-    }
-
     /// Score the candidates for a list of at least `k` results.
     fn scores_for(&self, query: &str, q: &[f32], k: usize) -> LesegrScores {
         let st = &self.state;
         let n = st.chunks.len();
         let dot = lprag_core::dot;
-        let sparse = self.sparse.scores(query);
+        let sparse = self.runtime.sparse.scores(query);
         let mut delta = vec![1.0f32; n];
         for (j, e) in delta_excess(&sparse, st.config.sparse_weight) {
             delta[j as usize] += e;
@@ -770,21 +691,6 @@ impl LesegrRag {
         }
     }
 
-    /// Write the index to `dir/lesegr.json` atomically (temporary file, then rename). The
-    /// sparse index is not stored: it is refitted on the chunks at load.
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::retrievers::common::check_all_finite(dir, LESEGR_FILE, st)?;
-        let _lock = crate::durable::open_for_save(&LESEGR_DIR, dir)?;
-        save_json_atomic(dir, LESEGR_FILE, st)
-    }
-
-    /// Read an index written by [`LesegrRag::save`] that used BM25; `encoder` must be the
-    /// one it was built with (checked by name and dimension).
-    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        Self::load_with_sparse(dir, encoder, Arc::new(Bm25::default()))
-    }
-
     /// [`LesegrRag::load`] for an index built with another sparse encoder (checked by
     /// name), which is refitted on the stored chunks.
     pub fn load_with_sparse(
@@ -792,27 +698,7 @@ impl LesegrRag {
         encoder: Arc<dyn Encoder>,
         sparse: Arc<dyn SparseEncoder>,
     ) -> Result<Self> {
-        let path = dir.as_ref().join(LESEGR_FILE);
-        let state: LesegrState = load_json_index(&path, &*encoder)?;
-        if state.sparse != sparse.name() {
-            return Err(Error::invalid(
-                path.display().to_string(),
-                format!(
-                    "index built with sparse encoder `{}`, given `{}`",
-                    state.sparse,
-                    sparse.name()
-                ),
-            ));
-        }
-        let texts: Vec<String> = state.chunks.iter().map(Chunk::embedding_text).collect();
-        let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
-        check_sparse_len(&*index, state.chunks.len(), "sparse index")?;
-        Ok(Self {
-            state: Arc::new(state),
-            encoder,
-            sparse_encoder: sparse,
-            sparse: index,
-        })
+        Self::load_opened(dir.as_ref(), encoder, Some(sparse))
     }
 }
 
@@ -828,41 +714,84 @@ fn top_m(v: &[f32], m: usize) -> Vec<u32> {
 }
 
 #[async_trait]
-impl Retriever for LesegrRag {
+impl PeerState for LesegrState {
+    type Runtime = LesegrRuntime;
+    /// The sparse encoder the index was built with (`None`: BM25).
+    type Open = Option<Arc<dyn SparseEncoder>>;
+    const TYPE_NAME: &'static str = "LesegrRag";
+    const FILE: &'static str = LESEGR_FILE;
+    const DIR: lprag_core::dirs::DirSpec = LESEGR_DIR;
+
     fn name(&self) -> &str {
-        match self.state.config.variant {
+        match self.config.variant {
             LesegrVariant::Trained => "lesegr",
             LesegrVariant::Lite => "lesegr-lite",
         }
     }
 
-    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("lesegr.retrieve");
-        async {
-            selection.validate()?;
-            let k = match selection {
-                Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => k,
-                Selection::Threshold(_) => 0,
-            };
-            let q = self.embed_query(query).await?;
-            // BM25 and propagation are CPU work: a blocking thread, not the async one.
-            let me = self.clone();
-            let text = query.to_string();
-            let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
-            Ok(select_hits(
-                &self.state.chunks,
-                scores.chunks,
-                selection,
-                None,
-            ))
-        }
-        .instrument(span)
-        .await
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
     }
 
-    fn chunks(&self) -> &[Chunk] {
-        &self.state.chunks
+    fn query_shape(&self) -> (usize, usize) {
+        (self.emb.dim(), self.config.max_query_bytes)
+    }
+
+    /// L2-normalised, as the chunk embeddings are.
+    fn prepare_query(mut q: Vec<f32>) -> Vec<f32> {
+        let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if n > 0.0 {
+            q.iter_mut().for_each(|x| *x /= n);
+        }
+        q
+    }
+
+    fn span() -> tracing::Span {
+        tracing::info_span!("lesegr.retrieve")
+    }
+
+    /// The sparse encoder (checked by name) refitted on the stored chunks.
+    fn open(&self, dir: &Path, sparse: Self::Open) -> Result<LesegrRuntime> {
+        let sparse = sparse.unwrap_or_else(|| Arc::new(Bm25::default()));
+        if self.sparse != sparse.name() {
+            return Err(Error::invalid(
+                dir.join(LESEGR_FILE).display().to_string(),
+                format!(
+                    "index built with sparse encoder `{}`, given `{}`",
+                    self.sparse,
+                    sparse.name()
+                ),
+            ));
+        }
+        let texts: Vec<String> = self.chunks.iter().map(Chunk::embedding_text).collect();
+        let index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
+        check_sparse_len(&*index, self.chunks.len(), "sparse index")?;
+        Ok(LesegrRuntime {
+            sparse_encoder: sparse,
+            sparse: index,
+        })
+    }
+
+    async fn rank(
+        peer: &LesegrRag,
+        query: &str,
+        q: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        let k = match selection {
+            Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => k,
+            Selection::Threshold(_) => 0,
+        };
+        // BM25 and propagation are CPU work: a blocking thread, not the async one.
+        let me = peer.clone();
+        let text = query.to_string();
+        let scores = blocking(move || Ok(me.scores_for(&text, &q, k))).await?;
+        Ok(select_hits(
+            &peer.state.chunks,
+            scores.chunks,
+            selection,
+            None,
+        ))
     }
 }
 

@@ -23,110 +23,39 @@ use lprag_core::{Chunk, Chunker, Document, Error, Result, SparseIndex};
 use lprag_model::lesegr::lite_alpha;
 
 use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
-use crate::retrievers::common::{
-    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
-    replaced_ids, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
 impl LesegrRag {
-    /// Add documents with the builders' default chunker
-    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and no citations; see
-    /// [`LesegrRag::add_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`LesegrRag::add_documents_with`].
-    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        self.add_documents_with(documents, &crate::BoundedPassageChunker, &[])
-            .await
-    }
-
-    /// Add documents chunked by `chunker` (use the one the index was built with), with
-    /// `citations` as `(citing, cited)` document ids for an index built with
-    /// [`document_links`](super::LesegrRagBuilder::document_links) (either end may be an
-    /// old or a new document). An index linked by document k-NN recomputes its links.
-    ///
-    /// Only the new chunks are embedded; BM25, the document links and the chunk graph are
-    /// made again as a build makes them. The lite variant's update is therefore exact:
-    /// appended documents give the index a build on all of them gives. The trained variant
-    /// keeps its query transform and the learned gate of every edge between old chunks, and
-    /// gates the new edges with its gate network: new chunks are scored by a model that
-    /// never saw them, without retraining (rebuild to retrain).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
-    /// [`LesegrRag::update_documents_with`]), when a citation names an unknown document or
-    /// citations are given to a k-NN-linked index, or when a trained index was saved
-    /// without its gate network (by an older lprag; rebuild it); the errors of the
-    /// chunker and the encoder.
-    pub async fn add_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        citations: &[(String, String)],
-    ) -> Result<UpdateReport> {
-        refuse_present(&self.document_ids(), documents, "LesegrRag::add_documents")?;
-        self.apply(&[], documents, chunker, citations).await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, with the default chunker and no new citations; see
-    /// [`LesegrRag::update_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`LesegrRag::update_documents_with`].
-    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        self.update_documents_with(documents, &crate::BoundedPassageChunker, &[])
-            .await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, in one update. A replaced document keeps the stored citations that name it;
-    /// `citations` adds more.
-    ///
-    /// # Errors
-    /// Those of [`LesegrRag::add_documents_with`] (a repeated id included).
-    pub async fn update_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        citations: &[(String, String)],
-    ) -> Result<UpdateReport> {
-        let replaced = replaced_ids(&self.document_ids(), documents);
-        self.apply(&replaced, documents, chunker, citations).await
-    }
-
-    /// Remove documents by id, with their chunks and the citations that name them.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
-    /// removed then), or when every chunk would go (an index cannot be empty).
-    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        refuse_unknown(&self.document_ids(), ids, "LesegrRag::remove_documents")?;
-        self.apply(ids, &[], &crate::BoundedPassageChunker, &[])
-            .await
-    }
-
-    /// The ids of the documents in the index (those that produced a chunk).
-    pub fn document_ids(&self) -> HashSet<&str> {
-        document_ids(&self.state.chunks)
-    }
-
     /// The `(citing, cited)` citations the index links documents by, or `None` when it
     /// links them by document k-NN.
     pub fn citations(&self) -> Option<&[(String, String)]> {
         self.state.citations.as_deref()
     }
+}
+
+#[async_trait::async_trait]
+impl PeerUpdate for LesegrState {
+    /// `(citing, cited)` document ids for an index built with
+    /// [`document_links`](super::LesegrRagBuilder::document_links) (either end may be an
+    /// old or a new document); an index linked by document k-NN recomputes its links.
+    type With = [(String, String)];
+    type Owned = Vec<(String, String)>;
+
+    /// No citations.
+    fn default_with(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 
     /// Remove the chunks of `remove` (document ids), add `add` with `citations`.
     async fn apply(
-        &mut self,
+        peer: &mut LesegrRag,
         remove: &[String],
         add: &[Document],
         chunker: &dyn Chunker,
         citations: &[(String, String)],
     ) -> Result<UpdateReport> {
-        let old = self.state.clone();
+        let old = peer.state.clone();
         let location = "LesegrRag update";
         if old.citations.is_none() && !citations.is_empty() {
             return Err(Error::invalid(
@@ -146,26 +75,15 @@ impl LesegrRag {
             return Err(no_gate());
         }
         // 1. The chunks: the kept ones renumbered, then the new ones.
-        let (
-            Renumbered {
-                chunks,
-                kept,
-                new_id,
-                first_new,
-            },
-            mut report,
-            mut laps,
-        ) = begin_update(&old.chunks, (remove, add), chunker, &self.encoder, location).await?;
-
         // 2. Embeddings: the kept (normalised) rows, the new ones embedded and normalised.
-        let new = &chunks[first_new..];
-        let emb = extend_embeddings(&old.emb, &kept, &*self.encoder, new, true).await?;
-        laps.lap(&mut report, "embed");
+        let (Renumbered { chunks, new_id, .. }, emb, mut report, mut laps) = peer
+            .start_update((remove, add), chunker, &old.emb, true)
+            .await?;
 
         // 3. The corpus-wide parts, as a build makes them: BM25, document links, graph.
         let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
         let sparse_index: Arc<dyn SparseIndex> = {
-            let sparse = self.sparse_encoder.clone();
+            let sparse = peer.runtime.sparse_encoder.clone();
             Arc::from(blocking(move || sparse.fit(&all_texts)).await?)
         };
         check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
@@ -241,7 +159,7 @@ impl LesegrRag {
         stats.inter_edges = inter;
         stats.document_links = links.len();
         report.chunks = chunks.len();
-        self.state = Arc::new(LesegrState {
+        peer.state = Arc::new(LesegrState {
             version: old.version,
             encoder: old.encoder.clone(),
             encoder_fingerprint: old.encoder_fingerprint.clone(),
@@ -256,26 +174,7 @@ impl LesegrRag {
             citations: stored,
             stats,
         });
-        self.sparse = sparse_index;
+        peer.runtime.sparse = sparse_index;
         Ok(report)
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::Updatable for LesegrRag {
-    /// One update, without citation links for the new documents.
-    async fn apply_changes(
-        &mut self,
-        upsert: &[Document],
-        remove: &[String],
-        inputs: &crate::UpdateInputs,
-    ) -> Result<UpdateReport> {
-        let gone =
-            crate::live::check_changes(&self.document_ids(), upsert, remove, "LesegrRag update")?;
-        self.apply(&gone, upsert, &*inputs.chunker, &[]).await
-    }
-
-    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
-        self.save(dir)
     }
 }

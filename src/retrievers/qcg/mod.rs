@@ -23,17 +23,20 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use lprag_core::{
     Chunk, ChunkId, Document, Embeddings, Encoder, Error, Progress, QueryGenerator, Result,
-    Retriever, ScoredChunk, Selection, SyntheticQuery,
+    ScoredChunk, Selection, SyntheticQuery,
 };
 use lprag_graph::KnnBackend;
 use lprag_text::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 use serde::{Deserialize, Serialize};
 
+mod state;
 mod update;
 
+pub use state::QCG_FORMAT_VERSION;
+use state::{QcgState, QCG_DIR, QCG_FILE};
+
 use crate::retrievers::common::{
-    blocking, embed_all_queries, input_setters, load_json_index, save_json_atomic, select_hits,
-    BuildInputs, Started,
+    blocking, embed_all_queries, input_setters, select_hits, BuildInputs, Peer, PeerState, Started,
 };
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
@@ -355,6 +358,7 @@ impl QcgRagBuilder {
             seconds: t.elapsed().as_secs_f64(),
         };
         Ok(QcgRag {
+            runtime: (),
             state: Arc::new(QcgState {
                 version: QCG_FORMAT_VERSION,
                 encoder: encoder.name().to_string(),
@@ -372,78 +376,10 @@ impl QcgRagBuilder {
     }
 }
 
-/// Version of the file written by [`QcgRag::save`].
-pub const QCG_FORMAT_VERSION: u32 = 1;
-const QCG_FILE: &str = "qcg.json";
-/// Where a save may write (its file and nothing else of the directory).
-const QCG_DIR: lprag_core::dirs::DirSpec = crate::durable::peer_index("a QCG-RAG index", QCG_FILE);
-
-#[derive(Serialize, Deserialize)]
-struct QcgState {
-    version: u32,
-    encoder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoder_fingerprint: Option<String>,
-    config: QcgConfig,
-    chunks: Vec<Chunk>,
-    queries: Vec<SyntheticQuery>,
-    query_emb: Embeddings,
-    chunk_emb: Embeddings,
-    neighbors: Vec<Vec<u32>>,
-    stats: QcgStats,
-}
-
-impl crate::retrievers::common::FloatFields for QcgState {
-    fn float_fields(&self) -> Vec<(String, &[f32])> {
-        vec![
-            ("chunk_emb".into(), self.chunk_emb.as_slice()),
-            ("query_emb".into(), self.query_emb.as_slice()),
-        ]
-    }
-}
-
-impl crate::retrievers::common::SavedState for QcgState {
-    crate::retrievers::common::saved_state_header!(QCG_FORMAT_VERSION, chunk_emb);
-
-    fn check(&self) -> std::result::Result<(), String> {
-        if self.neighbors.len() != self.queries.len()
-            || self.query_emb.rows() != self.queries.len()
-            || self.chunk_emb.rows() != self.chunks.len()
-        {
-            return Err("inconsistent sizes".into());
-        }
-        if self.query_emb.dim() != self.chunk_emb.dim() {
-            return Err(format!(
-                "query embeddings are {}-d, chunk embeddings {}-d",
-                self.query_emb.dim(),
-                self.chunk_emb.dim()
-            ));
-        }
-        let (nq, nc) = (self.queries.len(), self.chunks.len());
-        for (i, q) in self.queries.iter().enumerate() {
-            if let Some(&c) = q.chunk_ids.iter().find(|&&c| c >= nc) {
-                return Err(format!(
-                    "query {i} links chunk {c}, out of range for {nc} chunks"
-                ));
-            }
-        }
-        for (i, list) in self.neighbors.iter().enumerate() {
-            if let Some(&j) = list.iter().find(|&&j| j as usize >= nq) {
-                return Err(format!(
-                    "query {i} has neighbour {j}, out of range for {nq} queries"
-                ));
-            }
-        }
-        self.config.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// The QCG-RAG retriever. `Send + Sync`; retrieval is read-only.
-#[derive(Clone)]
-pub struct QcgRag {
-    state: Arc<QcgState>,
-    encoder: Arc<dyn Encoder>,
-}
+/// The QCG-RAG retriever: a [`Peer`] over its state (retrieval, `save`, `load` and the
+/// updates of the `update` module are the peers' shared ones). `Send + Sync`; retrieval is
+/// read-only.
+pub type QcgRag = Peer<QcgState>;
 
 impl QcgRag {
     /// A builder with the offline defaults.
@@ -481,17 +417,6 @@ impl QcgRag {
         Ok(self.scores_for(&e))
     }
 
-    async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let dim = self.state.chunk_emb.dim();
-        crate::retrievers::common::embed_user_query(
-            &*self.encoder,
-            query,
-            dim,
-            self.state.config.max_query_bytes,
-        )
-        .await
-    }
-
     fn scores_for(&self, e: &[f32]) -> QcgScores {
         let cos: Vec<f32> = self
             .state
@@ -507,60 +432,52 @@ impl QcgRag {
             &self.state.config,
         )
     }
-
-    /// Write the index to `dir/qcg.json` atomically (temporary file, then rename).
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let (dir, st) = (dir.as_ref(), &*self.state);
-        crate::retrievers::common::check_all_finite(dir, QCG_FILE, st)?;
-        let _lock = crate::durable::open_for_save(&QCG_DIR, dir)?;
-        save_json_atomic(dir, QCG_FILE, st)
-    }
-
-    /// Read an index written by [`QcgRag::save`]; `encoder` must be the one it was built
-    /// with (checked by name and dimension).
-    pub fn load(dir: impl AsRef<Path>, encoder: Arc<dyn Encoder>) -> Result<Self> {
-        let path = dir.as_ref().join(QCG_FILE);
-        let state: QcgState = load_json_index(&path, &*encoder)?;
-        Ok(Self {
-            state: Arc::new(state),
-            encoder,
-        })
-    }
 }
 
 #[async_trait]
-impl Retriever for QcgRag {
+impl PeerState for QcgState {
+    type Runtime = ();
+    type Open = ();
+    const TYPE_NAME: &'static str = "QcgRag";
+    const FILE: &'static str = QCG_FILE;
+    const DIR: lprag_core::dirs::DirSpec = QCG_DIR;
+
     fn name(&self) -> &str {
         "qcg"
     }
 
-    async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("qcg.retrieve");
-        async {
-            selection.validate()?;
-            let e = self.embed_query(query).await?;
-            let me = self.clone();
-            let (e, scores) = blocking(move || {
-                let scores = me.scores_for(&e);
-                Ok((e, scores))
-            })
-            .await?;
-            let pad = self.state.config.pad_with_dense;
-            let pad = pad.then_some((&self.state.chunk_emb, e.as_slice()));
-            Ok(select_hits(
-                &self.state.chunks,
-                scores.chunks,
-                selection,
-                pad,
-            ))
-        }
-        .instrument(span)
-        .await
+    fn chunks(&self) -> &[Chunk] {
+        &self.chunks
     }
 
-    fn chunks(&self) -> &[Chunk] {
-        &self.state.chunks
+    fn query_shape(&self) -> (usize, usize) {
+        (self.chunk_emb.dim(), self.config.max_query_bytes)
+    }
+
+    fn span() -> tracing::Span {
+        tracing::info_span!("qcg.retrieve")
+    }
+
+    fn open(&self, _dir: &Path, _open: ()) -> Result<()> {
+        Ok(())
+    }
+
+    async fn rank(
+        peer: &QcgRag,
+        _query: &str,
+        e: Vec<f32>,
+        selection: Selection,
+    ) -> Result<Vec<ScoredChunk>> {
+        let me = peer.clone();
+        let (e, scores) = blocking(move || {
+            let scores = me.scores_for(&e);
+            Ok((e, scores))
+        })
+        .await?;
+        let state = &peer.state;
+        let pad = state.config.pad_with_dense;
+        let pad = pad.then_some((&state.chunk_emb, e.as_slice()));
+        Ok(select_hits(&state.chunks, scores.chunks, selection, pad))
     }
 }
 

@@ -12,7 +12,6 @@
 //!
 //! The index changes only once every step has succeeded; an error leaves it as it was.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use lprag_core::{
@@ -20,150 +19,65 @@ use lprag_core::{
 };
 
 use super::{default_generator, doc2query, QcgRag, QcgState};
-use crate::retrievers::common::{
-    begin_update, blocking, document_ids, extend_embeddings, refuse_present, refuse_unknown,
-    replaced_ids, Renumbered,
-};
+use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
-impl QcgRag {
-    /// Add documents with the builders' default chunker
-    /// ([`BoundedPassageChunker`](crate::BoundedPassageChunker)) and the default question
-    /// writer (the offline [`HeuristicQueryGenerator`](crate::HeuristicQueryGenerator) with
-    /// `queries_per_chunk` questions); see [`QcgRag::add_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::add_documents_with`].
-    pub async fn add_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let generator = default_generator(&self.state.config);
-        self.add_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
-            .await
+#[async_trait::async_trait]
+impl PeerUpdate for QcgState {
+    type With = dyn QueryGenerator;
+    type Owned = Arc<dyn QueryGenerator>;
+
+    /// The offline [`HeuristicQueryGenerator`](crate::HeuristicQueryGenerator) with
+    /// `queries_per_chunk` questions.
+    fn default_with(&self) -> Arc<dyn QueryGenerator> {
+        default_generator(&self.config)
     }
 
-    /// Add documents, chunked by `chunker` and given questions by `generator` (use the
-    /// ones the index was built with, e.g. `LlmQueryGenerator::doc2query`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
-    /// [`QcgRag::update_documents_with`]); the errors of the chunker, the generator and the
-    /// encoder.
-    pub async fn add_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        generator: &dyn QueryGenerator,
-    ) -> Result<UpdateReport> {
-        refuse_present(&self.document_ids(), documents, "QcgRag::add_documents")?;
-        self.apply(&[], documents, chunker, generator).await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index, with the default chunker and question writer; see
-    /// [`QcgRag::update_documents_with`].
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::update_documents_with`].
-    pub async fn update_documents(&mut self, documents: &[Document]) -> Result<UpdateReport> {
-        let generator = default_generator(&self.state.config);
-        self.update_documents_with(documents, &crate::BoundedPassageChunker, &*generator)
-            .await
-    }
-
-    /// Replace documents (matched by id) with new versions, and add those not yet in the
-    /// index: the old versions' chunks and queries are removed and the new ones added in
-    /// one update.
-    ///
-    /// # Errors
-    /// Those of [`QcgRag::add_documents_with`] (a repeated id included).
-    pub async fn update_documents_with(
-        &mut self,
-        documents: &[Document],
-        chunker: &dyn Chunker,
-        generator: &dyn QueryGenerator,
-    ) -> Result<UpdateReport> {
-        let replaced = replaced_ids(&self.document_ids(), documents);
-        self.apply(&replaced, documents, chunker, generator).await
-    }
-
-    /// Remove documents by id, with their chunks and queries.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the ids that are not in the index (nothing is
-    /// removed then), or when every chunk would go (an index cannot be empty).
-    pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
-        refuse_unknown(&self.document_ids(), ids, "QcgRag::remove_documents")?;
-        let generator = default_generator(&self.state.config);
-        self.apply(ids, &[], &crate::BoundedPassageChunker, &*generator)
-            .await
-    }
-
-    /// The ids of the documents in the index (those that produced a chunk).
-    pub fn document_ids(&self) -> HashSet<&str> {
-        document_ids(&self.state.chunks)
+    /// `inputs.query_generator`, else the offline default.
+    fn with_from(&self, inputs: &crate::UpdateInputs) -> Arc<dyn QueryGenerator> {
+        inputs
+            .query_generator
+            .clone()
+            .unwrap_or_else(|| default_generator(&self.config))
     }
 
     /// Remove the chunks of `remove` (document ids), add `add`.
     async fn apply(
-        &mut self,
+        peer: &mut QcgRag,
         remove: &[String],
         add: &[Document],
         chunker: &dyn Chunker,
         generator: &dyn QueryGenerator,
     ) -> Result<UpdateReport> {
-        let old = self.state.clone();
-        // 1. The chunks: the kept ones renumbered, then the new ones.
+        let old = peer.state.clone();
+        // 1-2. The chunks (the kept ones renumbered, then the new ones), their embeddings.
         let (
             Renumbered {
                 chunks,
-                kept,
                 new_id,
                 first_new,
+                ..
             },
+            chunk_emb,
             mut report,
             mut laps,
-        ) = begin_update(
-            &old.chunks,
-            (remove, add),
-            chunker,
-            &self.encoder,
-            "QcgRag update",
-        )
-        .await?;
-
-        // 2. Their embeddings.
-        let new = &chunks[first_new..];
-        let chunk_emb =
-            extend_embeddings(&old.chunk_emb, &kept, &*self.encoder, new, false).await?;
+        ) = peer
+            .start_update((remove, add), chunker, &old.chunk_emb, false)
+            .await?;
         let dim = chunk_emb.dim();
-        laps.lap(&mut report, "embed");
 
         // 3. The new chunks' questions, and the kept chunks' old ones remapped.
         let targets: Vec<ChunkId> = (first_new..chunks.len()).collect();
         let (generated, new_queries, new_query_emb) = doc2query(
             generator,
-            &*self.encoder,
+            &*peer.encoder,
             (&chunks, &chunk_emb),
             &targets,
             old.config.keep_fraction,
             &NoProgress,
         )
         .await?;
-        let mut keep_query = Vec::with_capacity(old.queries.len());
-        let mut queries: Vec<SyntheticQuery> = Vec::new();
-        for q in &old.queries {
-            let ids: Vec<ChunkId> = q
-                .chunk_ids
-                .iter()
-                .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
-                .collect();
-            keep_query.push(!ids.is_empty());
-            if !ids.is_empty() {
-                queries.push(SyntheticQuery {
-                    chunk_ids: ids,
-                    ..q.clone()
-                });
-            }
-        }
+        let (keep_query, mut queries) = remap_queries(&old.queries, &new_id);
         report.removed_queries = old.queries.len() - queries.len();
         queries.extend(new_queries);
         let kept_rows: Vec<usize> = (0..keep_query.len()).filter(|&i| keep_query[i]).collect();
@@ -179,36 +93,8 @@ impl QcgRag {
             old.neighbors.clone(),
         );
         let emb = query_emb.clone();
-        let neighbors = blocking(move || {
-            if emb.rows() <= 1 {
-                return Ok(vec![Vec::new(); emb.rows()]);
-            }
-            // One scan per new query costs more than the build's blocked k-NN once a
-            // quarter of the rows are new: then the lists are computed as a build does.
-            let fresh = emb.rows() - keep_query.iter().filter(|&&k| k).count();
-            let lists = if old_emb.rows() <= 1 || fresh * 4 >= emb.rows() {
-                lprag_graph::knn(&emb, k, &lprag_graph::KnnBackend::default())?
-            } else {
-                // The saved lists hold ids only: their similarities are recomputed
-                // (cosine, as the build's k-NN ranks them).
-                let lists: Vec<Vec<(u32, f32)>> = old_lists
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        let row = old_emb.row(i);
-                        l.iter()
-                            .map(|&j| (j, lprag_core::cosine(row, old_emb.row(j as usize))))
-                            .collect()
-                    })
-                    .collect();
-                lprag_graph::update_knn(&lists, &keep_query, &emb, k)?
-            };
-            Ok(lists
-                .into_iter()
-                .map(|l| l.into_iter().map(|(j, _)| j).collect())
-                .collect())
-        })
-        .await?;
+        let neighbors =
+            blocking(move || repair_knn(k, &old_emb, &old_lists, &keep_query, &emb)).await?;
         laps.lap(&mut report, "graph");
 
         let mut stats = old.stats.clone();
@@ -216,7 +102,7 @@ impl QcgRag {
         stats.queries_generated += generated;
         stats.queries_kept = queries.len();
         report.chunks = chunks.len();
-        self.state = Arc::new(QcgState {
+        peer.state = Arc::new(QcgState {
             version: old.version,
             encoder: old.encoder.clone(),
             encoder_fingerprint: old.encoder_fingerprint.clone(),
@@ -232,27 +118,63 @@ impl QcgRag {
     }
 }
 
-#[async_trait::async_trait]
-impl crate::Updatable for QcgRag {
-    /// One update: `inputs.query_generator` (else the index's offline default) writes the
-    /// new chunks' questions.
-    async fn apply_changes(
-        &mut self,
-        upsert: &[Document],
-        remove: &[String],
-        inputs: &crate::UpdateInputs,
-    ) -> Result<UpdateReport> {
-        let gone =
-            crate::live::check_changes(&self.document_ids(), upsert, remove, "QcgRag update")?;
-        let generator = inputs
-            .query_generator
-            .clone()
-            .unwrap_or_else(|| default_generator(&self.state.config));
-        self.apply(&gone, upsert, &*inputs.chunker, &*generator)
-            .await
+/// The queries of the kept chunks, their chunk ids renumbered by `new_id` (`usize::MAX`:
+/// removed), and which of `queries` were kept (a query goes when all its chunks go).
+fn remap_queries(queries: &[SyntheticQuery], new_id: &[usize]) -> (Vec<bool>, Vec<SyntheticQuery>) {
+    let mut keep_query = Vec::with_capacity(queries.len());
+    let mut kept: Vec<SyntheticQuery> = Vec::new();
+    for q in queries {
+        let ids: Vec<ChunkId> = q
+            .chunk_ids
+            .iter()
+            .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
+            .collect();
+        keep_query.push(!ids.is_empty());
+        if !ids.is_empty() {
+            kept.push(SyntheticQuery {
+                chunk_ids: ids,
+                ..q.clone()
+            });
+        }
     }
+    (keep_query, kept)
+}
 
-    fn save_index(&self, dir: &std::path::Path) -> Result<()> {
-        self.save(dir)
+/// The query–query k-NN lists of the updated queries `emb` (CPU work): `old_lists` (over
+/// `old_emb`) repaired for the rows `keep_query` kept and the new rows, or computed as a
+/// build does when a quarter or more of the rows are new.
+fn repair_knn(
+    k: usize,
+    old_emb: &Embeddings,
+    old_lists: &[Vec<u32>],
+    keep_query: &[bool],
+    emb: &Embeddings,
+) -> Result<Vec<Vec<u32>>> {
+    if emb.rows() <= 1 {
+        return Ok(vec![Vec::new(); emb.rows()]);
     }
+    // One scan per new query costs more than the build's blocked k-NN once a
+    // quarter of the rows are new: then the lists are computed as a build does.
+    let fresh = emb.rows() - keep_query.iter().filter(|&&k| k).count();
+    let lists = if old_emb.rows() <= 1 || fresh * 4 >= emb.rows() {
+        lprag_graph::knn(emb, k, &lprag_graph::KnnBackend::default())?
+    } else {
+        // The saved lists hold ids only: their similarities are recomputed
+        // (cosine, as the build's k-NN ranks them).
+        let lists: Vec<Vec<(u32, f32)>> = old_lists
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let row = old_emb.row(i);
+                l.iter()
+                    .map(|&j| (j, lprag_core::cosine(row, old_emb.row(j as usize))))
+                    .collect()
+            })
+            .collect();
+        lprag_graph::update_knn(&lists, keep_query, emb, k)?
+    };
+    Ok(lists
+        .into_iter()
+        .map(|l| l.into_iter().map(|(j, _)| j).collect())
+        .collect())
 }

@@ -1,0 +1,244 @@
+//! The start every build shares: the builders' `chunker`, `encoder` and `progress` inputs
+//! (and their setters, `input_setters!`), chunking, fitting the chunks to the encoder,
+//! choosing the default encoder, embedding the chunks; and labelled questions as query
+//! nodes.
+
+use std::sync::Arc;
+
+use lprag_core::{
+    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
+    SyntheticQuery,
+};
+
+use super::{blocking, embed_all, DefaultEncoder};
+
+/// The start every peer retriever's build shares: chunk `documents` (an empty result is
+/// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
+/// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).
+pub(crate) async fn chunk_and_encoder(
+    chunker: &dyn Chunker,
+    documents: &[Document],
+    encoder: Option<Arc<dyn Encoder>>,
+    progress: &dyn Progress,
+) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
+    let mut chunks = chunker.chunk(documents).await?;
+    Chunk::inherit_metadata(&mut chunks, documents);
+    Chunk::stamp_document_hashes(&mut chunks, documents);
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+    }
+    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+    let encoder = match encoder {
+        Some(e) => e,
+        None => {
+            let t = texts.clone();
+            let (_, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            if let Some(w) = warning {
+                progress.warn(&w);
+            }
+            enc
+        }
+    };
+    let n = chunks.len();
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    if let Some(w) = warning {
+        progress.warn(&w);
+    }
+    let texts = if chunks.len() == n {
+        texts
+    } else {
+        chunks.iter().map(Chunk::embedding_text).collect()
+    };
+    Ok((chunks, texts, encoder))
+}
+
+/// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by
+/// name) are split where too long, any other chunker's are only counted, with a warning.
+///
+/// [`BoundedPassageChunker`]: crate::BoundedPassageChunker
+pub(crate) async fn fit_to_encoder(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: &Arc<dyn Encoder>,
+    chunker: &str,
+) -> Result<(Vec<Chunk>, Option<String>)> {
+    if encoder.max_input_tokens().is_none() {
+        return Ok((chunks, None));
+    }
+    let encoder = encoder.clone();
+    if chunker == lprag_text::BOUNDED_PASSAGES {
+        let docs = documents.to_vec();
+        blocking(move || {
+            let n = chunks.len();
+            let (chunks, split) = lprag_text::split_to_fit(chunks, &docs, &*encoder);
+            let note = (split > 0).then(|| {
+                format!(
+                    "{split} of {n} passages were longer than the encoder '{}' takes ({} \
+                     tokens) and were split into {} chunks that fit",
+                    encoder.name(),
+                    encoder.max_input_tokens().unwrap_or(0),
+                    chunks.len() - (n - split)
+                )
+            });
+            Ok((chunks, note))
+        })
+        .await
+    } else {
+        blocking(move || {
+            let warning = lprag_text::truncation_warning(&chunks, &*encoder);
+            Ok((chunks, warning))
+        })
+        .await
+    }
+}
+
+/// Labelled `(question, gold document ids)` pairs as query nodes linked to every chunk of
+/// their gold documents; an unknown id is [`Error::InvalidInput`] naming `labelled[k]`.
+pub(crate) fn labelled_queries(
+    chunks: &[Chunk],
+    pairs: &[(String, Vec<String>)],
+) -> Result<Vec<SyntheticQuery>> {
+    let mut doc_chunks: std::collections::HashMap<&str, Vec<ChunkId>> = Default::default();
+    for (c, ch) in chunks.iter().enumerate() {
+        doc_chunks
+            .entry(ch.provenance.document_id.as_str())
+            .or_default()
+            .push(c);
+    }
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(k, (question, docs))| {
+            if question.trim().is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "empty question"));
+            }
+            let mut chunk_ids = Vec::new();
+            for id in docs {
+                let cs = doc_chunks.get(id.as_str()).ok_or_else(|| {
+                    Error::invalid(
+                        format!("labelled[{k}]"),
+                        format!("unknown document id {id:?}"),
+                    )
+                })?;
+                chunk_ids.extend_from_slice(cs);
+            }
+            if chunk_ids.is_empty() {
+                return Err(Error::invalid(format!("labelled[{k}]"), "no gold document"));
+            }
+            Ok(SyntheticQuery {
+                text: question.trim().to_string(),
+                chunk_ids,
+                answer: None,
+            })
+        })
+        .collect()
+}
+
+/// Labelled training questions: `(question, gold document ids)` pairs, as the builders of
+/// [`crate::LpRag`], [`crate::LesegrRag`] and [`crate::GfmRag`] take them.
+pub type Labelled = Vec<(String, Vec<String>)>;
+
+/// The inputs every builder takes the same way: chunker, encoder and progress, each
+/// `None` until set (then the defaults of [`BuildInputs::chunker`] and
+/// [`chunk_and_encoder`] apply).
+#[derive(Clone, Default)]
+pub(crate) struct BuildInputs {
+    pub(crate) chunker: Option<Arc<dyn Chunker>>,
+    pub(crate) encoder: Option<Arc<dyn Encoder>>,
+    pub(crate) progress: Option<Arc<dyn Progress>>,
+}
+
+impl BuildInputs {
+    /// The chunker set, or the default [`lprag_text::BoundedPassageChunker`].
+    pub(crate) fn chunker(&self) -> Arc<dyn Chunker> {
+        self.chunker
+            .clone()
+            .unwrap_or_else(|| Arc::new(lprag_text::BoundedPassageChunker))
+    }
+
+    /// The progress receiver set, or none.
+    pub(crate) fn progress(&self) -> Arc<dyn Progress> {
+        self.progress
+            .clone()
+            .unwrap_or_else(|| Arc::new(NoProgress))
+    }
+
+    /// The start of every peer's build: [`chunk_and_encoder`] with these inputs, then the
+    /// chunks embedded (checked per batch, see [`embed_all`]) under the stage "embed
+    /// chunks". Validate the configuration before calling it: nothing is paid for yet.
+    pub(crate) async fn start(&self, documents: &[Document]) -> Result<Started> {
+        let progress = self.progress();
+        let at = std::time::Instant::now();
+        let (chunks, texts, encoder) = chunk_and_encoder(
+            &*self.chunker(),
+            documents,
+            self.encoder.clone(),
+            &*progress,
+        )
+        .await?;
+        let t = std::time::Instant::now();
+        let chunk_emb = embed_all(&*encoder, &texts, "embed chunks", &*progress).await?;
+        Ok(Started {
+            embed_seconds: t.elapsed().as_secs_f64(),
+            progress,
+            at,
+            chunks,
+            texts,
+            encoder,
+            chunk_emb,
+        })
+    }
+}
+
+/// What [`BuildInputs::start`] hands a build: the chunks, their texts and embeddings, the
+/// encoder chosen, the progress receiver and when the build started.
+pub(crate) struct Started {
+    pub(crate) progress: Arc<dyn Progress>,
+    pub(crate) at: std::time::Instant,
+    pub(crate) chunks: Vec<Chunk>,
+    pub(crate) texts: Vec<String>,
+    pub(crate) encoder: Arc<dyn Encoder>,
+    /// One row per chunk, not normalised.
+    pub(crate) chunk_emb: Embeddings,
+    /// Seconds spent embedding the chunks.
+    pub(crate) embed_seconds: f64,
+}
+
+/// The `chunker`, `encoder` and `progress` setters of a builder with a `inputs:
+/// BuildInputs` field (the same three on all five builders).
+macro_rules! input_setters {
+    () => {
+        /// Split documents with this chunker (default
+        /// [`BoundedPassageChunker`](crate::BoundedPassageChunker): one chunk per document,
+        /// split where it exceeds the encoder's input).
+        pub fn chunker(mut self, chunker: std::sync::Arc<dyn lprag_core::Chunker>) -> Self {
+            self.inputs.chunker = Some(chunker);
+            self
+        }
+
+        /// Embed chunks and queries with this encoder (default:
+        /// [`DefaultEncoder::choose`](crate::DefaultEncoder::choose): the sentence encoder
+        /// when its weights are found, else a hashing encoder fitted on the chunks, with a
+        /// warning).
+        pub fn encoder(mut self, encoder: std::sync::Arc<dyn lprag_core::Encoder>) -> Self {
+            self.inputs.encoder = Some(encoder);
+            self
+        }
+
+        /// Receive progress reports (default: none).
+        pub fn progress(mut self, progress: std::sync::Arc<dyn lprag_core::Progress>) -> Self {
+            self.inputs.progress = Some(progress);
+            self
+        }
+    };
+    ($config:ty) => {
+        input_setters!();
+
+        /// Replace the configuration.
+        pub fn config(mut self, config: $config) -> Self {
+            self.config = config;
+            self
+        }
+    };
+}
+pub(crate) use input_setters;
