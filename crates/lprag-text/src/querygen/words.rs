@@ -52,7 +52,7 @@ macro_rules! word_list {
 
 word_list! {
     /// Auxiliary verbs that end a sentence's subject ("is", "has", "could").
-    AUX = "aux.txt";
+    AUX = "auxiliaries.txt"; // not "aux.txt": AUX is a reserved file name on Windows
     /// Forms of "be" among [`AUX`].
     BE = "be.txt";
     /// Prepositions.
