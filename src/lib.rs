@@ -94,6 +94,15 @@ pub mod extend {
         Vgae,
     };
 }
+/// The core the four peer retrievers share: [`QcgRag`], [`LesegrRag`], [`GfmRag`] and
+/// [`G2Rag`] are each a [`Peer`](peer::Peer) of their state, and `Peer`'s methods (`save`,
+/// `load`, `add_documents`, …) and trait implementations (`Retriever`, `Updatable`) are
+/// theirs. [`PeerState`](peer::PeerState) and [`PeerUpdate`](peer::PeerUpdate) are
+/// named here for reading those signatures; they are sealed (their supertrait is private),
+/// implemented by the four peers' states only.
+pub mod peer {
+    pub use crate::retrievers::common::{Peer, PeerState, PeerUpdate};
+}
 pub use lprag_text::{
     BoundedPassageChunker, HashingEncoder, HashingEncoderConfig, HeuristicQueryGenerator,
     PassageChunker, SentenceChunker, TokenChunker,

@@ -871,7 +871,7 @@ async fn absurd_model_sizes_in_a_saved_index_are_format_errors() {
     // A billion-wide layer would abort the process on allocation; it is refused first.
     for (file, set) in [
         (
-            path.join("predictor").join("predictor.json"),
+            path.join("predictor").join("burn-predictor.json"),
             &(|v: &mut serde_json::Value| {
                 v["model"]["hidden"] = serde_json::json!(1_000_000_000u64)
             }) as &dyn Fn(&mut serde_json::Value),

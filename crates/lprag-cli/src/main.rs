@@ -35,8 +35,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Index the files under DIR (Markdown, text, HTML, JSON/JSONL; PDF when built with
-    /// `--features pdf`), honouring .gitignore. Resumable: run it again after an
+    /// Index the files under DIR (Markdown, text, HTML, JSON/JSONL, PDF unless built
+    /// with `--no-default-features`), honouring .gitignore. Resumable: run it again after an
     /// interruption.
     Index(IndexArgs),
     /// Bring an index in line with DIR: add new files, update changed ones (content hash),

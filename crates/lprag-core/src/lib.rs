@@ -32,7 +32,7 @@ pub use embeddings::{cosine, dot, Embeddings};
 pub use error::{Error, Result};
 pub use extract::{Extraction, Triple, TripleExtractor};
 pub use filter::{Filter, MAX_FILTER_DEPTH};
-pub use query::{check_query_len, DEFAULT_MAX_QUERY_BYTES};
+pub use query::{check_query, check_query_len, DEFAULT_MAX_QUERY_BYTES};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
 pub use task::{blocking, panic_message};
 pub use traits::{

@@ -1,5 +1,6 @@
-//! The bound on a user query's length that every retriever applies before it embeds the
-//! query ([`check_query_len`], [`DEFAULT_MAX_QUERY_BYTES`]).
+//! The checks every retriever applies to a user query before it embeds it: its length
+//! ([`check_query_len`], [`DEFAULT_MAX_QUERY_BYTES`]) and that it is not blank
+//! ([`check_query`]).
 
 use crate::{Error, Result};
 
@@ -33,6 +34,23 @@ pub fn check_query_len(query: &str, max_bytes: usize) -> Result<()> {
                 query.len()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// [`check_query_len`], then refuse a query that is empty or whitespace, with
+/// [`Error::InvalidInput`] at `"query"`.
+///
+/// ```
+/// use lprag_core::{check_query, DEFAULT_MAX_QUERY_BYTES};
+/// assert!(check_query("capital of Japan", DEFAULT_MAX_QUERY_BYTES).is_ok());
+/// let err = check_query(" \n", DEFAULT_MAX_QUERY_BYTES).unwrap_err().to_string();
+/// assert!(err.contains("query") && err.contains("empty"), "{err}");
+/// ```
+pub fn check_query(query: &str, max_bytes: usize) -> Result<()> {
+    check_query_len(query, max_bytes)?;
+    if query.trim().is_empty() {
+        return Err(Error::invalid("query", "empty or whitespace"));
     }
     Ok(())
 }

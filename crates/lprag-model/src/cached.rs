@@ -17,10 +17,12 @@ use std::collections::HashMap;
 use lprag_core::{Embeddings, Result};
 use rayon::prelude::*;
 
-use crate::config::Aggregation;
+use crate::config::{Aggregation, InferenceMode};
+use crate::context::ChunkContext;
 use crate::dense::{mlp, relu_in_place};
 use crate::host::HostGraph;
 use crate::net::HostLinkNet;
+use lprag_core::ChunkId;
 
 /// Which chunks the query node is joined to (weight 1 each).
 #[derive(Debug, Clone)]
@@ -37,6 +39,28 @@ impl Join {
         chunks.sort_unstable();
         chunks.dedup();
         Join::List(chunks)
+    }
+
+    /// The chunks query `q` (normalised) joins under `mode`; `nearest` (best first) saves
+    /// the search for [`InferenceMode::JoinTopK`] when it is long enough.
+    pub(crate) fn for_query(
+        ctx: &ChunkContext,
+        mode: InferenceMode,
+        q: &[f32],
+        nearest: &[ChunkId],
+    ) -> Self {
+        match mode {
+            InferenceMode::JoinAll => Join::All,
+            InferenceMode::Isolated => Join::List(Vec::new()),
+            InferenceMode::JoinTopK(k) => {
+                let k = k.min(ctx.num_chunks());
+                if nearest.len() >= k {
+                    Join::list(nearest[..k].iter().map(|&c| c as u32).collect())
+                } else {
+                    Join::list(ctx.join(q, mode))
+                }
+            }
+        }
     }
 
     fn contains(&self, c: u32) -> bool {

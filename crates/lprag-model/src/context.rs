@@ -2,7 +2,6 @@
 //! features, chunk–chunk edges, the host adjacency) and the chunks a query joins under an
 //! [`InferenceMode`], one query at a time or many in cache-sized blocks.
 
-use burn::tensor::{Device, Tensor, TensorData};
 // The eight-accumulator dot product: it vectorises, where a plain iterator sum does not
 // (that made the validation joins of a 100,000-chunk training run take about 40 s).
 use lprag_core::dot;
@@ -10,7 +9,7 @@ use lprag_core::{Embeddings, LinkEdge, LinkGraph, Result};
 
 use crate::config::InferenceMode;
 use crate::host::HostGraph;
-use crate::shared::{to_tensor, unit_rows};
+use crate::shared::unit_rows;
 
 /// The inference graph: chunk nodes and chunk–chunk edges only (synthetic queries are not
 /// part of it, LP-RAG §3.5).
@@ -111,28 +110,6 @@ impl ChunkContext {
             })
         }));
         out
-    }
-
-    /// The chunk graph plus `queries` as new nodes joined per `mode`; returns the graph, the
-    /// node features on `device` and the query node ids.
-    pub(crate) fn with_queries(
-        &self,
-        queries: &[Vec<f32>],
-        mode: InferenceMode,
-        device: &Device,
-    ) -> Result<(HostGraph, Tensor<2>, Vec<u32>)> {
-        let mut host = self.host.clone();
-        let mut ids = Vec::with_capacity(queries.len());
-        for q in queries {
-            let nbrs = self.join(q, mode);
-            ids.push(host.push_node(&nbrs, 1.0)?);
-        }
-        let d = self.features.dim();
-        let flat: Vec<f32> = queries.iter().flatten().copied().collect();
-        let qx = Tensor::<2>::from_data(TensorData::new(flat, [queries.len(), d]), device);
-        // Uploaded per call: this is the full-graph reference path, not the query path.
-        let x = Tensor::cat(vec![to_tensor(&self.features, device), qx], 0);
-        Ok((host, x, ids))
     }
 }
 

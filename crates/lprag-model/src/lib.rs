@@ -2,7 +2,9 @@
 //!
 //! Link predictors for LP-RAG, trained with [burn](https://burn.dev): **NCN** (Neural
 //! Common Neighbor), a **GAE** (GCN or SAGE encoder with a dot or Hadamard decoder) and an
-//! **MLP** baseline, all behind [`lprag_core::LinkPredictor`] as [`GnnLinkPredictor`].
+//! **MLP** baseline, all behind [`lprag_core::LinkPredictor`] as [`GnnLinkPredictor`], which
+//! is one engine ([`BurnLinkPredictor`]) serving the built-in network with its fast paths
+//! (full-graph training steps, an exact cache of chunk representations) as overrides.
 //! Training is BCE with negative sampling and Adam, seeded, with progress reporting and
 //! early stopping on held-out synthetic queries; inference joins the user query to the chunk
 //! graph per [`InferenceMode`].
@@ -26,13 +28,13 @@ mod dense;
 mod device;
 mod early_stop;
 pub mod gfm;
+mod gnn;
 mod host;
 pub mod lesegr;
 mod link_model;
 mod net;
 pub mod peg;
 mod positional;
-mod predictor;
 pub mod seal;
 mod seeding;
 mod shared;
@@ -50,11 +52,11 @@ pub use config::{
     TrainConfig, MAX_HIDDEN, MAX_LAYERS,
 };
 pub use device::ComputeDevice;
+pub use gnn::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
 pub use link_model::{
     BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, PairModel, Pairs,
     BURN_PREDICTOR_FORMAT_VERSION,
 };
 pub use peg::{Peg, PegConfig};
-pub use predictor::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
 pub use seal::{Seal, SealConfig};
 pub use vgae::{Vgae, VgaeConfig};

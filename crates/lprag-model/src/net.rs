@@ -224,6 +224,20 @@ impl LinkNet {
         self.gnn[0].forward_aggregated(x, ax)
     }
 
+    /// The GNN layers' aggregation (SAGE layers have a self transform; GCN for an MLP,
+    /// which passes no messages).
+    pub(crate) fn aggregation(&self) -> Aggregation {
+        match self.gnn.first() {
+            Some(layer) if layer.this.is_some() => Aggregation::Sage,
+            _ => Aggregation::Gcn,
+        }
+    }
+
+    /// Message-passing layers (0 for the MLP).
+    pub(crate) fn gnn_layers(&self) -> usize {
+        self.gnn.len()
+    }
+
     pub(crate) fn uses_common_neighbors(&self) -> bool {
         self.cn_mlp.is_some()
     }

@@ -328,7 +328,7 @@ fn save_load_round_trip_and_errors() {
     ));
 
     // A format-version mismatch names the file.
-    let meta = dir.path().join("predictor.json");
+    let meta = dir.path().join("burn-predictor.json");
     let text = std::fs::read_to_string(&meta).unwrap();
     std::fs::write(
         &meta,
@@ -337,7 +337,7 @@ fn save_load_round_trip_and_errors() {
     .unwrap();
     let err = GnnLinkPredictor::from_dir(dir.path()).unwrap_err();
     assert!(
-        err.to_string().contains("predictor.json") && err.to_string().contains("99"),
+        err.to_string().contains("burn-predictor.json") && err.to_string().contains("99"),
         "{err}"
     );
 

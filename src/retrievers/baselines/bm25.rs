@@ -13,8 +13,7 @@ use lprag_text::Bm25Index;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    admitted, check_chunks, check_query, chunk_documents, passage_chunks, read_index, select,
-    Unbounded,
+    admitted, check_chunks, chunk_documents, passage_chunks, read_index, select, Unbounded,
 };
 use crate::retrievers::common::{begin_update, blocking, save_json_atomic, Renumbered};
 use crate::UpdateReport;
@@ -281,7 +280,7 @@ impl Bm25Retriever {
         selection: Selection,
         admitted: Option<&[bool]>,
     ) -> Result<Vec<ScoredChunk>> {
-        check_query(query, self.config.max_query_bytes, "Bm25Retriever")?;
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
         Ok(self
             .rank(query, selection, admitted)?
             .into_iter()

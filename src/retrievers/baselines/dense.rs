@@ -11,8 +11,8 @@ use lprag_core::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    admitted, check_chunks, check_query, check_saved_dense, check_saved_encoder, passage_chunks,
-    prepare, read_index, select, EncoderOrigin, Prepared, SavedDense, SavedDenseRef,
+    admitted, check_chunks, check_saved_dense, check_saved_encoder, passage_chunks, prepare,
+    read_index, select, EncoderOrigin, Prepared, SavedDense, SavedDenseRef,
 };
 use crate::retrievers::common::{
     begin_update, check_finite, embed_all, embed_query, extend_embeddings, input_setters,
@@ -302,7 +302,7 @@ impl DenseRetriever {
         selection: Selection,
         admitted: Option<&[bool]>,
     ) -> Result<Vec<ScoredChunk>> {
-        check_query(query, self.config.max_query_bytes, "DenseRetriever")?;
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
         Ok(self
             .rank(query, selection, admitted)
             .await?

@@ -12,8 +12,8 @@ use lprag_core::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    admitted, check_query, passage_chunks, prepare, Bm25Config, Bm25Retriever, DenseConfig,
-    DenseRetriever, Prepared,
+    admitted, passage_chunks, prepare, Bm25Config, Bm25Retriever, DenseConfig, DenseRetriever,
+    Prepared,
 };
 use crate::retrievers::common::{
     begin_update, embed_all, input_setters, BuildInputs, DefaultEncoder, Renumbered,
@@ -241,7 +241,7 @@ impl HybridRetriever {
         selection: Selection,
         admitted: Option<&[bool]>,
     ) -> Result<Vec<ScoredChunk>> {
-        check_query(query, self.config.max_query_bytes, "HybridRetriever")?;
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
         selection.validate()?;
         let depth = match selection {
             Selection::TopK(k) | Selection::ThresholdTopK { k, .. } => {

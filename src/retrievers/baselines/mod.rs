@@ -200,18 +200,6 @@ fn check_chunks(chunks: &[Chunk], who: &str) -> Result<()> {
     Ok(())
 }
 
-/// A user query's checks: at most `max_bytes` long, not blank.
-fn check_query(query: &str, max_bytes: usize, who: &str) -> Result<()> {
-    lprag_core::check_query_len(query, max_bytes)?;
-    if query.trim().is_empty() {
-        return Err(Error::invalid(
-            format!("{who}::retrieve (query)"),
-            "query is empty",
-        ));
-    }
-    Ok(())
-}
-
 /// Which chunks `filter` admits, or `None` when it admits every chunk.
 fn admitted(chunks: &[Chunk], filter: &Filter) -> Result<Option<Vec<bool>>> {
     filter.validate()?;

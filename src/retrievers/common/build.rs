@@ -27,29 +27,42 @@ pub(crate) async fn chunk_and_encoder(
     if chunks.is_empty() {
         return Err(Error::EmptyCorpus("no document produced a chunk".into()));
     }
-    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-    let encoder = match encoder {
-        Some(e) => e,
+    let (chunks, encoder, _) =
+        encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
+            progress.warn(&w)
+        })
+        .await?;
+    let texts = chunks.iter().map(Chunk::embedding_text).collect();
+    Ok((chunks, texts, encoder))
+}
+
+/// The encoder for `chunks` (`encoder`, else [`DefaultEncoder::choose`] on their texts,
+/// returned with the choice) and the chunks fitted to its input ([`fit_to_encoder`]). Each
+/// build takes this step: the peers through [`chunk_and_encoder`], LP-RAG after its chunk
+/// stage. Warnings (the default encoder's fallback, split or too-long chunks) go to `warn`.
+pub(crate) async fn encoder_and_fit(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: Option<Arc<dyn Encoder>>,
+    chunker: &str,
+    warn: &mut (dyn FnMut(String) + Send),
+) -> Result<(Vec<Chunk>, Arc<dyn Encoder>, Option<DefaultEncoder>)> {
+    let (encoder, choice) = match encoder {
+        Some(e) => (e, None),
         None => {
-            let t = texts.clone();
-            let (_, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            let t: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+            let (spec, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
             if let Some(w) = warning {
-                progress.warn(&w);
+                warn(w);
             }
-            enc
+            (enc, Some(spec))
         }
     };
-    let n = chunks.len();
-    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker).await?;
     if let Some(w) = warning {
-        progress.warn(&w);
+        warn(w);
     }
-    let texts = if chunks.len() == n {
-        texts
-    } else {
-        chunks.iter().map(Chunk::embedding_text).collect()
-    };
-    Ok((chunks, texts, encoder))
+    Ok((chunks, encoder, choice))
 }
 
 /// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by

@@ -129,10 +129,7 @@ pub(crate) async fn embed_user_query(
     dim: usize,
     max_bytes: usize,
 ) -> Result<Vec<f32>> {
-    lprag_core::check_query_len(query, max_bytes)?;
-    if query.trim().is_empty() {
-        return Err(Error::invalid("query", "empty or whitespace"));
-    }
+    lprag_core::check_query(query, max_bytes)?;
     let q = embed_query(encoder, query.trim()).await?;
     if q.len() != dim {
         return Err(Error::DimensionMismatch {

@@ -10,16 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{
-    Chunk, Document, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result,
-};
+use lprag_core::{Document, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, TokenMeter};
 use lprag_model::ComputeDevice;
 use lprag_text::HeuristicQueryGenerator;
 
 use crate::retrievers::common::{
-    blocking, fit_to_encoder, input_setters, labelled_queries, BuildInputs, DefaultEncoder,
-    Labelled,
+    encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled,
 };
 use crate::workdir::WorkDir;
 
@@ -255,10 +252,14 @@ impl LpRagBuilder {
         lap(&mut stats, "chunk");
 
         // 2. Chunk embeddings (choosing the default encoder first when none was given).
-        let (encoder, default_encoder, chunks) = choose_and_fit(
-            encoder, chunks, documents, &*chunker, &mut stats, &*progress,
-        )
-        .await?;
+        let mut fit_warnings = Vec::new();
+        let (chunks, encoder, default_encoder) =
+            encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
+                progress.warn(&w);
+                fit_warnings.push(w);
+            })
+            .await?;
+        stats.warnings.extend(fit_warnings);
         if chunks.len() != stats.chunks {
             stats.chunks = chunks.len();
             labelled = labelled_queries(&chunks, &labelled_pairs)?;
@@ -349,36 +350,6 @@ impl LpRagBuilder {
             device,
         })
     }
-}
-
-/// The encoder (the one given, else the default chosen for these chunks; its fallback
-/// warning goes to `progress` and the stats) and the chunks fitted to its input.
-async fn choose_and_fit(
-    encoder: Option<Arc<dyn Encoder>>,
-    chunks: Vec<Chunk>,
-    documents: &[Document],
-    chunker: &dyn lprag_core::Chunker,
-    stats: &mut IndexStats,
-    progress: &dyn lprag_core::Progress,
-) -> Result<(Arc<dyn Encoder>, Option<DefaultEncoder>, Vec<Chunk>)> {
-    let (encoder, default_encoder) = match encoder {
-        Some(e) => (e, None),
-        None => {
-            let t: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-            let (spec, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
-            if let Some(w) = warning {
-                progress.warn(&w);
-                stats.warnings.push(w);
-            }
-            (enc, Some(spec))
-        }
-    };
-    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
-    if let Some(w) = warning {
-        progress.warn(&w);
-        stats.warnings.push(w);
-    }
-    Ok((encoder, default_encoder, chunks))
 }
 
 /// The manifest of the index a predictor is transferred from, checked against this

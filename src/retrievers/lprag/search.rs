@@ -117,10 +117,7 @@ impl Retriever for LpRag {
     }
 
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>> {
-        lprag_core::check_query_len(query, self.config.max_query_bytes)?;
-        if query.trim().is_empty() {
-            return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
-        }
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
         let q = embed_query(&*self.encoder, query).await?;
         self.retrieve_embedded(q, selection).await
     }
@@ -131,10 +128,7 @@ impl Retriever for LpRag {
         selection: Selection,
         filter: &Filter,
     ) -> Result<Vec<ScoredChunk>> {
-        lprag_core::check_query_len(query, self.config.max_query_bytes)?;
-        if query.trim().is_empty() {
-            return Err(Error::invalid("LpRag::retrieve (query)", "query is empty"));
-        }
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
         selection.validate()?;
         filter.validate()?;
         let q = embed_query(&*self.encoder, query).await?;

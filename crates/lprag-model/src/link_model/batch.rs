@@ -150,6 +150,73 @@ impl GraphBatch {
         Tensor::<2>::from_data(TensorData::new(values, [r, c]), &like.device())
     }
 
+    /// The batch's messages as the built-in GNN layers read them: per-message
+    /// coefficients of GraphSAGE's weighted mean or of GCN, and GCN's self loops (zero
+    /// for SAGE).
+    pub(crate) fn message_graph(
+        &self,
+        aggregation: crate::config::Aggregation,
+    ) -> crate::host::MessageGraph {
+        use crate::config::Aggregation;
+        let (coef, self_coef) = match aggregation {
+            Aggregation::Gcn => (self.gcn_coef.clone(), self.gcn_self.clone()),
+            Aggregation::Sage => {
+                let coef = if self.num_edges == 0 {
+                    self.gcn_coef.clone()
+                } else {
+                    self.weight.clone() * self.inv_degree.clone().select(0, self.dst.clone())
+                };
+                (coef, self.gcn_self.clone().zeros_like())
+            }
+        };
+        crate::host::MessageGraph {
+            num_edges: self.num_edges,
+            src: self.src.clone(),
+            dst: self.dst.clone(),
+            coef,
+            self_coef,
+        }
+    }
+
+    /// The common neighbours of each pair in the batch's messages, as `(pair index, node)`
+    /// entries in batch positions (complete for pairs whose endpoints receive all their
+    /// messages; neighbours joined by a non-positive weight carry no message and are not
+    /// counted).
+    pub(crate) fn common_neighbour_entries(&self, pairs: &[(u32, u32)]) -> (Vec<i64>, Vec<i64>) {
+        let h = &*self.host;
+        let mut into: std::collections::HashMap<u32, Vec<u32>> = pairs
+            .iter()
+            .flat_map(|&(a, b)| [(a, Vec::new()), (b, Vec::new())])
+            .collect();
+        for k in 0..h.src.len() {
+            if let Some(list) = into.get_mut(&(h.dst[k] as u32)) {
+                list.push(h.src[k] as u32);
+            }
+        }
+        for list in into.values_mut() {
+            list.sort_unstable();
+            list.dedup();
+        }
+        let (mut pair, mut node) = (Vec::new(), Vec::new());
+        for (k, (a, b)) in pairs.iter().enumerate() {
+            let (la, lb) = (&into[a], &into[b]);
+            let (mut x, mut y) = (0, 0);
+            while x < la.len() && y < lb.len() {
+                match la[x].cmp(&lb[y]) {
+                    std::cmp::Ordering::Less => x += 1,
+                    std::cmp::Ordering::Greater => y += 1,
+                    std::cmp::Ordering::Equal => {
+                        pair.push(k as i64);
+                        node.push(la[x] as i64);
+                        x += 1;
+                        y += 1;
+                    }
+                }
+            }
+        }
+        (pair, node)
+    }
+
     pub(super) fn scatter(&self, h: Tensor<2>, coef: &Tensor<2>) -> Tensor<2> {
         let [n, d] = h.dims();
         let out = Tensor::<2>::zeros([n, d], &h.device());

@@ -30,12 +30,26 @@ use burn::tensor::{Device, Tensor};
 
 pub use batch::{GraphBatch, Pairs};
 pub use predictor::BurnLinkPredictor;
+pub(crate) use predictor::FastPath;
 
 /// Version of the directory [`BurnLinkPredictor`] saves.
 pub const BURN_PREDICTOR_FORMAT_VERSION: u32 = 1;
 
 pub(super) const META_FILE: &str = "burn-predictor.json";
-pub(super) const WEIGHTS_FILE: &str = "weights.bpk";
+pub(crate) const WEIGHTS_FILE: &str = "weights.bpk";
+
+/// The engine's manifest in `dir` with its path, `None` when `dir` has none (a directory
+/// of an earlier format).
+pub(crate) fn read_manifest(
+    dir: &std::path::Path,
+) -> lprag_core::Result<Option<(std::path::PathBuf, predictor::BurnMeta)>> {
+    let path = dir.join(META_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let meta = crate::shared::read_versioned(&path, BURN_PREDICTOR_FORMAT_VERSION)?;
+    Ok(Some((path, meta)))
+}
 
 /// Most held-out queries scored per validation (each is its own forward pass).
 pub(super) const MAX_VALIDATION: usize = 256;

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::local::{full_graph, LocalGraph, QueryView};
 use super::train::{train, Run};
 use super::*;
-use crate::config::{InferenceMode, TrainConfig};
+use crate::cached::{CachedScorer, Join};
+use crate::config::{InferenceMode, ModelConfig, TrainConfig};
 use crate::context::ChunkContext;
 use crate::host::HostGraph;
 use crate::positional::{laplacian_eigenmaps, mean_rows, ITERATIONS as PE_ITERATIONS};
@@ -20,11 +21,38 @@ use crate::shared::{normalize_vec, read_versioned, rows_tensor, write_json};
 
 /// What [`BurnLinkPredictor`] writes beside the weights.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct BurnMeta {
+pub(crate) struct BurnMeta {
     pub(super) format_version: u32,
-    pub(super) name: String,
-    pub(super) train: TrainConfig,
-    pub(super) d_in: usize,
+    pub(crate) name: String,
+    pub(crate) train: TrainConfig,
+    pub(crate) d_in: usize,
+    /// The architecture of a built-in GNN ([`crate::GnnLinkPredictor`]); absent for any
+    /// other model, whose `init` the caller passes back to restore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<ModelConfig>,
+}
+
+/// What a built-in model does its own way instead of the engine's generic path: the
+/// NCN/GAE/MLP family trains on full-graph or host-aggregated steps with its residual
+/// penalty, and scores through an exact cache of the chunks' layer outputs (the query's
+/// messages added on the host). Everything else (state, checks, attach, save, restore)
+/// is the engine's.
+pub(crate) trait FastPath<M>: Send + Sync {
+    /// Train a model on `graph` (replaces the engine's trainer).
+    fn fit(
+        &self,
+        train: &TrainConfig,
+        device: &Device,
+        checkpoints: Option<&Path>,
+        graph: &LinkGraph,
+        progress: &dyn Progress,
+    ) -> Result<(M, ChunkContext, TrainReport)>;
+
+    /// The chunk-side state that scores queries without a pass over the graph.
+    fn cache(&self, model: &M, ctx: &ChunkContext, mode: InferenceMode) -> Result<CachedScorer>;
+
+    /// The architecture, recorded in the manifest.
+    fn model_config(&self) -> &ModelConfig;
 }
 
 pub(super) struct Served<M> {
@@ -36,6 +64,8 @@ pub(super) struct Served<M> {
     /// Every chunk's representation without a query, for a model that has them
     /// ([`PairModel::node_representations`]).
     pub(super) reps: Option<ChunkReps>,
+    /// The fast path's cache, for a model that has one ([`FastPath::cache`]).
+    pub(super) cached: Option<CachedScorer>,
 }
 
 /// The chunks' node representations, `[num_chunks, width]`, row-major.
@@ -143,6 +173,8 @@ pub struct BurnLinkPredictor<M: PairModel> {
     pub(super) device: Device,
     pub(super) state: Option<Served<M>>,
     pub(super) checkpoints: Option<std::path::PathBuf>,
+    /// A built-in model's own training and scoring ([`FastPath`]).
+    pub(super) fast: Option<Arc<dyn FastPath<M>>>,
 }
 
 impl<M: PairModel> std::fmt::Debug for BurnLinkPredictor<M> {
@@ -173,6 +205,21 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             device: Device::flex(),
             state: None,
             checkpoints: None,
+            fast: None,
+        }
+    }
+
+    /// A built-in model with its own fast path, named `name`, on `device`.
+    pub(crate) fn with_fast_path(
+        name: impl Into<String>,
+        train: TrainConfig,
+        device: Device,
+        init: impl Fn(usize, &Device) -> M + Send + Sync + 'static,
+        fast: Arc<dyn FastPath<M>>,
+    ) -> Self {
+        Self {
+            fast: Some(fast),
+            ..Self::new(name, train, init).with_device(device)
         }
     }
 
@@ -259,6 +306,7 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             device,
             state: None,
             checkpoints: None,
+            fast: None,
         };
         p.serve(Some(model), graph, None)?;
         Ok(p)
@@ -266,6 +314,11 @@ impl<M: PairModel> BurnLinkPredictor<M> {
 
     /// Serve `model` on `graph`; `positions` are the chunks' encodings when the caller
     /// already computed them for this graph (training does), else they are computed here.
+    /// Serve `model` (trained or restored) on `graph`.
+    pub(crate) fn serve_model(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
+        self.serve(model, graph, None)
+    }
+
     pub(super) fn serve(
         &mut self,
         model: Option<M>,
@@ -273,6 +326,17 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         positions: Option<ChunkPositions>,
     ) -> Result<()> {
         let ctx = ChunkContext::new(graph)?;
+        self.serve_context(model, graph, ctx, positions)
+    }
+
+    /// [`Self::serve`] with the chunk context already built from `graph`.
+    pub(super) fn serve_context(
+        &mut self,
+        model: Option<M>,
+        graph: &LinkGraph,
+        ctx: ChunkContext,
+        positions: Option<ChunkPositions>,
+    ) -> Result<()> {
         let wsum = ctx.host.weight_sums();
         let dim = model.as_ref().map_or(0, |m| m.pair_positional_dim());
         let positions = match positions {
@@ -286,9 +350,14 @@ impl<M: PairModel> BurnLinkPredictor<M> {
             wsum,
             positions,
             reps: None,
+            cached: None,
         };
-        if let Some(m) = &st.model {
-            st.reps = chunk_representations(m, &st, &self.device);
+        match (&st.model, &self.fast) {
+            (Some(m), Some(fast)) => {
+                st.cached = Some(fast.cache(m, &st.ctx, self.train.inference)?);
+            }
+            (Some(m), None) => st.reps = chunk_representations(m, &st, &self.device),
+            (None, _) => {}
         }
         self.state = Some(st);
         Ok(())
@@ -476,6 +545,46 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         Ok((m, st, candidates.iter().map(|&c| c as u32).collect()))
     }
 
+    /// A copy that shares the trained weights (burn parameters are shared handles),
+    /// attached to `graph`, whose feature width must be the model's.
+    pub(crate) fn attached_copy(&self, graph: &LinkGraph) -> Result<Self> {
+        if let Some(st) = &self.state {
+            if st.model.is_some() && st.d_in != graph.features.dim() {
+                return Err(Error::DimensionMismatch {
+                    location: format!(
+                        "BurnLinkPredictor '{}' attach_copy (feature width)",
+                        self.name
+                    ),
+                    expected: st.d_in,
+                    actual: graph.features.dim(),
+                });
+            }
+        }
+        let mut copy = BurnLinkPredictor {
+            name: self.name.clone(),
+            init: self.init.clone(),
+            train: self.train.clone(),
+            device: self.device.clone(),
+            state: None,
+            checkpoints: self.checkpoints.clone(),
+            fast: self.fast.clone(),
+        };
+        let model = self.state.as_ref().and_then(|s| s.model.clone());
+        copy.serve(model, graph, None)?;
+        Ok(copy)
+    }
+
+    /// The chunk graph the predictor is attached to (normalised chunk features and
+    /// chunk–chunk edges).
+    pub(crate) fn chunk_graph(&self) -> Result<LinkGraph> {
+        let (_, st) = self.served()?;
+        Ok(LinkGraph {
+            features: st.ctx.features.clone(),
+            num_chunks: st.ctx.num_chunks(),
+            edges: st.ctx.edges.clone(),
+        })
+    }
+
     /// Logits from one forward pass over the whole chunk graph plus the query node (the
     /// reference [`LinkPredictor::score`]'s neighbourhood path is tested against; each call
     /// costs a pass over every chunk and edge).
@@ -556,6 +665,19 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
     }
 
     fn fit(&mut self, graph: &LinkGraph, progress: &dyn Progress) -> Result<TrainReport> {
+        if let Some(fast) = self.fast.clone() {
+            let started = std::time::Instant::now();
+            let (model, ctx, mut report) = fast.fit(
+                &self.train,
+                &self.device,
+                self.checkpoints.as_deref(),
+                graph,
+                progress,
+            )?;
+            self.serve_context(Some(model), graph, ctx, None)?;
+            report.seconds = started.elapsed().as_secs_f64();
+            return Ok(report);
+        }
         let run = Run {
             name: &self.name,
             init: &*self.init,
@@ -573,30 +695,9 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
     }
 
     fn attach_copy(&self, graph: &LinkGraph) -> Option<Result<Box<dyn LinkPredictor>>> {
-        if let Some(st) = &self.state {
-            if st.model.is_some() && st.d_in != graph.features.dim() {
-                return Some(Err(Error::DimensionMismatch {
-                    location: format!(
-                        "BurnLinkPredictor '{}' attach_copy (feature width)",
-                        self.name
-                    ),
-                    expected: st.d_in,
-                    actual: graph.features.dim(),
-                }));
-            }
-        }
-        let mut copy = BurnLinkPredictor {
-            name: self.name.clone(),
-            init: self.init.clone(),
-            train: self.train.clone(),
-            device: self.device.clone(),
-            state: None,
-            checkpoints: self.checkpoints.clone(),
-        };
-        let model = self.state.as_ref().and_then(|s| s.model.clone());
         Some(
-            copy.serve(model, graph, None)
-                .map(|()| Box::new(copy) as Box<dyn LinkPredictor>),
+            self.attached_copy(graph)
+                .map(|copy| Box::new(copy) as Box<dyn LinkPredictor>),
         )
     }
 
@@ -634,7 +735,12 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
         if cands.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.score_query(m, st, &normalize_vec(query), nearest, &cands, false))
+        let q = normalize_vec(query);
+        if let Some(cache) = &st.cached {
+            let join = Join::for_query(&st.ctx, self.train.inference, &q, nearest);
+            return Ok(cache.score(&st.ctx.features, &st.ctx.host, &q, &join, &cands));
+        }
+        Ok(self.score_query(m, st, &q, nearest, &cands, false))
     }
 
     fn save(&self, dir: &Path) -> Result<()> {
@@ -645,6 +751,7 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
             name: self.name.clone(),
             train: self.train.clone(),
             d_in: st.d_in,
+            model: self.fast.as_ref().map(|f| f.model_config().clone()),
         };
         write_json(&dir.join(META_FILE), &meta)?;
         crate::weights::save_weights(m, &dir.join(WEIGHTS_FILE))
