@@ -205,6 +205,22 @@ pub(super) struct Graph {
     pub(super) isolated: usize,
 }
 
+/// The chunk–chunk edges of the index: the mutual pairs of the k-NN `lists`, then the
+/// bridge edges `bridges` adds among `chunks`; `lap` is called after each of the two
+/// (`knn`, `bridges`). A build and an update make them the same way.
+pub(super) fn chunk_edges(
+    lists: &KnnLists,
+    chunks: &[Chunk],
+    bridges: &BridgeConfig,
+    lap: &mut dyn FnMut(&str),
+) -> Result<Vec<LinkEdge>> {
+    let mut edges = lprag_graph::mutual_edges_of(lists)?;
+    lap("knn");
+    edges.extend(lprag_graph::bridge_edges(chunks, &edges, bridges)?);
+    lap("bridges");
+    Ok(edges)
+}
+
 /// Build the mutual k-NN chunk graph with its bridge edges, then the A.2 batches. The
 /// chunks and embeddings move to a blocking thread and back (no copy).
 pub(super) async fn chunk_graph(
@@ -220,8 +236,7 @@ pub(super) async fn chunk_graph(
         .run(input, state, |(chunks, chunk_emb, _)| async move {
             let (edges, emb, back, lists) = blocking(move || {
                 let lists = lprag_graph::knn(&chunk_emb, k, &backend)?;
-                let mut edges = lprag_graph::mutual_edges_of(&lists)?;
-                edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
+                let edges = chunk_edges(&lists, &chunks, &bridges, &mut |_| {})?;
                 Ok((edges, chunk_emb, chunks, lists))
             })
             .await?;

@@ -252,7 +252,8 @@ impl LpRag {
         })
     }
 
-    /// Remove the chunks of `remove` (document ids), add `add` chunked by `chunker`.
+    /// Remove the chunks of `remove` (document ids), add `add` chunked by `chunker`: the
+    /// stages `chunk`, `embed`, `graph` and `attach`, then the new state in one step.
     async fn apply(
         &mut self,
         remove: &[String],
@@ -276,7 +277,7 @@ impl LpRag {
         };
 
         // 1. New chunks, and which old ones stay.
-        let (mut new_chunks, keep) = update_chunks(
+        let (new_chunks, keep) = update_chunks(
             &self.chunks,
             (remove, add),
             chunker,
@@ -293,6 +294,64 @@ impl LpRag {
         lap(&mut report, "chunk");
 
         // 2. Their embeddings.
+        let new_emb = self.embed_new_chunks(&new_chunks).await?;
+        lap(&mut report, "embed");
+
+        // 3. The new graph: k-NN lists repaired, bridges recomputed, queries remapped.
+        let input = GraphUpdate {
+            old: self.graph.clone(),
+            lists: self.knn.clone(),
+            k: self.config.knn_k,
+            backend: self.config.knn_backend,
+            bridges: self.config.bridges,
+            chunks: self.chunks.clone(),
+            queries: self.queries.clone(),
+            keep,
+            new_chunks,
+            new_emb,
+        };
+        let updated = blocking(move || updated_graph(input)).await?;
+        report.removed_queries = updated.dropped_queries;
+        lap(&mut report, "graph");
+        report.graph_seconds = updated.laps.clone();
+
+        // 4. Attach the trained model to the new graph. No await from here on: the update
+        //    cannot be cancelled half-way.
+        let graph = Arc::new(updated.graph);
+        self.attach_predictor(&graph)?;
+        lap(&mut report, "attach");
+
+        self.search = Arc::new(search_for(&graph, &self.config)?);
+        let UpdatedGraph {
+            chunks,
+            queries,
+            lists,
+            chunk_edges,
+            bridges,
+            isolated,
+            ..
+        } = updated;
+        self.stats.documents = chunks
+            .iter()
+            .map(|c| c.provenance.document_id.as_str())
+            .collect::<HashSet<_>>()
+            .len();
+        self.stats.chunks = chunks.len();
+        self.stats.chunk_edges = chunk_edges;
+        self.stats.bridge_edges = bridges;
+        self.stats.isolated_chunks = isolated;
+        self.stats.queries = queries.len();
+        self.stats.query_edges = graph.edges.len() - chunk_edges;
+        report.chunks = chunks.len();
+        self.chunks = chunks;
+        self.queries = queries;
+        self.graph = graph;
+        self.knn = Some(Arc::new(lists));
+        Ok(report)
+    }
+
+    /// The new chunks' embeddings, checked against the index's width.
+    async fn embed_new_chunks(&self, new_chunks: &[Chunk]) -> Result<Embeddings> {
         let texts: Vec<String> = new_chunks.iter().map(Chunk::embedding_text).collect();
         let new_emb = if texts.is_empty() {
             Embeddings::empty(self.encoder.dimension())
@@ -306,128 +365,23 @@ impl LpRag {
                 actual: new_emb.dim(),
             });
         }
-        lap(&mut report, "embed");
+        Ok(new_emb)
+    }
 
-        // 3. The new graph: k-NN lists repaired, bridges recomputed, queries remapped.
-        let old = self.graph.clone();
-        let lists = self.knn.clone();
-        let (k, backend, bridges) = (
-            self.config.knn_k,
-            self.config.knn_backend,
-            self.config.bridges,
-        );
-        let old_chunks = self.chunks.clone();
-        let old_queries = self.queries.clone();
-        let keep_for_graph = keep.clone();
-        let result = blocking(move || {
-            let mut t = Instant::now();
-            let mut laps: Vec<(String, f64)> = Vec::new();
-            let mut lap = |stage: &str| {
-                laps.push((stage.to_string(), t.elapsed().as_secs_f64()));
-                t = Instant::now();
-            };
-            let nc_old = old.num_chunks;
-            let (dim, feats) = (old.features.dim(), old.features.as_slice());
-            let mut new_id = vec![usize::MAX; nc_old];
-            let mut chunks: Vec<Chunk> = Vec::with_capacity(kept + new_chunks.len());
-            // One buffer for the new graph's features: chunk rows now, query rows below.
-            let nq_old = old.num_queries();
-            let mut rows: Vec<f32> = Vec::with_capacity((kept + new_chunks.len() + nq_old) * dim);
-            for (i, c) in old_chunks
-                .into_iter()
-                .enumerate()
-                .filter(|&(i, _)| keep_for_graph[i])
-            {
-                new_id[i] = chunks.len();
-                chunks.push(Chunk {
-                    id: chunks.len(),
-                    ..c
-                });
-                rows.extend_from_slice(&feats[i * dim..(i + 1) * dim]);
-            }
-            for c in new_chunks.drain(..) {
-                chunks.push(Chunk {
-                    id: chunks.len(),
-                    ..c
-                });
-            }
-            rows.extend_from_slice(new_emb.as_slice());
-            let chunk_emb = Embeddings::new(dim, rows)?;
-            let lists = match lists {
-                Some(l) => l,
-                None => {
-                    let before = Embeddings::new(dim, feats[..nc_old * dim].to_vec())?;
-                    Arc::new(lprag_graph::knn(&before, k, &backend)?)
-                }
-            };
-            lap("copy");
-            let lists = lprag_graph::update_knn(&lists, &keep_for_graph, &chunk_emb, k)?;
-            let mut edges = lprag_graph::mutual_edges_of(&lists)?;
-            lap("knn");
-            edges.extend(lprag_graph::bridge_edges(&chunks, &edges, &bridges)?);
-            lap("bridges");
-            let mut queries: Vec<SyntheticQuery> = Vec::with_capacity(old_queries.len());
-            let mut features = chunk_emb.into_vec();
-            let mut dropped = 0;
-            for (qi, q) in old_queries.into_iter().enumerate() {
-                let ids: Vec<ChunkId> = q
-                    .chunk_ids
-                    .iter()
-                    .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
-                    .collect();
-                if ids.is_empty() && !q.chunk_ids.is_empty() {
-                    dropped += 1;
-                    continue;
-                }
-                let row = nc_old + qi;
-                features.extend_from_slice(&feats[row * dim..(row + 1) * dim]);
-                queries.push(SyntheticQuery {
-                    chunk_ids: ids,
-                    ..q
-                });
-            }
-            let nc = chunks.len();
-            let graph = lprag_graph::link_graph_from_features(
-                Embeddings::new(dim, features)?,
-                nc,
-                &edges,
-                &queries,
-            )?;
-            let isolated = ChunkGraph::from_edges(nc, &edges)?.isolated_count();
-            let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
-            lap("assemble");
-            Ok((
-                chunks,
-                queries,
-                graph,
-                lists,
-                (edges.len(), n_bridges, isolated, dropped),
-                laps,
-            ))
-        })
-        .await;
-        let (chunks, queries, graph, lists, (chunk_edges, n_bridges, isolated, dropped), laps) =
-            result?;
-        report.removed_queries = dropped;
-        lap(&mut report, "graph");
-        report.graph_seconds = laps;
-
-        // 4. Attach the trained model to the new graph. No await from here on: the update
-        //    cannot be cancelled half-way.
-        let graph = Arc::new(graph);
-        // A copy of the model attached to the new graph, the old one untouched (clones of
-        // this index keep answering with it); a predictor without copies is attached in
-        // place, exclusive since the check above.
+    /// The trained model on `graph`: a copy attached to it, the old one untouched (clones
+    /// of this index keep answering with it); a predictor without copies is attached in
+    /// place (exclusive, checked before the update paid for anything) and, on failure,
+    /// put back on the old graph as far as it goes.
+    fn attach_predictor(&mut self, graph: &Arc<lprag_core::LinkGraph>) -> Result<()> {
         let predictor = self.predictor.clone();
-        let copy = run_cpu(|| predictor.attach_copy(&graph));
+        let copy = run_cpu(|| predictor.attach_copy(graph));
         match copy {
             Some(copy) => self.predictor = Arc::from(copy?),
             None => {
                 let attached = self
                     .exclusive_predictor("LpRag update")
-                    .and_then(|p| run_cpu(|| p.attach(&graph)));
+                    .and_then(|p| run_cpu(|| p.attach(graph)));
                 if let Err(e) = attached {
-                    // Best effort back to the old graph, then report the failure.
                     let old = self.graph.clone();
                     if let Some(p) = Arc::get_mut(&mut self.predictor) {
                         let _ = run_cpu(|| p.attach(&old));
@@ -436,27 +390,159 @@ impl LpRag {
                 }
             }
         }
-        lap(&mut report, "attach");
-
-        self.search = Arc::new(search_for(&graph, &self.config)?);
-        self.stats.documents = chunks
-            .iter()
-            .map(|c| c.provenance.document_id.as_str())
-            .collect::<HashSet<_>>()
-            .len();
-        self.stats.chunks = chunks.len();
-        self.stats.chunk_edges = chunk_edges;
-        self.stats.bridge_edges = n_bridges;
-        self.stats.isolated_chunks = isolated;
-        self.stats.queries = queries.len();
-        self.stats.query_edges = graph.edges.len() - chunk_edges;
-        report.chunks = chunks.len();
-        self.chunks = chunks;
-        self.queries = queries;
-        self.graph = graph;
-        self.knn = Some(Arc::new(lists));
-        Ok(report)
+        Ok(())
     }
+}
+
+/// What the graph stage of an update takes: the index's graph, k-NN lists, graph settings,
+/// chunks and queries, which chunks stay, and the new chunks with their embeddings.
+struct GraphUpdate {
+    old: Arc<lprag_core::LinkGraph>,
+    lists: Option<Arc<super::KnnLists>>,
+    k: usize,
+    backend: lprag_graph::KnnBackend,
+    bridges: lprag_graph::BridgeConfig,
+    chunks: Vec<Chunk>,
+    queries: Vec<SyntheticQuery>,
+    keep: Vec<bool>,
+    new_chunks: Vec<Chunk>,
+    new_emb: Embeddings,
+}
+
+/// The graph stage's result.
+struct UpdatedGraph {
+    chunks: Vec<Chunk>,
+    queries: Vec<SyntheticQuery>,
+    graph: lprag_core::LinkGraph,
+    lists: super::KnnLists,
+    /// Chunk–chunk edges (k-NN and bridges), bridges among them, isolated chunks.
+    chunk_edges: usize,
+    bridges: usize,
+    isolated: usize,
+    /// Synthetic queries dropped with their last chunk.
+    dropped_queries: usize,
+    /// Seconds per part: `copy`, `knn`, `bridges`, `assemble`.
+    laps: Vec<(String, f64)>,
+}
+
+/// The kept chunks renumbered (old id → new id, `usize::MAX` when removed) followed by
+/// the new ones, and their rows in one buffer, kept rows first.
+fn renumbered_chunks(
+    old: &lprag_core::LinkGraph,
+    chunks: Vec<Chunk>,
+    keep: &[bool],
+    new_chunks: Vec<Chunk>,
+    new_emb: &Embeddings,
+) -> Result<(Vec<Chunk>, Vec<usize>, Embeddings)> {
+    let (dim, feats) = (old.features.dim(), old.features.as_slice());
+    let kept = keep.iter().filter(|&&k| k).count();
+    let mut new_id = vec![usize::MAX; old.num_chunks];
+    let mut out: Vec<Chunk> = Vec::with_capacity(kept + new_chunks.len());
+    // One buffer for the new graph's features: chunk rows now, query rows later.
+    let capacity = (kept + new_chunks.len() + old.num_queries()) * dim;
+    let mut rows: Vec<f32> = Vec::with_capacity(capacity);
+    for (i, c) in chunks.into_iter().enumerate().filter(|&(i, _)| keep[i]) {
+        new_id[i] = out.len();
+        out.push(Chunk { id: out.len(), ..c });
+        rows.extend_from_slice(&feats[i * dim..(i + 1) * dim]);
+    }
+    for c in new_chunks {
+        out.push(Chunk { id: out.len(), ..c });
+    }
+    rows.extend_from_slice(new_emb.as_slice());
+    Ok((out, new_id, Embeddings::new(dim, rows)?))
+}
+
+/// The queries that keep a chunk, linked to the new ids, with their rows of `old` after
+/// `features`; and how many were dropped (every chunk they were linked to removed).
+fn remapped_queries(
+    old: &lprag_core::LinkGraph,
+    queries: Vec<SyntheticQuery>,
+    new_id: &[usize],
+    features: &mut Vec<f32>,
+) -> (Vec<SyntheticQuery>, usize) {
+    let (dim, feats, nc_old) = (old.features.dim(), old.features.as_slice(), old.num_chunks);
+    let mut out: Vec<SyntheticQuery> = Vec::with_capacity(queries.len());
+    let mut dropped = 0;
+    for (qi, q) in queries.into_iter().enumerate() {
+        let ids: Vec<ChunkId> = q
+            .chunk_ids
+            .iter()
+            .filter_map(|&c| new_id.get(c).copied().filter(|&n| n != usize::MAX))
+            .collect();
+        if ids.is_empty() && !q.chunk_ids.is_empty() {
+            dropped += 1;
+            continue;
+        }
+        let row = nc_old + qi;
+        features.extend_from_slice(&feats[row * dim..(row + 1) * dim]);
+        out.push(SyntheticQuery {
+            chunk_ids: ids,
+            ..q
+        });
+    }
+    (out, dropped)
+}
+
+/// The graph stage of an update (on a blocking thread): chunks renumbered, k-NN lists
+/// repaired ([`lprag_graph::update_knn`]), the chunk edges rebuilt as a build makes them
+/// ([`super::stages::chunk_edges`]), queries remapped, the link graph assembled.
+fn updated_graph(input: GraphUpdate) -> Result<UpdatedGraph> {
+    let mut t = Instant::now();
+    let mut laps: Vec<(String, f64)> = Vec::new();
+    let mut lap = |stage: &str| {
+        laps.push((stage.to_string(), t.elapsed().as_secs_f64()));
+        t = Instant::now();
+    };
+    let GraphUpdate {
+        old,
+        lists,
+        k,
+        backend,
+        bridges,
+        chunks,
+        queries,
+        keep,
+        new_chunks,
+        new_emb,
+    } = input;
+    let (chunks, new_id, chunk_emb) = renumbered_chunks(&old, chunks, &keep, new_chunks, &new_emb)?;
+    drop(new_emb);
+    let lists = match lists {
+        Some(l) => l,
+        None => {
+            let (dim, nc_old) = (old.features.dim(), old.num_chunks);
+            let before = Embeddings::new(dim, old.features.as_slice()[..nc_old * dim].to_vec())?;
+            Arc::new(lprag_graph::knn(&before, k, &backend)?)
+        }
+    };
+    lap("copy");
+    let lists = lprag_graph::update_knn(&lists, &keep, &chunk_emb, k)?;
+    let edges = super::stages::chunk_edges(&lists, &chunks, &bridges, &mut lap)?;
+    let mut features = chunk_emb.into_vec();
+    let (queries, dropped_queries) = remapped_queries(&old, queries, &new_id, &mut features);
+    let nc = chunks.len();
+    let dim = old.features.dim();
+    let graph = lprag_graph::link_graph_from_features(
+        Embeddings::new(dim, features)?,
+        nc,
+        &edges,
+        &queries,
+    )?;
+    let isolated = ChunkGraph::from_edges(nc, &edges)?.isolated_count();
+    let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
+    lap("assemble");
+    Ok(UpdatedGraph {
+        chunks,
+        queries,
+        graph,
+        lists,
+        chunk_edges: edges.len(),
+        bridges: n_bridges,
+        isolated,
+        dropped_queries,
+        laps,
+    })
 }
 
 #[async_trait::async_trait]
