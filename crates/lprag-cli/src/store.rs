@@ -1,18 +1,18 @@
 //! `lprag index`, `sync` and `query`: one retriever of any kind behind [`AnyIndex`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use lprag::llm::{ChatModel, LlmChunker, LlmEnv, LlmQueryGenerator, OpenAiChat, OpenAiConfig};
 use lprag::{
-    Bm25Retriever, Chunk, Document, Encoder, Error, Filter, G2Rag, GfmRag, LesegrRag, LpRag,
-    LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk, Selection, StderrProgress,
-    Updatable, UpdateInputs, UpdateReport,
+    Bm25Retriever, Chunk, Chunker, Document, Encoder, Error, Filter, G2Rag, GfmRag, LesegrRag,
+    LpRag, LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk, Selection,
+    StderrProgress, Updatable, UpdateInputs, UpdateReport,
 };
-use lprag::{DenseRetriever, HybridRetriever, NoProgress};
+use lprag::{DenseRetriever, HybridRetriever, NoProgress, QueryGenerator};
 use lprag_load::{load_dir, LoadOptions, LoadReport};
 use serde::Serialize;
 
@@ -199,30 +199,12 @@ async fn build(
     let chunker = inputs.chunker.clone();
     Ok(match settings.retriever {
         RetrieverKind::Lprag => {
-            let mut config = LpRagConfig::default();
-            if let Some(e) = settings.epochs {
-                config.train.epochs = e;
-            }
-            let mut b = LpRag::builder()
-                .config(config)
-                .chunker(chunker)
-                .encoder(encoder)
-                .progress(progress)
-                .work_dir(dir.join(WORK_SUBDIR));
-            if let Some(l) = &settings.llm {
-                b = b.llm(llm(l)?);
-            }
-            AnyIndex::Lprag(Box::new(b.build(docs).await?))
+            let work_dir = dir.join(WORK_SUBDIR);
+            build_lprag(settings, work_dir, docs, chunker, encoder, progress).await?
         }
         RetrieverKind::Qcg => {
-            let mut b = QcgRag::builder()
-                .chunker(chunker)
-                .encoder(encoder)
-                .progress(progress);
-            if let Some(g) = inputs.query_generator {
-                b = b.query_generator(g);
-            }
-            AnyIndex::Qcg(b.build(docs).await?)
+            let generator = inputs.query_generator;
+            build_qcg(docs, chunker, generator, encoder, progress).await?
         }
         RetrieverKind::Lesegr => AnyIndex::Lesegr(
             LesegrRag::builder()
@@ -272,6 +254,49 @@ async fn build(
                 .await?,
         ),
     })
+}
+
+/// Build LP-RAG over `docs` with the settings' epochs and LLM, working in `work_dir`.
+async fn build_lprag(
+    settings: &Settings,
+    work_dir: PathBuf,
+    docs: &[Document],
+    chunker: Arc<dyn Chunker>,
+    encoder: Arc<dyn Encoder>,
+    progress: Arc<dyn Progress>,
+) -> Result<AnyIndex> {
+    let mut config = LpRagConfig::default();
+    if let Some(e) = settings.epochs {
+        config.train.epochs = e;
+    }
+    let mut b = LpRag::builder()
+        .config(config)
+        .chunker(chunker)
+        .encoder(encoder)
+        .progress(progress)
+        .work_dir(work_dir);
+    if let Some(l) = &settings.llm {
+        b = b.llm(llm(l)?);
+    }
+    Ok(AnyIndex::Lprag(Box::new(b.build(docs).await?)))
+}
+
+/// Build QCG-RAG over `docs`, with `generator` (the LLM's) when there is one.
+async fn build_qcg(
+    docs: &[Document],
+    chunker: Arc<dyn Chunker>,
+    generator: Option<Arc<dyn QueryGenerator>>,
+    encoder: Arc<dyn Encoder>,
+    progress: Arc<dyn Progress>,
+) -> Result<AnyIndex> {
+    let mut b = QcgRag::builder()
+        .chunker(chunker)
+        .encoder(encoder)
+        .progress(progress);
+    if let Some(g) = generator {
+        b = b.query_generator(g);
+    }
+    Ok(AnyIndex::Qcg(b.build(docs).await?))
 }
 
 fn progress(quiet: bool) -> Arc<dyn Progress> {

@@ -159,50 +159,125 @@ pub async fn evaluate_retrieval(
     } else {
         max_k * 4
     };
+    let search = DepthSearch {
+        retriever,
+        doc_index: &doc_index,
+        max_k,
+        n_chunks,
+        first_depth,
+    };
 
     let stage = format!("queries {}", retriever.name());
     progress.start(&stage, Some(dataset.questions.len() as u64));
-    let mut recalls: BTreeMap<usize, Vec<f64>> =
-        options.ks.iter().map(|&k| (k, Vec::new())).collect();
-    let (mut mrrs, mut ndcgs) = (Vec::new(), Vec::new());
-    let mut latencies = Vec::with_capacity(dataset.questions.len());
-    let mut tokens = Vec::with_capacity(dataset.questions.len());
-    let mut per_question = Vec::new();
+    let mut tally = Tally::new(options, dataset.questions.len());
     for (qi, q) in dataset.questions.iter().enumerate() {
-        let mut depth = first_depth;
+        let (ranking, scores, elapsed) = search.rank(&q.question).await?;
+        tally.add(q, ranking, scores, elapsed, dataset, options);
+        progress.update(&stage, qi as u64 + 1, &tally.message());
+    }
+    progress.finish(&stage);
+    Ok(tally.result(retriever.name(), dataset, index_seconds))
+}
+
+/// How [`evaluate_retrieval`] asks a retriever for enough chunks to rank `max_k`
+/// passages.
+struct DepthSearch<'a> {
+    /// The retriever.
+    retriever: &'a dyn Retriever,
+    /// Document id to corpus position.
+    doc_index: &'a HashMap<&'a str, usize>,
+    /// Passages wanted.
+    max_k: usize,
+    /// Chunks in the index (0 when the retriever does not say).
+    n_chunks: usize,
+    /// Chunks asked for first.
+    first_depth: usize,
+}
+
+impl DepthSearch<'_> {
+    /// The passage ranking of `question` and its scores, asking for twice the chunks
+    /// (up to all of them) while fewer than `max_k` passages came back; with the
+    /// seconds spent in `retrieve`, summed over the tries.
+    async fn rank(&self, question: &str) -> Result<(Vec<usize>, Vec<f32>, f64)> {
+        let n_chunks = self.n_chunks;
+        let mut depth = self.first_depth;
         let mut elapsed = 0.0f64;
-        let (ranking, scores) = loop {
+        loop {
             let t = Instant::now();
-            let hits = retriever
-                .retrieve(&q.question, Selection::TopK(depth))
+            let hits = self
+                .retriever
+                .retrieve(question, Selection::TopK(depth))
                 .await?;
             elapsed += t.elapsed().as_secs_f64();
-            let (ranking, scores) = rank_passages_scored(&hits, &doc_index, max_k)?;
+            let (ranking, scores) = rank_passages_scored(&hits, self.doc_index, self.max_k)?;
             let exhausted = hits.len() < depth || (n_chunks > 0 && depth >= n_chunks);
-            if ranking.len() >= max_k || exhausted {
-                break (ranking, scores);
+            if ranking.len() >= self.max_k || exhausted {
+                return Ok((ranking, scores, elapsed));
             }
             depth = if n_chunks > 0 {
                 (depth * 2).min(n_chunks)
             } else {
                 depth * 2
             };
-        };
-        for (&k, v) in recalls.iter_mut() {
+        }
+    }
+}
+
+/// The per-question measurements of [`evaluate_retrieval`] so far.
+struct Tally {
+    /// Recall@k per question with gold passages, by k.
+    recalls: BTreeMap<usize, Vec<f64>>,
+    /// MRR@10 per question with gold passages.
+    mrrs: Vec<f64>,
+    /// nDCG@10 per question with gold passages.
+    ndcgs: Vec<f64>,
+    /// Query latency per question, ms.
+    latencies: Vec<f64>,
+    /// Tokens of the top passages per question.
+    tokens: Vec<f64>,
+    /// Each question's outcome, with [`EvalOptions::keep_rankings`].
+    per_question: Vec<QuestionOutcome>,
+}
+
+impl Tally {
+    /// Nothing measured yet, room for `questions`.
+    fn new(options: &EvalOptions, questions: usize) -> Self {
+        Self {
+            recalls: options.ks.iter().map(|&k| (k, Vec::new())).collect(),
+            mrrs: Vec::new(),
+            ndcgs: Vec::new(),
+            latencies: Vec::with_capacity(questions),
+            tokens: Vec::with_capacity(questions),
+            per_question: Vec::new(),
+        }
+    }
+
+    /// Measure question `q`'s passage `ranking` (retrieved in `elapsed` seconds).
+    fn add(
+        &mut self,
+        q: &crate::datasets::Question,
+        ranking: Vec<usize>,
+        scores: Vec<f32>,
+        elapsed: f64,
+        dataset: &Dataset,
+        options: &EvalOptions,
+    ) {
+        for (&k, v) in self.recalls.iter_mut() {
             if let Some(r) = recall_at_k(&ranking, &q.gold, q.gold_count(), k) {
                 v.push(r);
             }
         }
-        mrrs.extend(mrr_at_k(&ranking, &q.gold, q.gold_count(), RANK_CUTOFF));
-        ndcgs.extend(ndcg_at_k(
+        self.mrrs
+            .extend(mrr_at_k(&ranking, &q.gold, q.gold_count(), RANK_CUTOFF));
+        self.ndcgs.extend(ndcg_at_k(
             &ranking,
             &q.gold,
             &q.grades,
             q.gold_count(),
             RANK_CUTOFF,
         ));
-        latencies.push(elapsed * 1e3);
-        tokens.push(
+        self.latencies.push(elapsed * 1e3);
+        self.tokens.push(
             ranking
                 .iter()
                 .take(options.token_passages)
@@ -210,42 +285,48 @@ pub async fn evaluate_retrieval(
                 .sum::<f64>(),
         );
         if options.keep_rankings {
-            per_question.push(QuestionOutcome {
+            self.per_question.push(QuestionOutcome {
                 id: q.id.clone(),
                 ranking,
                 scores,
                 latency_ms: elapsed * 1e3,
             });
         }
-        let msg = match recalls.get(&5).and_then(|v| mean(v)) {
+    }
+
+    /// The progress message: the mean Recall@5 so far, when measured.
+    fn message(&self) -> String {
+        match self.recalls.get(&5).and_then(|v| mean(v)) {
             Some(r5) => format!("R@5 {:.2}", 100.0 * r5),
             None => String::new(),
-        };
-        progress.update(&stage, qi as u64 + 1, &msg);
+        }
     }
-    progress.finish(&stage);
 
-    let questions_with_gold = dataset
-        .questions
-        .iter()
-        .filter(|q| q.gold_count() > 0)
-        .count();
-    Ok(RetrievalResult {
-        retriever: retriever.name().to_string(),
-        recall: recalls
-            .into_iter()
-            .map(|(k, v)| (k, mean(&v).unwrap_or(0.0)))
-            .collect(),
-        mrr_at_10: mean(&mrrs).unwrap_or(0.0),
-        ndcg_at_10: mean(&ndcgs).unwrap_or(0.0),
-        index_seconds,
-        query_ms_p50: percentile(&latencies, 50.0).unwrap_or(0.0),
-        query_ms_p95: percentile(&latencies, 95.0).unwrap_or(0.0),
-        tokens_per_query: mean(&tokens).unwrap_or(0.0),
-        questions: dataset.questions.len(),
-        questions_with_gold,
-        per_question,
-    })
+    /// The means and percentiles as the retriever's result.
+    fn result(self, retriever: &str, dataset: &Dataset, index_seconds: f64) -> RetrievalResult {
+        let questions_with_gold = dataset
+            .questions
+            .iter()
+            .filter(|q| q.gold_count() > 0)
+            .count();
+        RetrievalResult {
+            retriever: retriever.to_string(),
+            recall: self
+                .recalls
+                .into_iter()
+                .map(|(k, v)| (k, mean(&v).unwrap_or(0.0)))
+                .collect(),
+            mrr_at_10: mean(&self.mrrs).unwrap_or(0.0),
+            ndcg_at_10: mean(&self.ndcgs).unwrap_or(0.0),
+            index_seconds,
+            query_ms_p50: percentile(&self.latencies, 50.0).unwrap_or(0.0),
+            query_ms_p95: percentile(&self.latencies, 95.0).unwrap_or(0.0),
+            tokens_per_query: mean(&self.tokens).unwrap_or(0.0),
+            questions: dataset.questions.len(),
+            questions_with_gold,
+            per_question: self.per_question,
+        }
+    }
 }
 
 /// Build each named retriever with [`build_retriever`] (timing it), evaluate it with

@@ -220,39 +220,13 @@ pub async fn run<R: Updatable>(
     inputs: &UpdateInputs,
     options: &LiveOptions,
 ) -> Result<LiveReport> {
-    if queries.is_empty() {
-        return Err(Error::invalid("live-update", "no queries"));
-    }
-    if options.clients == 0 {
-        return Err(Error::invalid("--clients", "at least one client"));
-    }
-    if batches.len() < options.updates {
-        return Err(Error::invalid(
-            "live-update",
-            format!(
-                "{} batches of new documents for {} updates",
-                batches.len(),
-                options.updates
-            ),
-        ));
-    }
+    check_run(&queries, batches, options)?;
     let load_before = load_average();
     let chunks = index.chunks().len();
     let queries = Arc::new(queries);
     let k = options.top_k;
     let gap = Duration::from_secs_f64(options.gap.max(0.0));
-    let mut phases = Vec::new();
-    let mut updates = Vec::new();
-    let mut raw = Vec::new();
-    let mut keep = |phase: &'static str, samples: &[Sample]| {
-        if options.keep_samples {
-            raw.extend(samples.iter().map(|&(start, end)| RawSample {
-                phase,
-                start,
-                ms: end.map(|e| (e - start) * 1000.0),
-            }));
-        }
-    };
+    let mut measured = Measured::new(options.keep_samples);
 
     // Idle and live: `Live` serving.
     let live = match options.update_threads {
@@ -272,134 +246,252 @@ pub async fn run<R: Updatable>(
             }
         }
     };
-    let warm_up = (options.seconds / 5.0).min(1.0);
-    let idle = run_clients(
-        Instant::now(),
-        options.clients,
-        &queries,
-        query_live.clone(),
-        async {
-            sleep(Duration::from_secs_f64(options.seconds.max(0.0))).await;
-            Ok(Vec::new())
-        },
-    )
-    .await?;
-    let idle_samples: Vec<Sample> = idle
-        .samples
-        .into_iter()
-        .filter(|s| s.0 >= warm_up)
-        .collect();
-    phases.push(stats("idle", &idle_samples, &[]));
-    keep("idle", &idle_samples);
+    let idle_samples = idle_phase(&queries, query_live.clone(), options).await?;
+    measured.phases.push(stats("idle", &idle_samples, &[]));
+    measured.keep("idle", &idle_samples);
 
     let driver = {
         let live = live.clone();
         let batches = batches[..options.updates].to_vec();
         let inputs = inputs.clone();
-        move |origin: Instant| async move {
-            let mut done = Vec::new();
-            for docs in &batches {
-                let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
-                for (phase, upsert, remove) in [
-                    ("live add", docs.as_slice(), &[][..]),
-                    ("live remove", &[][..], ids.as_slice()),
-                ] {
-                    sleep(gap).await;
-                    let start = origin.elapsed().as_secs_f64();
-                    let report = live.apply(upsert, remove, &inputs).await?;
-                    let end = origin.elapsed().as_secs_f64();
-                    done.push((timing(phase, (start, end), 0.0, &report), (start, end)));
-                }
-            }
-            Ok(done)
-        }
+        move |origin: Instant| drive_live(live, batches, inputs, gap, origin)
     };
     let got = run_clients_spawned(options.clients, &queries, query_live, driver).await?;
-    for phase in ["live add", "live remove"] {
-        phases.push(phase_stats(phase, &got.samples, &got.updates));
-    }
-    updates.extend(got.updates.iter().map(|(t, _)| t.clone()));
-    keep("live", &got.samples);
+    measured.updating("live", ["live add", "live remove"], &got);
 
     // Rwlock: the only index behind a lock.
     if options.rwlock {
-        let live = Arc::try_unwrap(live)
-            .map_err(|_| Error::invalid("live-update", "the index is still shared"))?;
-        let snapshot = live.snapshot();
-        drop(live);
-        let index = Arc::try_unwrap(snapshot)
-            .map_err(|_| Error::invalid("live-update", "a snapshot is still held"))?;
-        let lock = Arc::new(tokio::sync::RwLock::new(index));
-        let query_lock = {
-            let lock = lock.clone();
-            move |q: String| {
-                let lock = lock.clone();
-                async move {
-                    let index = lock.read().await;
-                    index.retrieve(&q, Selection::TopK(k)).await.map(|_| ())
-                }
-            }
-        };
-        let driver = {
-            let lock = lock.clone();
-            let batches = batches[..options.updates].to_vec();
-            let inputs = inputs.clone();
-            move |origin: Instant| async move {
-                let mut done = Vec::new();
-                for docs in &batches {
-                    let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
-                    for (phase, upsert, remove) in [
-                        ("rwlock add", docs.as_slice(), &[][..]),
-                        ("rwlock remove", &[][..], ids.as_slice()),
-                    ] {
-                        sleep(gap).await;
-                        let start = origin.elapsed().as_secs_f64();
-                        let mut index = lock.write().await;
-                        let held = origin.elapsed().as_secs_f64();
-                        let report = index.apply_changes(upsert, remove, &inputs).await?;
-                        drop(index);
-                        let end = origin.elapsed().as_secs_f64();
-                        done.push((
-                            timing(phase, (start, end), held - start, &report),
-                            (start, end),
-                        ));
-                    }
-                }
-                Ok(done)
-            }
-        };
-        let got = run_clients_spawned(options.clients, &queries, query_lock, driver).await?;
-        for phase in ["rwlock add", "rwlock remove"] {
-            phases.push(phase_stats(phase, &got.samples, &got.updates));
-        }
-        updates.extend(got.updates.iter().map(|(t, _)| t.clone()));
-        keep("rwlock", &got.samples);
+        rwlock_phase(live, &queries, batches, inputs, options, gap, &mut measured).await?;
     }
 
-    let p99 = |name: &str| {
-        phases
-            .iter()
-            .find(|p| p.phase == name && p.queries > 0)
-            .map(|p| p.p99_ms)
-    };
-    let ratio = |name: &str| match (p99(name), p99("idle")) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
-    Ok(LiveReport {
-        options: options.clone(),
-        docs_per_update: batches.first().map_or(0, Vec::len),
-        chunks,
-        distinct_queries: queries.len(),
-        ratio_live_add: ratio("live add"),
-        ratio_live_remove: ratio("live remove"),
-        ratio_rwlock_add: ratio("rwlock add"),
-        phases,
-        updates,
-        load_before,
-        load_after: load_average(),
-        samples: raw,
+    Ok(measured.report(options, batches, chunks, queries.len(), load_before))
+}
+
+/// [`run`]'s checks of its arguments.
+fn check_run(queries: &[String], batches: &[Vec<Document>], options: &LiveOptions) -> Result<()> {
+    if queries.is_empty() {
+        return Err(Error::invalid("live-update", "no queries"));
+    }
+    if options.clients == 0 {
+        return Err(Error::invalid("--clients", "at least one client"));
+    }
+    if batches.len() < options.updates {
+        return Err(Error::invalid(
+            "live-update",
+            format!(
+                "{} batches of new documents for {} updates",
+                batches.len(),
+                options.updates
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The idle phase: the clients query for [`LiveOptions::seconds`]; the queries that
+/// started after the warm-up.
+async fn idle_phase<Q, F>(
+    queries: &Arc<Vec<String>>,
+    query: Q,
+    options: &LiveOptions,
+) -> Result<Vec<Sample>>
+where
+    Q: Fn(String) -> F + Clone + Send + 'static,
+    F: Future<Output = lprag::Result<()>> + Send + 'static,
+{
+    let warm_up = (options.seconds / 5.0).min(1.0);
+    let idle = run_clients(Instant::now(), options.clients, queries, query, async {
+        sleep(Duration::from_secs_f64(options.seconds.max(0.0))).await;
+        Ok(Vec::new())
     })
+    .await?;
+    Ok(idle
+        .samples
+        .into_iter()
+        .filter(|s| s.0 >= warm_up)
+        .collect())
+}
+
+/// The live phase's updates: each batch added, then removed, through [`Live::apply`],
+/// `gap` before each (times in seconds since `origin`).
+async fn drive_live<R: Updatable>(
+    live: Arc<Live<R>>,
+    batches: Vec<Vec<Document>>,
+    inputs: UpdateInputs,
+    gap: Duration,
+    origin: Instant,
+) -> lprag::Result<Vec<(UpdateTiming, Interval)>> {
+    let mut done = Vec::new();
+    for docs in &batches {
+        let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
+        for (phase, upsert, remove) in [
+            ("live add", docs.as_slice(), &[][..]),
+            ("live remove", &[][..], ids.as_slice()),
+        ] {
+            sleep(gap).await;
+            let start = origin.elapsed().as_secs_f64();
+            let report = live.apply(upsert, remove, &inputs).await?;
+            let end = origin.elapsed().as_secs_f64();
+            done.push((timing(phase, (start, end), 0.0, &report), (start, end)));
+        }
+    }
+    Ok(done)
+}
+
+/// The rwlock phase: the index taken out of `live` into a [`tokio::sync::RwLock`], queried
+/// under `read()` while the same updates run under `write()`.
+async fn rwlock_phase<R: Updatable>(
+    live: Arc<Live<R>>,
+    queries: &Arc<Vec<String>>,
+    batches: &[Vec<Document>],
+    inputs: &UpdateInputs,
+    options: &LiveOptions,
+    gap: Duration,
+    measured: &mut Measured,
+) -> Result<()> {
+    let k = options.top_k;
+    let live = Arc::try_unwrap(live)
+        .map_err(|_| Error::invalid("live-update", "the index is still shared"))?;
+    let snapshot = live.snapshot();
+    drop(live);
+    let index = Arc::try_unwrap(snapshot)
+        .map_err(|_| Error::invalid("live-update", "a snapshot is still held"))?;
+    let lock = Arc::new(tokio::sync::RwLock::new(index));
+    let query_lock = {
+        let lock = lock.clone();
+        move |q: String| {
+            let lock = lock.clone();
+            async move {
+                let index = lock.read().await;
+                index.retrieve(&q, Selection::TopK(k)).await.map(|_| ())
+            }
+        }
+    };
+    let driver = {
+        let lock = lock.clone();
+        let batches = batches[..options.updates].to_vec();
+        let inputs = inputs.clone();
+        move |origin: Instant| drive_rwlock(lock, batches, inputs, gap, origin)
+    };
+    let got = run_clients_spawned(options.clients, queries, query_lock, driver).await?;
+    measured.updating("rwlock", ["rwlock add", "rwlock remove"], &got);
+    Ok(())
+}
+
+/// The rwlock phase's updates: each batch added, then removed, under the write lock,
+/// `gap` before each (times in seconds since `origin`).
+async fn drive_rwlock<R: Updatable>(
+    lock: Arc<tokio::sync::RwLock<R>>,
+    batches: Vec<Vec<Document>>,
+    inputs: UpdateInputs,
+    gap: Duration,
+    origin: Instant,
+) -> lprag::Result<Vec<(UpdateTiming, Interval)>> {
+    let mut done = Vec::new();
+    for docs in &batches {
+        let ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
+        for (phase, upsert, remove) in [
+            ("rwlock add", docs.as_slice(), &[][..]),
+            ("rwlock remove", &[][..], ids.as_slice()),
+        ] {
+            sleep(gap).await;
+            let start = origin.elapsed().as_secs_f64();
+            let mut index = lock.write().await;
+            let held = origin.elapsed().as_secs_f64();
+            let report = index.apply_changes(upsert, remove, &inputs).await?;
+            drop(index);
+            let end = origin.elapsed().as_secs_f64();
+            done.push((
+                timing(phase, (start, end), held - start, &report),
+                (start, end),
+            ));
+        }
+    }
+    Ok(done)
+}
+
+/// What the phases of [`run`] measured so far.
+struct Measured {
+    /// Keep every query in `raw` ([`LiveOptions::keep_samples`]).
+    keep_samples: bool,
+    /// Latency rows, in phase order.
+    phases: Vec<PhaseStats>,
+    /// Every update, in order.
+    updates: Vec<UpdateTiming>,
+    /// Every query, when kept.
+    raw: Vec<RawSample>,
+}
+
+impl Measured {
+    /// Nothing measured yet.
+    fn new(keep_samples: bool) -> Self {
+        Self {
+            keep_samples,
+            phases: Vec::new(),
+            updates: Vec::new(),
+            raw: Vec::new(),
+        }
+    }
+
+    /// Keep the queries of `samples` under `phase`, when samples are kept.
+    fn keep(&mut self, phase: &'static str, samples: &[Sample]) {
+        if self.keep_samples {
+            self.raw
+                .extend(samples.iter().map(|&(start, end)| RawSample {
+                    phase,
+                    start,
+                    ms: end.map(|e| (e - start) * 1000.0),
+                }));
+        }
+    }
+
+    /// Add an updating phase (`kind` `live` or `rwlock`): a row for each of `rows` (its
+    /// add and remove updates), its updates and its queries.
+    fn updating(&mut self, kind: &'static str, rows: [&str; 2], got: &Clients) {
+        for phase in rows {
+            self.phases
+                .push(phase_stats(phase, &got.samples, &got.updates));
+        }
+        self.updates
+            .extend(got.updates.iter().map(|(t, _)| t.clone()));
+        self.keep(kind, &got.samples);
+    }
+
+    /// The report, with the p99 ratios to idle and the load average now.
+    fn report(
+        self,
+        options: &LiveOptions,
+        batches: &[Vec<Document>],
+        chunks: usize,
+        distinct_queries: usize,
+        load_before: Option<[f64; 3]>,
+    ) -> LiveReport {
+        let phases = self.phases;
+        let p99 = |name: &str| {
+            phases
+                .iter()
+                .find(|p| p.phase == name && p.queries > 0)
+                .map(|p| p.p99_ms)
+        };
+        let ratio = |name: &str| match (p99(name), p99("idle")) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        LiveReport {
+            options: options.clone(),
+            docs_per_update: batches.first().map_or(0, Vec::len),
+            chunks,
+            distinct_queries,
+            ratio_live_add: ratio("live add"),
+            ratio_live_remove: ratio("live remove"),
+            ratio_rwlock_add: ratio("rwlock add"),
+            phases,
+            updates: self.updates,
+            load_before,
+            load_after: load_average(),
+            samples: self.raw,
+        }
+    }
 }
 
 fn timing(phase: &str, interval: Interval, lock_wait: f64, report: &UpdateReport) -> UpdateTiming {
@@ -658,9 +750,7 @@ impl LiveReport {
 /// # Errors
 /// Those of loading, building and [`run`].
 pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Result<()> {
-    use crate::registry::{
-        build_encoder_sized, build_lprag, lprag_chunker, EncoderKind, RetrieverOptions,
-    };
+    use crate::registry::{build_encoder_sized, lprag_chunker, EncoderKind, RetrieverOptions};
     let t = Instant::now();
     let dataset = crate::datasets::load_dir(&args.dataset, None)?;
     eprintln!(
@@ -683,8 +773,36 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
     }
     options.verbose = args.verbose;
     options.lprag_save = args.save.clone();
+    let index = open_or_build(&args, &dataset, encoder, &options).await?;
+    eprintln!("{} chunks", index.chunks().len());
+
+    let queries = live_queries(&dataset);
+    let pool = new_document_pool(&args, &dataset)?;
+    let batches = new_document_batches(&pool, args.updates, args.docs_per_update);
+    let inputs = UpdateInputs::with_chunker(lprag_chunker(&options));
+    let opts = live_options(&args);
+    let load = load_average();
+    if let Some([a, b, c]) = load {
+        eprintln!("load average before the run: {a:.2} {b:.2} {c:.2}");
+    }
+    let report = run(index, queries, &batches, &inputs, &opts).await?;
+    print_report(&dataset.name, &report, &opts);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+/// The index of `--index`, else LP-RAG built over the dataset (saved with `--save`),
+/// with the time it took on stderr.
+async fn open_or_build(
+    args: &LiveArgs,
+    dataset: &crate::datasets::Dataset,
+    encoder: Arc<dyn lprag::Encoder>,
+    options: &crate::registry::RetrieverOptions,
+) -> Result<lprag::LpRag> {
     let t = Instant::now();
-    let index = match &args.index {
+    Ok(match &args.index {
         Some(dir) => {
             let index = lprag::LpRag::load(dir, encoder)?;
             eprintln!(
@@ -695,13 +813,15 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
             index
         }
         None => {
-            let index = build_lprag(&dataset.corpus, encoder, &options).await?;
+            let index = crate::registry::build_lprag(&dataset.corpus, encoder, options).await?;
             eprintln!("index built in {:.1} s", t.elapsed().as_secs_f64());
             index
         }
-    };
-    eprintln!("{} chunks", index.chunks().len());
+    })
+}
 
+/// The queries: the dataset's questions, else up to 1,000 of its non-empty titles.
+fn live_queries(dataset: &crate::datasets::Dataset) -> Vec<String> {
     let mut queries: Vec<String> = dataset
         .questions
         .iter()
@@ -716,6 +836,18 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
             .take(1000)
             .collect();
     }
+    queries
+}
+
+/// The passages new documents are made of: `--new-docs`, else the default distractor
+/// file when it is there, else the dataset's own passages (which one, on stderr).
+///
+/// # Errors
+/// When the file cannot be read, or there are no passages.
+fn new_document_pool(
+    args: &LiveArgs,
+    dataset: &crate::datasets::Dataset,
+) -> Result<Vec<(String, String)>> {
     let file = args.new_docs.clone().or_else(|| {
         let default = std::env::var_os("LPRAG_DATA")
             .map(PathBuf::from)
@@ -740,9 +872,12 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
     if pool.is_empty() {
         return Err(Error::invalid("--new-docs", "no passages"));
     }
-    let batches = new_document_batches(&pool, args.updates, args.docs_per_update);
-    let inputs = UpdateInputs::with_chunker(lprag_chunker(&options));
-    let opts = LiveOptions {
+    Ok(pool)
+}
+
+/// The benchmark's settings from the command line.
+fn live_options(args: &LiveArgs) -> LiveOptions {
+    LiveOptions {
         clients: args.clients,
         seconds: args.seconds,
         updates: args.updates,
@@ -751,15 +886,14 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
         rwlock: !args.no_rwlock,
         update_threads: args.update_threads,
         keep_samples: args.samples,
-    };
-    let load = load_average();
-    if let Some([a, b, c]) = load {
-        eprintln!("load average before the run: {a:.2} {b:.2} {c:.2}");
     }
-    let report = run(index, queries, &batches, &inputs, &opts).await?;
+}
+
+/// Print the run's heading, table, update stages and load averages to stdout.
+fn print_report(dataset: &str, report: &LiveReport, opts: &LiveOptions) {
     println!(
         "\nlive-update, {}: {} chunks, {} clients (closed loop, top {}), {} updates of {} documents (each added, then removed)\n",
-        dataset.name,
+        dataset,
         report.chunks,
         opts.clients,
         opts.top_k,
@@ -774,17 +908,19 @@ pub async fn command(args: LiveArgs, config: Option<lprag::LpRagConfig>) -> Resu
         f(report.load_before),
         f(report.load_after)
     );
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|source| Error::Json {
-            path: path.clone(),
-            source,
-        })?;
-        std::fs::write(path, text).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
-        eprintln!("wrote {}", path.display());
-    }
+}
+
+/// Write `report` as pretty JSON to `path`, and say so on stderr.
+fn write_json(path: &Path, report: &LiveReport) -> Result<()> {
+    let text = serde_json::to_string_pretty(report).map_err(|source| Error::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    std::fs::write(path, text).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 

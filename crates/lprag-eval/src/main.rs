@@ -368,14 +368,10 @@ async fn main() -> ExitCode {
     }
 }
 
+/// `lprag-eval scale`: each retriever over corpora of each size; the table and the JSON.
 async fn scale(args: ScaleArgs) -> Result<()> {
-    use lprag_eval::scale::{make_corpus, run_scale, scale_markdown, CandidateSearch, Variants};
-    let sizes: Vec<usize> = args
-        .sizes
-        .split(',')
-        .map(|s| s.trim().parse::<usize>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::invalid("--sizes", format!("{}: {e}", args.sizes)))?;
+    use lprag_eval::scale::{scale_markdown, CandidateSearch, Variants};
+    let sizes = parse_sizes(&args.sizes)?;
     let names = parse_retriever_list(&args.retriever);
     if names.is_empty() {
         return Err(Error::invalid("--retriever", "no retriever named"));
@@ -385,79 +381,29 @@ async fn scale(args: ScaleArgs) -> Result<()> {
             .map(|d| PathBuf::from(d).join("../tools/scale-corpus.py"))
             .unwrap_or_else(|| PathBuf::from("../shared/tools/scale-corpus.py"))
     });
-    let pools: Vec<Option<usize>> = match &args.pools {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|p| match p.trim() {
-                "all" => Ok(None),
-                n => n
-                    .parse::<usize>()
-                    .map(Some)
-                    .map_err(|e| Error::invalid("--pools", format!("{n}: {e}"))),
-            })
-            .collect::<Result<_>>()?,
-    };
+    let pools = parse_pools(args.pools.as_deref())?;
     let searches: Vec<CandidateSearch> = match &args.candidate_search {
         None => Vec::new(),
         Some(list) => list.split(',').map(str::parse).collect::<Result<_>>()?,
     };
     let encoder_kind: EncoderKind = args.encoder.parse()?;
-    let mut options = EvalOptions::default();
-    if let Some(path) = &args.lprag_config {
-        options.retrievers.lprag = lprag_config(path)?;
-    }
-    if let Some(path) = &args.lesegr_config {
-        options.retrievers.lesegr = read_json(path)?;
-    }
-    if let Some(path) = &args.gfm_config {
-        options.retrievers.gfm = Some(read_json(path)?);
-    }
-    options.retrievers.verbose = args.verbose;
-    options.retrievers.lprag_add_last = args.lprag_add;
+    let mut options = scale_options(&args)?;
+    let variants = Variants {
+        pools: &pools,
+        searches: &searches,
+    };
     let mut rows = Vec::new();
     for &n in &sizes {
-        let dir = args.work.join(format!("musique-{n}"));
-        make_corpus(&tool, n, &dir)?;
-        let mut dataset = load_dir(&dir, None)?;
-        if let Some(limit) = args.limit {
-            dataset.truncate_questions(limit);
-        }
-        let encoder = build_encoder_sized(encoder_kind, &dataset.corpus, None, args.hashing_dim)?;
-        options.retrievers.lprag_work_dir = args
-            .lprag_work_dir
-            .as_ref()
-            .map(|d| d.join(format!("musique-{n}")));
-        options.retrievers.checkpoint_dir = args
-            .checkpoint_dir
-            .as_ref()
-            .map(|d| d.join(format!("musique-{n}")));
-        eprintln!(
-            "{}: {} questions, {} passages",
-            dir.display(),
-            dataset.questions.len(),
-            dataset.corpus.len()
-        );
-        let progress = Bars::new(false);
-        let got = run_scale(
-            &dataset,
+        let got = scale_size(
+            &args,
+            n,
+            &tool,
+            encoder_kind,
             &names,
-            encoder,
-            &options,
-            &Variants {
-                pools: &pools,
-                searches: &searches,
-            },
-            &progress,
-        )
-        .await?;
-        for r in &got {
-            eprintln!(
-                "  {} at {n}: p50 {:.2} ms, index {:.1} s",
-                r.result.retriever, r.result.query_ms_p50, r.result.index_seconds
-            );
-        }
-        rows.extend(got);
+            &mut options,
+            &variants,
+        );
+        rows.extend(got.await?);
     }
     println!(
         "\nscale benchmark, encoder {}{}; passage-level Recall@k in %, latency per question\n",
@@ -479,6 +425,95 @@ async fn scale(args: ScaleArgs) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// `--sizes`: comma-separated corpus sizes.
+fn parse_sizes(sizes: &str) -> Result<Vec<usize>> {
+    sizes
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::invalid("--sizes", format!("{sizes}: {e}")))
+}
+
+/// `--pools`: comma-separated candidate pools, `all` for every chunk (`None`); none
+/// without the flag.
+fn parse_pools(pools: Option<&str>) -> Result<Vec<Option<usize>>> {
+    Ok(match pools {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|p| match p.trim() {
+                "all" => Ok(None),
+                n => n
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|e| Error::invalid("--pools", format!("{n}: {e}"))),
+            })
+            .collect::<Result<_>>()?,
+    })
+}
+
+/// The evaluation options of `scale`'s command line (the per-size folders are set by
+/// [`scale_size`]).
+fn scale_options(args: &ScaleArgs) -> Result<EvalOptions> {
+    let mut options = EvalOptions::default();
+    if let Some(path) = &args.lprag_config {
+        options.retrievers.lprag = lprag_config(path)?;
+    }
+    if let Some(path) = &args.lesegr_config {
+        options.retrievers.lesegr = read_json(path)?;
+    }
+    if let Some(path) = &args.gfm_config {
+        options.retrievers.gfm = Some(read_json(path)?);
+    }
+    options.retrievers.verbose = args.verbose;
+    options.retrievers.lprag_add_last = args.lprag_add;
+    Ok(options)
+}
+
+/// One corpus size `n`: write (or reuse) the padded corpus, load it, run every
+/// retriever on it and print a line per retriever; the rows.
+async fn scale_size(
+    args: &ScaleArgs,
+    n: usize,
+    tool: &std::path::Path,
+    encoder_kind: EncoderKind,
+    names: &[String],
+    options: &mut EvalOptions,
+    variants: &lprag_eval::scale::Variants<'_>,
+) -> Result<Vec<lprag_eval::scale::ScaleResult>> {
+    use lprag_eval::scale::{make_corpus, run_scale};
+    let dir = args.work.join(format!("musique-{n}"));
+    make_corpus(tool, n, &dir)?;
+    let mut dataset = load_dir(&dir, None)?;
+    if let Some(limit) = args.limit {
+        dataset.truncate_questions(limit);
+    }
+    let encoder = build_encoder_sized(encoder_kind, &dataset.corpus, None, args.hashing_dim)?;
+    options.retrievers.lprag_work_dir = args
+        .lprag_work_dir
+        .as_ref()
+        .map(|d| d.join(format!("musique-{n}")));
+    options.retrievers.checkpoint_dir = args
+        .checkpoint_dir
+        .as_ref()
+        .map(|d| d.join(format!("musique-{n}")));
+    eprintln!(
+        "{}: {} questions, {} passages",
+        dir.display(),
+        dataset.questions.len(),
+        dataset.corpus.len()
+    );
+    let progress = Bars::new(false);
+    let got = run_scale(&dataset, names, encoder, options, variants, &progress).await?;
+    for r in &got {
+        eprintln!(
+            "  {} at {n}: p50 {:.2} ms, index {:.1} s",
+            r.result.retriever, r.result.query_ms_p50, r.result.index_seconds
+        );
+    }
+    Ok(got)
 }
 
 /// Everything both commands set up: dataset, retriever names, encoder, options, bars.
@@ -625,6 +660,7 @@ async fn qa(args: QaArgs) -> Result<()> {
     Ok(())
 }
 
+/// Parse the common arguments, load the dataset, ready the encoder and the options.
 fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     let names = parse_retriever_list(&args.retriever);
     if names.is_empty() {
@@ -632,7 +668,37 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     }
     let encoder_kind: EncoderKind = args.encoder.parse()?;
     let format: Option<DatasetFormat> = args.format.as_deref().map(str::parse).transpose()?;
+    let (dataset, labelled) = load_dataset(args, format)?;
 
+    let t = Instant::now();
+    let device: lprag::ComputeDevice = args.device.parse()?;
+    let encoder = open_encoder(args, encoder_kind, &dataset)?;
+    eprintln!(
+        "encoder {} (dimension {}) ready in {:.2} s",
+        encoder_kind,
+        encoder.dimension(),
+        t.elapsed().as_secs_f64()
+    );
+
+    let bars = Bars::new(!args.no_progress);
+    let options = eval_options(args, device, labelled)?;
+    Ok(Prepared {
+        dataset,
+        names,
+        encoder,
+        encoder_name: encoder_kind.as_str(),
+        options,
+        bars,
+    })
+}
+
+/// Load the dataset (`--split`: BEIR), keep `--limit` questions, set the training
+/// questions aside, and describe it on stderr; the dataset and the labelled pairs to
+/// train on.
+fn load_dataset(
+    args: &RetrievalArgs,
+    format: Option<DatasetFormat>,
+) -> Result<(lprag_eval::datasets::Dataset, lprag::Labelled)> {
     let t = Instant::now();
     let mut dataset = match &args.split {
         Some(split) => lprag_eval::datasets::load_beir(&args.dataset, Some(split))?,
@@ -641,27 +707,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     if let Some(n) = args.limit {
         dataset.truncate_questions(n);
     }
-    let labelled = match args.train_questions {
-        Some(n) if n > 0 => {
-            let pairs = dataset.split_for_training(n);
-            eprintln!(
-                "supervised mode: {} questions {}, {} are evaluated",
-                pairs.len(),
-                if args.holdout_only {
-                    "held out unused (--holdout-only)"
-                } else {
-                    "train lprag/lesegr/gfm"
-                },
-                dataset.questions.len()
-            );
-            if args.holdout_only {
-                Vec::new()
-            } else {
-                pairs
-            }
-        }
-        _ => Vec::new(),
-    };
+    let labelled = training_pairs(args, &mut dataset);
     eprintln!(
         "{} ({}): {} questions, {} passages, {} gold passages ({} not in the corpus), \
          {} duplicate passages dropped; loaded in {:.2} s",
@@ -688,9 +734,45 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
             );
         }
     }
+    Ok((dataset, labelled))
+}
 
-    let t = Instant::now();
-    let device: lprag::ComputeDevice = args.device.parse()?;
+/// With `--train-questions N`: take N questions out of `dataset` (said on stderr) and
+/// return them to train on (none with `--holdout-only`); otherwise none.
+fn training_pairs(
+    args: &RetrievalArgs,
+    dataset: &mut lprag_eval::datasets::Dataset,
+) -> lprag::Labelled {
+    match args.train_questions {
+        Some(n) if n > 0 => {
+            let pairs = dataset.split_for_training(n);
+            eprintln!(
+                "supervised mode: {} questions {}, {} are evaluated",
+                pairs.len(),
+                if args.holdout_only {
+                    "held out unused (--holdout-only)"
+                } else {
+                    "train lprag/lesegr/gfm"
+                },
+                dataset.questions.len()
+            );
+            if args.holdout_only {
+                Vec::new()
+            } else {
+                pairs
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The encoder: built (or, with `--embedding-cache-only`, answering from the cache
+/// alone), behind the `--embedding-cache` file when there is one.
+fn open_encoder(
+    args: &RetrievalArgs,
+    encoder_kind: EncoderKind,
+    dataset: &lprag_eval::datasets::Dataset,
+) -> Result<std::sync::Arc<dyn lprag_core::Encoder>> {
     // Checked before the cache-only path, which builds no encoder.
     lprag_eval::registry::check_hashing_dim(encoder_kind, args.hashing_dim)?;
     let cache_file = args.embedding_cache.as_ref().map(|dir| {
@@ -729,14 +811,15 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
         );
         encoder = std::sync::Arc::new(cached);
     }
-    eprintln!(
-        "encoder {} (dimension {}) ready in {:.2} s",
-        encoder_kind,
-        encoder.dimension(),
-        t.elapsed().as_secs_f64()
-    );
+    Ok(encoder)
+}
 
-    let bars = Bars::new(!args.no_progress);
+/// The evaluation options of the command line (`--query-llm` opens the LLM here).
+fn eval_options(
+    args: &RetrievalArgs,
+    device: lprag::ComputeDevice,
+    labelled: lprag::Labelled,
+) -> Result<EvalOptions> {
     let mut options = EvalOptions {
         keep_rankings: args.trec.is_some(),
         ..EvalOptions::default()
@@ -768,14 +851,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
     options.retrievers.lprag_transfer_from = args.lprag_transfer_from.clone();
     options.retrievers.verbose = args.verbose;
     options.retrievers.labelled = labelled;
-    Ok(Prepared {
-        dataset,
-        names,
-        encoder,
-        encoder_name: encoder_kind.as_str(),
-        options,
-        bars,
-    })
+    Ok(options)
 }
 
 /// Progress bars on stderr: a spinner per index stage, a bar per query stage.

@@ -6,11 +6,12 @@
 //! question is attempted even when some fail, and with a [`lprag::llm::CachedChat`]
 //! reader (the CLI always uses one) a rerun pays only for what failed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use lprag::llm::{AnswerGenerator, ChatModel, StageUsage, TokenMeter};
+use lprag::llm::{Answer, AnswerGenerator, ChatModel, LlmError, StageUsage, TokenMeter};
 use lprag_core::{Encoder, Progress, Retriever, ScoredChunk, Selection};
 use serde::{Deserialize, Serialize};
 
@@ -155,13 +156,38 @@ pub async fn evaluate_qa(
     let generator = AnswerGenerator::new(reader).with_meter(meter.clone());
 
     // Retrieval first (CPU-bound, one at a time), then the reader calls concurrently.
+    let (contexts, recalls) = retrieve_contexts(retriever, dataset, &doc_index, options).await?;
+    let stage = format!("answers {}", retriever.name());
+    let results = answer_all(&generator, dataset, &contexts, options, progress, &stage).await;
+    let scored = score_answers(dataset, results, options)?;
+    Ok(QaResult {
+        retriever: retriever.name().to_string(),
+        em: mean(&scored.ems).unwrap_or(0.0),
+        f1: mean(&scored.f1s).unwrap_or(0.0),
+        context_recall: mean(&recalls).unwrap_or(0.0),
+        index_seconds,
+        answer_seconds: t.elapsed().as_secs_f64(),
+        usage: meter.snapshot().get("answer").copied().unwrap_or_default(),
+        questions_scored: scored.ems.len(),
+        per_question: scored.outcomes,
+    })
+}
+
+/// Each question's top chunks from `retriever` (their text as the reader sees it), and
+/// the passage recall of those chunks for each question with gold passages.
+async fn retrieve_contexts(
+    retriever: &dyn Retriever,
+    dataset: &Dataset,
+    doc_index: &HashMap<&str, usize>,
+    options: &QaOptions,
+) -> Result<(Vec<Vec<ScoredChunk>>, Vec<f64>)> {
     let mut contexts: Vec<Vec<ScoredChunk>> = Vec::with_capacity(dataset.questions.len());
     let mut recalls = Vec::new();
     for q in &dataset.questions {
         let hits = retriever
             .retrieve(&q.question, Selection::TopK(options.top_k))
             .await?;
-        let ranking = crate::harness::rank_passages(&hits, &doc_index, usize::MAX)?;
+        let ranking = crate::harness::rank_passages(&hits, doc_index, usize::MAX)?;
         if let Some(r) = recall_at_k(&ranking, &q.gold, q.gold_count(), ranking.len().max(1)) {
             recalls.push(r);
         }
@@ -174,25 +200,54 @@ pub async fn evaluate_qa(
                 .collect(),
         );
     }
+    Ok((contexts, recalls))
+}
 
-    let stage = format!("answers {}", retriever.name());
-    progress.start(&stage, Some(dataset.questions.len() as u64));
+/// The reader's answer to each question over its context, [`QaOptions::concurrency`]
+/// calls in flight, in question order; progress in `stage`, one step per answer.
+async fn answer_all(
+    generator: &AnswerGenerator,
+    dataset: &Dataset,
+    contexts: &[Vec<ScoredChunk>],
+    options: &QaOptions,
+    progress: &dyn Progress,
+    stage: &str,
+) -> Vec<std::result::Result<Answer, LlmError>> {
+    progress.start(stage, Some(dataset.questions.len() as u64));
     let mut done = 0u64;
     let mut results = Vec::with_capacity(contexts.len());
-    let mut stream = futures::stream::iter(dataset.questions.iter().zip(&contexts))
-        .map(|(q, ctx)| {
-            let generator = &generator;
-            async move { generator.answer(&q.question, ctx).await }
-        })
+    let mut stream = futures::stream::iter(dataset.questions.iter().zip(contexts))
+        .map(|(q, ctx)| async move { generator.answer(&q.question, ctx).await })
         .buffered(options.concurrency.max(1));
     while let Some(r) = stream.next().await {
         done += 1;
-        progress.update(&stage, done, "");
+        progress.update(stage, done, "");
         results.push(r);
     }
     drop(stream);
-    progress.finish(&stage);
+    progress.finish(stage);
+    results
+}
 
+/// The scores of a QA run's answers.
+struct Scored {
+    /// Exact match per question with accepted answers.
+    ems: Vec<f64>,
+    /// Token F1 per question with accepted answers.
+    f1s: Vec<f64>,
+    /// Each question's prediction, with [`QaOptions::keep_predictions`].
+    outcomes: Vec<QaOutcome>,
+}
+
+/// Score each answer against its question's accepted answers.
+///
+/// # Errors
+/// The first failed reader call, with the number of failures.
+fn score_answers(
+    dataset: &Dataset,
+    results: Vec<std::result::Result<Answer, LlmError>>,
+    options: &QaOptions,
+) -> Result<Scored> {
     let failed = results.iter().filter(|r| r.is_err()).count();
     let mut outcomes = Vec::with_capacity(results.len());
     let (mut ems, mut f1s) = (Vec::new(), Vec::new());
@@ -224,17 +279,7 @@ pub async fn evaluate_qa(
             });
         }
     }
-    Ok(QaResult {
-        retriever: retriever.name().to_string(),
-        em: mean(&ems).unwrap_or(0.0),
-        f1: mean(&f1s).unwrap_or(0.0),
-        context_recall: mean(&recalls).unwrap_or(0.0),
-        index_seconds,
-        answer_seconds: t.elapsed().as_secs_f64(),
-        usage: meter.snapshot().get("answer").copied().unwrap_or_default(),
-        questions_scored: ems.len(),
-        per_question: outcomes,
-    })
+    Ok(Scored { ems, f1s, outcomes })
 }
 
 /// Build each named retriever (timed) and run [`evaluate_qa`] on it.

@@ -149,98 +149,121 @@ pub async fn run_scale(
         let stage = format!("index {name}");
         progress.start(&stage, None);
         let t = Instant::now();
+        let turn = Turn {
+            dataset,
+            encoder: &encoder,
+            options,
+            progress,
+            stage,
+            started: t,
+            can_reset,
+        };
         if name == "lprag" {
-            let corpus = &dataset.corpus;
-            let add = options.retrievers.lprag_add_last.min(corpus.len() - 1);
-            let (base, later) = corpus.split_at(corpus.len() - add);
-            let mut rag = build_lprag(base, encoder.clone(), &options.retrievers).await?;
-            let index_seconds = t.elapsed().as_secs_f64();
-            progress.finish(&stage);
-            let mut stages = rag.stats().seconds.clone();
-            if add > 0 {
-                let t = Instant::now();
-                let chunker = crate::registry::lprag_chunker(&options.retrievers);
-                let report = rag.add_documents_with(later, &*chunker).await?;
-                stages.push(("add".into(), t.elapsed().as_secs_f64()));
-                eprintln!("lprag: added {add} documents: {report:?}");
-            }
-            let neighbours = rag.config().candidate_neighbours;
-            let pools: Vec<Option<Option<usize>>> = if variants.pools.is_empty() {
-                vec![None]
-            } else {
-                variants.pools.iter().map(|&p| Some(p)).collect()
-            };
-            let searches: Vec<Option<CandidateSearch>> = if variants.searches.is_empty() {
-                vec![None]
-            } else {
-                variants.searches.iter().map(|&p| Some(p)).collect()
-            };
-            for search in searches {
-                let mut made = None;
-                if let Some(search) = search {
-                    let t = Instant::now();
-                    match search {
-                        CandidateSearch::Rows | CandidateSearch::Columns => {
-                            rag.set_candidate_index(None)?;
-                            let columns = search == CandidateSearch::Columns;
-                            rag.set_column_scan_from(columns.then_some(0))?;
-                            if columns {
-                                made = Some(("columns", t.elapsed().as_secs_f64()));
-                            }
-                        }
-                        CandidateSearch::Ivf(probes) => {
-                            rag.set_candidate_index(Some(lprag::graph::IvfParams {
-                                probes,
-                                ..lprag::graph::IvfParams::default()
-                            }))?;
-                            made = Some(("ivf", t.elapsed().as_secs_f64()));
-                        }
-                    }
-                }
-                for &pool in &pools {
-                    if let Some(pool) = pool {
-                        rag.set_candidates(pool, neighbours);
-                    }
-                    let mut result =
-                        evaluate_retrieval(&rag, dataset, index_seconds, options, progress).await?;
-                    let mut name = match pool {
-                        Some(Some(p)) => format!("lprag P={p}"),
-                        Some(None) => "lprag all".into(),
-                        None => result.retriever.clone(),
-                    };
-                    match search {
-                        Some(CandidateSearch::Ivf(k)) => name.push_str(&format!(" ivf{k}")),
-                        Some(CandidateSearch::Rows) => name.push_str(" rows"),
-                        Some(CandidateSearch::Columns) => name.push_str(" columns"),
-                        None => {}
-                    }
-                    result.retriever = name;
-                    let mut stages = stages.clone();
-                    if let Some((stage, s)) = made {
-                        stages.push((stage.into(), s));
-                    }
-                    out.push(ScaleResult {
-                        passages: dataset.corpus.len(),
-                        stages,
-                        peak_rss_bytes: if can_reset { peak_rss_bytes() } else { None },
-                        result,
-                    });
-                }
-            }
+            turn.lprag(variants, &mut out).await?;
             continue;
         }
-        let add = options.retrievers.lprag_add_last;
+        out.push(turn.other(name).await?);
+    }
+    Ok(out)
+}
+
+/// One retriever's turn in [`run_scale`]: what it is built and evaluated with.
+struct Turn<'a> {
+    /// The dataset.
+    dataset: &'a Dataset,
+    /// The encoder.
+    encoder: &'a Arc<dyn Encoder>,
+    /// Retriever and evaluation options.
+    options: &'a EvalOptions,
+    /// Progress of the build and the queries.
+    progress: &'a dyn Progress,
+    /// The progress stage of the indexing, finished once the index is built.
+    stage: String,
+    /// When the indexing started.
+    started: Instant,
+    /// Whether the peak-RSS mark was reset before the turn (so the peak can be reported).
+    can_reset: bool,
+}
+
+impl Turn<'_> {
+    /// LP-RAG: build it (then add the last documents, with `lprag_add_last`) and evaluate
+    /// a row per combination of `variants` on the same index, into `out`.
+    async fn lprag(&self, variants: &Variants<'_>, out: &mut Vec<ScaleResult>) -> Result<()> {
+        let (mut rag, index_seconds, stages) = self.build_lprag().await?;
+        let neighbours = rag.config().candidate_neighbours;
+        let (pools, searches) = variant_lists(variants);
+        for search in searches {
+            let made = set_candidate_search(&mut rag, search)?;
+            for &pool in &pools {
+                if let Some(pool) = pool {
+                    rag.set_candidates(pool, neighbours);
+                }
+                let mut result = evaluate_retrieval(
+                    &rag,
+                    self.dataset,
+                    index_seconds,
+                    self.options,
+                    self.progress,
+                )
+                .await?;
+                result.retriever = variant_name(pool, search, &result.retriever);
+                let mut stages = stages.clone();
+                if let Some((stage, s)) = made {
+                    stages.push((stage.into(), s));
+                }
+                out.push(ScaleResult {
+                    passages: self.dataset.corpus.len(),
+                    stages,
+                    peak_rss_bytes: if self.can_reset {
+                        peak_rss_bytes()
+                    } else {
+                        None
+                    },
+                    result,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Build LP-RAG without the last `lprag_add_last` documents, finish the progress
+    /// stage, then add them (timed as stage `add`); the index, its build seconds and its
+    /// stages.
+    async fn build_lprag(&self) -> Result<(lprag::LpRag, f64, Vec<(String, f64)>)> {
+        let retrievers = &self.options.retrievers;
+        let corpus = &self.dataset.corpus;
+        let add = retrievers.lprag_add_last.min(corpus.len() - 1);
+        let (base, later) = corpus.split_at(corpus.len() - add);
+        let mut rag = build_lprag(base, self.encoder.clone(), retrievers).await?;
+        let index_seconds = self.started.elapsed().as_secs_f64();
+        self.progress.finish(&self.stage);
+        let mut stages = rag.stats().seconds.clone();
+        if add > 0 {
+            let t = Instant::now();
+            let chunker = crate::registry::lprag_chunker(retrievers);
+            let report = rag.add_documents_with(later, &*chunker).await?;
+            stages.push(("add".into(), t.elapsed().as_secs_f64()));
+            eprintln!("lprag: added {add} documents: {report:?}");
+        }
+        Ok((rag, index_seconds, stages))
+    }
+
+    /// Any retriever but LP-RAG: build it (the updatable ones without the last
+    /// `lprag_add_last` documents, then add them) and evaluate it.
+    async fn other(&self, name: &str) -> Result<ScaleResult> {
+        let t = self.started;
+        let add = self.options.retrievers.lprag_add_last;
         let mut stages = Vec::new();
-        let updatable = matches!(name.as_str(), "qcg" | "lesegr" | "lesegr-lite" | "gfm");
+        let updatable = matches!(name, "qcg" | "lesegr" | "lesegr-lite" | "gfm");
         let retriever: Box<dyn lprag_core::Retriever> = if updatable && add > 0 {
-            let corpus = &dataset.corpus;
+            let corpus = &self.dataset.corpus;
             let (base, later) = corpus.split_at(corpus.len() - add.min(corpus.len() - 1));
             let (retriever, report, build) = crate::registry::build_then_add(
                 name,
                 base,
                 later,
-                encoder.clone(),
-                &options.retrievers,
+                self.encoder.clone(),
+                &self.options.retrievers,
             )
             .await?;
             stages.push(("build".to_string(), build));
@@ -250,32 +273,105 @@ pub async fn run_scale(
             }
             retriever
         } else {
+            let corpus = &self.dataset.corpus;
             let r =
-                build_retriever_with(name, &dataset.corpus, encoder.clone(), &options.retrievers)
+                build_retriever_with(name, corpus, self.encoder.clone(), &self.options.retrievers)
                     .await?;
             stages.push(("build".to_string(), t.elapsed().as_secs_f64()));
             r
         };
         let index_seconds = t.elapsed().as_secs_f64();
-        progress.finish(&stage);
+        self.progress.finish(&self.stage);
         let result = evaluate_retrieval(
             retriever.as_ref(),
-            dataset,
+            self.dataset,
             index_seconds,
-            options,
-            progress,
+            self.options,
+            self.progress,
         )
         .await?;
-        let peak = if can_reset { peak_rss_bytes() } else { None };
+        let peak = if self.can_reset {
+            peak_rss_bytes()
+        } else {
+            None
+        };
         drop(retriever);
-        out.push(ScaleResult {
-            passages: dataset.corpus.len(),
+        Ok(ScaleResult {
+            passages: self.dataset.corpus.len(),
             stages,
             peak_rss_bytes: peak,
             result,
-        });
+        })
     }
-    Ok(out)
+}
+
+/// The pools and candidate searches of `variants`, each `[None]` (the configured one)
+/// when empty.
+fn variant_lists(
+    variants: &Variants<'_>,
+) -> (Vec<Option<Option<usize>>>, Vec<Option<CandidateSearch>>) {
+    let pools: Vec<Option<Option<usize>>> = if variants.pools.is_empty() {
+        vec![None]
+    } else {
+        variants.pools.iter().map(|&p| Some(p)).collect()
+    };
+    let searches: Vec<Option<CandidateSearch>> = if variants.searches.is_empty() {
+        vec![None]
+    } else {
+        variants.searches.iter().map(|&p| Some(p)).collect()
+    };
+    (pools, searches)
+}
+
+/// Switch `rag` to `search` (nothing for `None`); the stage and seconds of the structure
+/// it made (`columns` or `ivf`), if any.
+fn set_candidate_search(
+    rag: &mut lprag::LpRag,
+    search: Option<CandidateSearch>,
+) -> Result<Option<(&'static str, f64)>> {
+    let mut made = None;
+    if let Some(search) = search {
+        let t = Instant::now();
+        match search {
+            CandidateSearch::Rows | CandidateSearch::Columns => {
+                rag.set_candidate_index(None)?;
+                let columns = search == CandidateSearch::Columns;
+                rag.set_column_scan_from(columns.then_some(0))?;
+                if columns {
+                    made = Some(("columns", t.elapsed().as_secs_f64()));
+                }
+            }
+            CandidateSearch::Ivf(probes) => {
+                rag.set_candidate_index(Some(lprag::graph::IvfParams {
+                    probes,
+                    ..lprag::graph::IvfParams::default()
+                }))?;
+                made = Some(("ivf", t.elapsed().as_secs_f64()));
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// An LP-RAG row's name: `lprag` plus its pool and search (`lprag P=20 ivf16`), or
+/// `default` with the search when the pool is the configured one.
+fn variant_name(
+    pool: Option<Option<usize>>,
+    search: Option<CandidateSearch>,
+    default: &str,
+) -> String {
+    let mut name = match pool {
+        Some(Some(p)) => format!("lprag P={p}"),
+        Some(None) => "lprag all".into(),
+        None => default.to_string(),
+    };
+    match search {
+        Some(CandidateSearch::Ivf(k)) => name.push_str(&format!(" ivf{k}")),
+        Some(CandidateSearch::Rows) => name.push_str(" rows"),
+        Some(CandidateSearch::Columns) => name.push_str(" columns"),
+        None => {}
+    }
+    name
 }
 
 /// A Markdown table of scale results: one row per retriever and size, with query p50 as a

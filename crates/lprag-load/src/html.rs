@@ -9,7 +9,7 @@
 //! `markup5ever` and (for `scraper`) the CSS selector stack into every build for the same
 //! result.
 
-use html5gum::{DefaultEmitter, Token, Tokenizer};
+use html5gum::{DefaultEmitter, EndTag, StartTag, Token, Tokenizer};
 
 /// The text and title of an HTML page.
 pub(crate) struct HtmlText {
@@ -84,98 +84,131 @@ pub(crate) fn html_to_text(html: &str) -> HtmlText {
     // Switch to raw-text states after <script>, <style>, <title>, <textarea>, ... as a
     // browser does, so that their content is not read as markup.
     emitter.naively_switch_states(true);
-    let mut out = Writer::default();
-    let mut dropped = 0usize; // depth inside DROPPED elements
-    let mut pre = 0usize; // depth inside <pre>
-    let mut in_title = false;
-    let mut title = String::new();
-    let mut h1: Option<String> = None; // text of the first <h1>, while or after reading it
-    let mut in_h1 = false;
+    let mut page = Extractor::default();
     for token in Tokenizer::new_with_emitter(html, emitter) {
         let Ok(token) = token; // the reader of a &str cannot fail
         match token {
-            Token::StartTag(tag) => {
-                let name = lower(&tag.name);
-                let name = name.as_slice();
-                if DROPPED.contains(&name) {
-                    if !tag.self_closing {
-                        dropped += 1;
-                    }
-                    continue;
-                }
-                if name == b"title" {
-                    in_title = !tag.self_closing;
-                    continue;
-                }
-                if name == b"h1" && h1.is_none() {
-                    h1 = Some(String::new());
-                    in_h1 = true;
-                }
-                if name == b"pre" {
-                    pre += 1;
-                }
-                if BLOCKS.contains(&name) {
-                    out.paragraph();
-                } else if LINES.contains(&name) {
-                    out.line();
-                    if name == b"li" && dropped == 0 {
-                        out.text("- ", false);
-                    }
-                } else if (name == b"td" || name == b"th") && dropped == 0 {
-                    out.space();
-                } else if name == b"img" && dropped == 0 {
-                    if let Some(alt) = tag.attributes.get(b"alt".as_slice()) {
-                        let alt = String::from_utf8_lossy(&alt.value);
-                        out.text(&alt, false);
-                    }
-                }
-            }
-            Token::EndTag(tag) => {
-                let name = lower(&tag.name);
-                let name = name.as_slice();
-                if DROPPED.contains(&name) {
-                    dropped = dropped.saturating_sub(1);
-                    continue;
-                }
-                if name == b"title" {
-                    in_title = false;
-                    continue;
-                }
-                if name == b"h1" {
-                    in_h1 = false;
-                }
-                if name == b"pre" {
-                    pre = pre.saturating_sub(1);
-                }
-                if BLOCKS.contains(&name) {
-                    out.paragraph();
-                } else if LINES.contains(&name) {
-                    out.line();
-                }
-            }
-            Token::String(s) => {
-                let s = String::from_utf8_lossy(&s.value);
-                if in_title {
-                    title.push_str(&s);
-                } else if dropped == 0 {
-                    if in_h1 {
-                        if let Some(h) = h1.as_mut() {
-                            h.push_str(&s);
-                        }
-                    }
-                    out.text(&s, pre > 0);
-                }
-            }
+            Token::StartTag(tag) => page.start_tag(&tag),
+            Token::EndTag(tag) => page.end_tag(&tag),
+            Token::String(s) => page.string(&s.value),
             Token::Comment(_) | Token::Doctype(_) | Token::Error(_) => {}
         }
     }
-    let mut title = collapse(&title);
-    if title.is_empty() {
-        title = h1.map(|h| collapse(&h)).unwrap_or_default();
+    page.finish()
+}
+
+/// The state of one [`html_to_text`] pass, fed one token at a time.
+#[derive(Default)]
+struct Extractor {
+    /// The visible text so far.
+    out: Writer,
+    /// Depth inside DROPPED elements.
+    dropped: usize,
+    /// Depth inside `<pre>`.
+    pre: usize,
+    /// Inside `<title>`.
+    in_title: bool,
+    /// The text of `<title>` so far.
+    title: String,
+    /// Text of the first `<h1>`, while or after reading it.
+    h1: Option<String>,
+    /// Inside the first `<h1>`.
+    in_h1: bool,
+}
+
+impl Extractor {
+    /// An opening tag: enter dropped, title, `<h1>` and `<pre>` elements, and break
+    /// paragraphs and lines, separate cells, write list bullets and image alt text.
+    fn start_tag(&mut self, tag: &StartTag<()>) {
+        let name = lower(&tag.name);
+        let name = name.as_slice();
+        if DROPPED.contains(&name) {
+            if !tag.self_closing {
+                self.dropped += 1;
+            }
+            return;
+        }
+        if name == b"title" {
+            self.in_title = !tag.self_closing;
+            return;
+        }
+        if name == b"h1" && self.h1.is_none() {
+            self.h1 = Some(String::new());
+            self.in_h1 = true;
+        }
+        if name == b"pre" {
+            self.pre += 1;
+        }
+        let out = &mut self.out;
+        if BLOCKS.contains(&name) {
+            out.paragraph();
+        } else if LINES.contains(&name) {
+            out.line();
+            if name == b"li" && self.dropped == 0 {
+                out.text("- ", false);
+            }
+        } else if (name == b"td" || name == b"th") && self.dropped == 0 {
+            out.space();
+        } else if name == b"img" && self.dropped == 0 {
+            if let Some(alt) = tag.attributes.get(b"alt".as_slice()) {
+                let alt = String::from_utf8_lossy(&alt.value);
+                out.text(&alt, false);
+            }
+        }
     }
-    HtmlText {
-        text: out.finish(),
-        title,
+
+    /// A closing tag: leave dropped, title, `<h1>` and `<pre>` elements, and break
+    /// paragraphs and lines.
+    fn end_tag(&mut self, tag: &EndTag<()>) {
+        let name = lower(&tag.name);
+        let name = name.as_slice();
+        if DROPPED.contains(&name) {
+            self.dropped = self.dropped.saturating_sub(1);
+            return;
+        }
+        if name == b"title" {
+            self.in_title = false;
+            return;
+        }
+        if name == b"h1" {
+            self.in_h1 = false;
+        }
+        if name == b"pre" {
+            self.pre = self.pre.saturating_sub(1);
+        }
+        if BLOCKS.contains(&name) {
+            self.out.paragraph();
+        } else if LINES.contains(&name) {
+            self.out.line();
+        }
+    }
+
+    /// Character data: into the title, or (outside dropped elements) into the text and
+    /// the first `<h1>`.
+    fn string(&mut self, s: &[u8]) {
+        let s = String::from_utf8_lossy(s);
+        if self.in_title {
+            self.title.push_str(&s);
+        } else if self.dropped == 0 {
+            if self.in_h1 {
+                if let Some(h) = self.h1.as_mut() {
+                    h.push_str(&s);
+                }
+            }
+            self.out.text(&s, self.pre > 0);
+        }
+    }
+
+    /// The text, and the title: `<title>`, else the first `<h1>`.
+    fn finish(self) -> HtmlText {
+        let mut title = collapse(&self.title);
+        if title.is_empty() {
+            title = self.h1.map(|h| collapse(&h)).unwrap_or_default();
+        }
+        HtmlText {
+            text: self.out.finish(),
+            title,
+        }
     }
 }
 

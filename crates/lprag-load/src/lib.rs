@@ -247,9 +247,24 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
         root
     };
     let mut report = LoadReport::default();
-    let mut problems: Vec<(String, Problem)> = Vec::new();
-    let mut files: Vec<(PathBuf, String, Format)> = Vec::new();
+    let files = find_files(root, base, options, progress, &mut report)?;
+    let documents = read_files(&files, options, progress, &mut report)?;
+    report.documents = documents.len();
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(Loaded { documents, report })
+}
 
+/// The files of a known [`Format`] under `root` as (absolute path, path relative to
+/// `base`, format), sorted by relative path; walk errors and paths that are not UTF-8
+/// are skipped (or fail in strict mode), other files counted as ignored.
+fn find_files(
+    root: &Path,
+    base: &Path,
+    options: &LoadOptions,
+    progress: &dyn Progress,
+    report: &mut LoadReport,
+) -> Result<Vec<(PathBuf, String, Format)>> {
+    let mut files: Vec<(PathBuf, String, Format)> = Vec::new();
     for entry in walker(root, options).build() {
         let entry = match entry {
             Ok(e) => e,
@@ -258,7 +273,7 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
                     .map(|p| rel_lossy(base, p))
                     .unwrap_or_default();
                 let problem = walk_problem(&e, &path);
-                fail_or_skip(&mut report, progress, options, path, problem)?;
+                fail_or_skip(report, progress, options, path, problem)?;
                 continue;
             }
         };
@@ -279,12 +294,23 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
                     reason.clone(),
                     Error::invalid(format!("file {lossy}"), reason),
                 );
-                fail_or_skip(&mut report, progress, options, lossy, problem)?;
+                fail_or_skip(report, progress, options, lossy, problem)?;
             }
         }
     }
     files.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(files)
+}
 
+/// Read `files` in order as documents under the progress stage [`LOAD_STAGE`], one step
+/// per file; each file's problems are skipped (or end the load in strict mode).
+fn read_files(
+    files: &[(PathBuf, String, Format)],
+    options: &LoadOptions,
+    progress: &dyn Progress,
+    report: &mut LoadReport,
+) -> Result<Vec<Document>> {
+    let mut problems: Vec<(String, Problem)> = Vec::new();
     progress.start(LOAD_STAGE, Some(files.len() as u64));
     let mut documents = Vec::new();
     let mut ids: HashSet<String> = HashSet::new();
@@ -294,18 +320,8 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
                 for p in outcome.problems {
                     problems.push((rel.clone(), p));
                 }
-                let mut any = false;
-                for d in outcome.documents {
-                    if ids.insert(d.id.clone()) {
-                        documents.push(d);
-                        any = true;
-                    } else {
-                        let reason = format!("duplicate document id '{}'", d.id);
-                        let error = Error::invalid(format!("file {rel}"), reason.clone());
-                        problems.push((rel.clone(), Problem::fatal(reason, error)));
-                    }
-                }
-                if any {
+                let docs = outcome.documents;
+                if keep_new_documents(docs, rel, &mut ids, &mut documents, &mut problems) {
                     report.files_loaded += 1;
                     *report
                         .by_format
@@ -316,7 +332,7 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
             Err(p) => problems.push((rel.clone(), p)),
         }
         for (path, p) in problems.drain(..) {
-            if let Err(e) = fail_or_skip(&mut report, progress, options, path, p) {
+            if let Err(e) = fail_or_skip(report, progress, options, path, p) {
                 progress.finish(LOAD_STAGE);
                 return Err(e);
             }
@@ -324,9 +340,30 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
         progress.update(LOAD_STAGE, i as u64 + 1, rel);
     }
     progress.finish(LOAD_STAGE);
-    report.documents = documents.len();
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(Loaded { documents, report })
+    Ok(documents)
+}
+
+/// Append the documents whose id is new to `documents` (a repeated id becomes a problem
+/// of `rel`); `true` when at least one was kept.
+fn keep_new_documents(
+    docs: Vec<Document>,
+    rel: &str,
+    ids: &mut HashSet<String>,
+    documents: &mut Vec<Document>,
+    problems: &mut Vec<(String, Problem)>,
+) -> bool {
+    let mut any = false;
+    for d in docs {
+        if ids.insert(d.id.clone()) {
+            documents.push(d);
+            any = true;
+        } else {
+            let reason = format!("duplicate document id '{}'", d.id);
+            let error = Error::invalid(format!("file {rel}"), reason.clone());
+            problems.push((rel.to_string(), Problem::fatal(reason, error)));
+        }
+    }
+    any
 }
 
 /// Load one file as documents, exactly as [`load_dir`] would (same ids and metadata):
@@ -526,13 +563,7 @@ fn read_file(
         .and_then(|s| s.to_str())
         .unwrap_or(rel)
         .to_string();
-    let mut base = BTreeMap::new();
-    base.insert(PATH_KEY.to_string(), rel.to_string());
-    if let Ok(t) = meta.modified() {
-        base.insert(MODIFIED_KEY.to_string(), time::rfc3339(t));
-    }
-    base.insert(BYTES_KEY.to_string(), bytes.len().to_string());
-    base.insert(FORMAT_KEY.to_string(), format.name().to_string());
+    let base = base_metadata(rel, &meta, bytes.len(), format);
     let doc = |id: String, title: String, text: String, extra: BTreeMap<String, String>| {
         let mut metadata = extra;
         metadata.extend(base.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -573,50 +604,75 @@ fn read_file(
             let title = if h.title.is_empty() { stem } else { h.title };
             Ok(single(doc(rel.to_string(), title, h.text, BTreeMap::new())))
         }
-        Format::Json | Format::Jsonl => {
-            let max = options.max_records_per_file;
-            let (records, truncated) = if format == Format::Json {
-                json::parse_json(&text, max).map_err(|reason| Problem::parse(abs, reason))?
-            } else {
-                json::parse_jsonl(&text, max)
-            };
-            let mut out = FileOutcome {
-                documents: Vec::new(),
-                problems: Vec::new(),
-            };
-            for r in records {
-                match r {
-                    Ok(r) => {
-                        let title = r.title.unwrap_or_else(|| stem.clone());
-                        out.documents.push(doc(
-                            format!("{rel}#{}", r.key),
-                            title,
-                            r.text,
-                            r.metadata,
-                        ));
-                    }
-                    Err(bad) if bad.malformed => out.problems.push(Problem::parse(abs, bad.reason)),
-                    Err(bad) => out
-                        .problems
-                        .push(Problem::nothing_to_load(rel, &bad.reason)),
-                }
-            }
-            if truncated {
-                let reason = format!(
-                    "only the first {max} records were loaded (max_records_per_file = {max})"
-                );
-                out.problems.push(Problem::fatal(
-                    reason.clone(),
-                    Error::invalid(format!("file {rel}"), reason),
-                ));
-            }
-            if out.documents.is_empty() && out.problems.is_empty() {
-                return Err(Problem::nothing_to_load(rel, "no records"));
-            }
-            Ok(out)
-        }
+        Format::Json | Format::Jsonl => read_records(abs, rel, format, &text, &stem, options, &doc),
         Format::Pdf => unreachable!("handled above"),
     }
+}
+
+/// The metadata every document of a file carries: its path, modification time (where
+/// recorded), size in bytes and format.
+fn base_metadata(
+    rel: &str,
+    meta: &fs::Metadata,
+    bytes: usize,
+    format: Format,
+) -> BTreeMap<String, String> {
+    let mut base = BTreeMap::new();
+    base.insert(PATH_KEY.to_string(), rel.to_string());
+    if let Ok(t) = meta.modified() {
+        base.insert(MODIFIED_KEY.to_string(), time::rfc3339(t));
+    }
+    base.insert(BYTES_KEY.to_string(), bytes.to_string());
+    base.insert(FORMAT_KEY.to_string(), format.name().to_string());
+    base
+}
+
+/// The records of a JSON or JSON Lines file as documents, with the records left out
+/// (and a cut at [`LoadOptions::max_records_per_file`]) as problems.
+fn read_records(
+    abs: &Path,
+    rel: &str,
+    format: Format,
+    text: &str,
+    stem: &str,
+    options: &LoadOptions,
+    doc: &dyn Fn(String, String, String, BTreeMap<String, String>) -> Document,
+) -> std::result::Result<FileOutcome, Problem> {
+    let max = options.max_records_per_file;
+    let (records, truncated) = if format == Format::Json {
+        json::parse_json(text, max).map_err(|reason| Problem::parse(abs, reason))?
+    } else {
+        json::parse_jsonl(text, max)
+    };
+    let mut out = FileOutcome {
+        documents: Vec::new(),
+        problems: Vec::new(),
+    };
+    for r in records {
+        match r {
+            Ok(r) => {
+                let title = r.title.unwrap_or_else(|| stem.to_string());
+                out.documents
+                    .push(doc(format!("{rel}#{}", r.key), title, r.text, r.metadata));
+            }
+            Err(bad) if bad.malformed => out.problems.push(Problem::parse(abs, bad.reason)),
+            Err(bad) => out
+                .problems
+                .push(Problem::nothing_to_load(rel, &bad.reason)),
+        }
+    }
+    if truncated {
+        let reason =
+            format!("only the first {max} records were loaded (max_records_per_file = {max})");
+        out.problems.push(Problem::fatal(
+            reason.clone(),
+            Error::invalid(format!("file {rel}"), reason),
+        ));
+    }
+    if out.documents.is_empty() && out.problems.is_empty() {
+        return Err(Problem::nothing_to_load(rel, "no records"));
+    }
+    Ok(out)
 }
 
 /// The file's bytes, at most `max` of them.

@@ -33,9 +33,39 @@ pub fn load_beir(dir: impl AsRef<Path>, split: Option<&str>) -> Result<Dataset> 
         .map(|(i, d)| (d.id.as_str(), i))
         .collect();
     let q_path = dir.join("queries.jsonl");
-    let mut queries: Vec<(String, String, BTreeMap<String, String>)> = Vec::new();
-    for (line, v) in lines(&q_path)? {
-        let rec = Rec::new(&q_path, line);
+    let queries = read_queries(&q_path)?;
+    let known: HashMap<&str, usize> = queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.0.as_str(), i))
+        .collect();
+    let mut judged = read_qrels(&qrels, &q_path, &known)?;
+    let mut questions = Vec::new();
+    for (i, (id, question, metadata)) in queries.into_iter().enumerate() {
+        let Some(judgements) = judged.remove(&i) else {
+            continue;
+        };
+        questions.push(judged_question(
+            id, question, metadata, judgements, &doc_index,
+        ));
+    }
+    Ok(Dataset {
+        name: super::stem_name(dir),
+        format: DatasetFormat::Beir,
+        corpus,
+        questions,
+        duplicates_dropped: 0,
+    })
+}
+
+/// A query of `queries.jsonl`: id, text and metadata (values stringified).
+type Query = (String, String, BTreeMap<String, String>);
+
+/// The queries of `queries.jsonl` at `q_path`, in file order.
+fn read_queries(q_path: &Path) -> Result<Vec<Query>> {
+    let mut queries: Vec<Query> = Vec::new();
+    for (line, v) in lines(q_path)? {
+        let rec = Rec::new(q_path, line);
         let obj = rec.object(&v, "")?;
         let id = rec.id(rec.req(obj, "", "_id")?, "_id")?;
         let text = rec.req_str(obj, "", "text")?.to_string();
@@ -51,16 +81,22 @@ pub fn load_beir(dir: impl AsRef<Path>, split: Option<&str>) -> Result<Dataset> 
         }
         queries.push((id, text, metadata));
     }
-    let known: HashMap<&str, usize> = queries
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.0.as_str(), i))
-        .collect();
+    Ok(queries)
+}
+
+/// The judgements of the qrels file `qrels` per query (its index in `known`, the
+/// queries of `q_path`): (document, grade) with grade above 0, in file order; a query
+/// judged only with grade 0 has an empty list.
+fn read_qrels(
+    qrels: &Path,
+    q_path: &Path,
+    known: &HashMap<&str, usize>,
+) -> Result<HashMap<usize, Vec<(String, u32)>>> {
     // Judgements per query: (document, grade), in file order.
     let mut judged: HashMap<usize, Vec<(String, u32)>> = HashMap::new();
-    let text = json::read_text(&qrels)?;
+    let text = json::read_text(qrels)?;
     let bad = |line: usize, field: &str, message: String| Error::Malformed {
-        path: qrels.clone(),
+        path: qrels.to_path_buf(),
         record: Some(line),
         field: field.into(),
         message,
@@ -99,43 +135,42 @@ pub fn load_beir(dir: impl AsRef<Path>, split: Option<&str>) -> Result<Dataset> 
             judged.entry(q).or_default();
         }
     }
-    let mut questions = Vec::new();
-    for (i, (id, question, metadata)) in queries.into_iter().enumerate() {
-        let Some(judgements) = judged.remove(&i) else {
-            continue;
-        };
-        let mut gold: Vec<(usize, u32)> = Vec::new();
-        let mut unmatched_gold = Vec::new();
-        for (doc, grade) in judgements {
-            match doc_index.get(doc.as_str()) {
-                Some(&at) if !gold.iter().any(|g| g.0 == at) => gold.push((at, grade)),
-                Some(_) => {}
-                None => unmatched_gold.push(doc),
-            }
+    Ok(judged)
+}
+
+/// A judged query as a question: its gold passages (first judgement of each, sorted by
+/// corpus position; grades kept unless all are 1) and the documents not in the corpus.
+fn judged_question(
+    id: String,
+    question: String,
+    metadata: BTreeMap<String, String>,
+    judgements: Vec<(String, u32)>,
+    doc_index: &HashMap<&str, usize>,
+) -> Question {
+    let mut gold: Vec<(usize, u32)> = Vec::new();
+    let mut unmatched_gold = Vec::new();
+    for (doc, grade) in judgements {
+        match doc_index.get(doc.as_str()) {
+            Some(&at) if !gold.iter().any(|g| g.0 == at) => gold.push((at, grade)),
+            Some(_) => {}
+            None => unmatched_gold.push(doc),
         }
-        gold.sort_unstable();
-        let all_one = gold.iter().all(|g| g.1 == 1);
-        questions.push(Question {
-            id,
-            question,
-            answers: Vec::new(),
-            grades: if all_one {
-                Vec::new()
-            } else {
-                gold.iter().map(|g| g.1).collect()
-            },
-            gold: gold.into_iter().map(|g| g.0).collect(),
-            unmatched_gold,
-            metadata,
-        });
     }
-    Ok(Dataset {
-        name: super::stem_name(dir),
-        format: DatasetFormat::Beir,
-        corpus,
-        questions,
-        duplicates_dropped: 0,
-    })
+    gold.sort_unstable();
+    let all_one = gold.iter().all(|g| g.1 == 1);
+    Question {
+        id,
+        question,
+        answers: Vec::new(),
+        grades: if all_one {
+            Vec::new()
+        } else {
+            gold.iter().map(|g| g.1).collect()
+        },
+        gold: gold.into_iter().map(|g| g.0).collect(),
+        unmatched_gold,
+        metadata,
+    }
 }
 
 /// `qrels/<split>.tsv`: `test` unless named, else the only file there.
