@@ -106,14 +106,14 @@ impl RetrievalReport {
             out.push_str(&format!("| {} |", r.retriever));
             for k in &ks {
                 match r.recall.get(k) {
-                    Some(v) => out.push_str(&format!(" {:.2} |", 100.0 * v)),
+                    Some(v) => out.push_str(&format!(" {:.2} |", percent(*v))),
                     None => out.push_str(" – |"),
                 }
             }
             out.push_str(&format!(
                 " {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.1} |\n",
-                100.0 * r.mrr_at_10,
-                100.0 * r.ndcg_at_10,
+                percent(r.mrr_at_10),
+                percent(r.ndcg_at_10),
                 r.index_seconds,
                 r.query_ms_p50,
                 r.query_ms_p95,
@@ -135,6 +135,16 @@ impl RetrievalReport {
             path: path.to_path_buf(),
             source,
         })
+    }
+}
+
+/// A fraction as a percentage for the tables; a zero of either sign prints as `0.00`
+/// (an nDCG of −0.0 printed as `-0.00`).
+fn percent(v: f64) -> f64 {
+    if v == 0.0 {
+        0.0
+    } else {
+        100.0 * v
     }
 }
 
@@ -185,6 +195,15 @@ mod tests {
             md.contains(
                 "| dense | 10.00 | 20.00 | 50.00 | 100.00 | 50.00 | 50.00 | 0.250 | 1.000 | 3.000 | 512.0 |"
             ),
+            "{md}"
+        );
+        // A negative zero (every score tied, as the paper's untrained NCN gives) is 0.00.
+        let mut zero = rep.clone();
+        zero.results[0].ndcg_at_10 = -0.0;
+        zero.results[0].mrr_at_10 = -0.0;
+        let md = zero.to_markdown();
+        assert!(
+            md.contains("| 0.00 | 0.00 | 0.250 |") && !md.contains("-0.00"),
             "{md}"
         );
     }

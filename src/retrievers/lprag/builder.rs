@@ -187,16 +187,22 @@ impl LpRagBuilder {
         self.build_traced(documents).instrument(span).await
     }
 
-    /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
-    async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
+    /// The inputs a build can refuse before it pays for anything: no documents, `knn_k`
+    /// 0, a device this build cannot use.
+    fn check_before_paying(&self, documents: &[Document]) -> Result<()> {
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
         }
         if self.config.knn_k == 0 {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
-        // The device is checked before anything is paid for.
         self.device.to_burn()?;
+        Ok(())
+    }
+
+    /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
+    async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
+        self.check_before_paying(documents)?;
         let Components {
             progress,
             chunker,
@@ -235,85 +241,44 @@ impl LpRagBuilder {
             reused: Vec::new(),
         };
 
-        // 1. Chunks.
-        let input = ChunkInput {
+        // 1–2. Chunks, labelled questions, the encoder and the chunk embeddings.
+        let source = Source {
             documents,
             chunker: &*chunker,
+            encoder,
+            labelled: &labelled,
         };
-        let chunks = stages::chunk(&mut ctx, &input).await?;
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-        }
-        stats.chunks = chunks.len();
-        // Checked now, before anything is paid for (and mapped again below if chunks are
-        // split to fit the encoder).
-        let labelled_pairs = labelled;
-        let mut labelled = labelled_queries(&chunks, &labelled_pairs)?;
-        lap(&mut stats, "chunk");
-
-        // 2. Chunk embeddings (choosing the default encoder first when none was given).
-        let mut fit_warnings = Vec::new();
-        let (chunks, encoder, default_encoder) =
-            encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
-                progress.warn(&w);
-                fit_warnings.push(w);
-            })
-            .await?;
-        stats.warnings.extend(fit_warnings);
-        if chunks.len() != stats.chunks {
-            stats.chunks = chunks.len();
-            labelled = labelled_queries(&chunks, &labelled_pairs)?;
-        }
-        let input = EmbedInput {
-            chunks: &chunks,
-            encoder: &*encoder,
-        };
-        let (chunk_emb, emb_key) = stages::embed_chunks(&mut ctx, &input).await?;
-        lap(&mut stats, "embed");
+        let Embedded {
+            chunks,
+            labelled,
+            encoder,
+            default_encoder,
+            chunk_emb,
+            key: emb_key,
+        } = embedded_chunks(&mut ctx, source, &mut stats, &mut lap).await?;
         // A transferred predictor: its index's manifest is checked now, before the graph and
         // the rest are paid for; its predictor configuration becomes this index's.
         let mut config = config;
-        let transfer = match &model {
-            Some(ModelChoice::Transfer(dir)) => {
-                Some(transfer_manifest(dir, &*encoder, &mut config)?)
-            }
-            _ => None,
+        let transfer = transfer_of(&model, &*encoder, &mut config)?;
+
+        // 3–4. The chunk graph, the synthetic and labelled queries, the link graph.
+        let writer = (!labelled_only && transfer.is_none()).then_some(&*query_generator);
+        let plan = GraphPlan {
+            config: &config,
+            key: emb_key,
+            encoder: &*encoder,
+            writer,
         };
-
-        // 3. Mutual k-NN chunk graph and A.2 batches.
-        let input = stages::graph_input(&config, emb_key, chunks.len());
-        let (graph_stage, chunks, chunk_emb) =
-            stages::chunk_graph(&mut ctx, &input, config.seed, chunks, chunk_emb).await?;
-        stats.chunk_edges = graph_stage.edges.len();
-        stats.bridge_edges = graph_stage.bridges;
-        stats.isolated_chunks = graph_stage.isolated;
-        lap(&mut stats, "graph");
-
-        // 4. Synthetic queries, linked to their batch; labelled questions, linked to their
-        //    gold documents' chunks.
-        let input = (!labelled_only && transfer.is_none()).then(|| QueryInput {
-            graph: graph_stage.key,
-            chunks: &chunks,
-            batches: &graph_stage.batches,
-            seed: config.seed,
-            generator: &*query_generator,
-        });
-        stats.labelled_queries = labelled.len();
-        let (queries, graph) = stages::queries_and_graph(
+        let (chunks, queries, graph, knn_lists) = graph_and_queries(
             &mut ctx,
-            input,
-            labelled,
-            (emb_key, &*encoder),
-            chunk_emb,
-            &graph_stage.edges,
+            plan,
+            (chunks, chunk_emb, labelled),
+            &mut stats,
+            &mut lap,
         )
         .await?;
         let reused = std::mem::take(&mut ctx.reused);
         drop(ctx);
-        let knn_lists = graph_stage.knn;
-        stats.queries = queries.len();
-        stats.query_edges = graph.edges.len() - graph_stage.edges.len();
-        lap(&mut stats, "queries");
 
         // 5. Train the link predictor on a blocking thread (a training-free scorer is
         //    only given the graph).
@@ -349,6 +314,160 @@ impl LpRagBuilder {
             knn: knn_lists,
             device,
         })
+    }
+}
+
+/// What stages 1 and 2 start from: the documents, their chunker, the encoder given (if
+/// any) and the labelled questions.
+struct Source<'a> {
+    documents: &'a [Document],
+    chunker: &'a dyn lprag_core::Chunker,
+    encoder: Option<Arc<dyn Encoder>>,
+    labelled: &'a Labelled,
+}
+
+/// What stages 1 and 2 give: the chunks fitted to the encoder, the labelled questions as
+/// query nodes on them, the encoder (with the default's choice when none was given), the
+/// chunk embeddings and their stage key.
+struct Embedded {
+    chunks: Vec<lprag_core::Chunk>,
+    labelled: Vec<lprag_core::SyntheticQuery>,
+    encoder: Arc<dyn Encoder>,
+    default_encoder: Option<crate::DefaultEncoder>,
+    chunk_emb: lprag_core::Embeddings,
+    key: crate::workdir::StageKey,
+}
+
+/// Stages 1 (chunks; the labelled questions checked on them before anything is paid for)
+/// and 2 (the encoder chosen when none was given, the chunks fitted to it, the labelled
+/// questions mapped again if chunks were split, the chunk embeddings), with their laps.
+async fn embedded_chunks(
+    ctx: &mut StageCtx<'_>,
+    source: Source<'_>,
+    stats: &mut IndexStats,
+    lap: &mut (dyn FnMut(&mut IndexStats, &str) + Send),
+) -> Result<Embedded> {
+    let Source {
+        documents,
+        chunker,
+        encoder,
+        labelled: labelled_pairs,
+    } = source;
+    let input = ChunkInput { documents, chunker };
+    let chunks = stages::chunk(ctx, &input).await?;
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+    }
+    stats.chunks = chunks.len();
+    let mut labelled = labelled_queries(&chunks, labelled_pairs)?;
+    lap(stats, "chunk");
+
+    let progress = ctx.progress;
+    let mut fit_warnings = Vec::new();
+    let (chunks, encoder, default_encoder) =
+        encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
+            progress.warn(&w);
+            fit_warnings.push(w);
+        })
+        .await?;
+    stats.warnings.extend(fit_warnings);
+    if chunks.len() != stats.chunks {
+        stats.chunks = chunks.len();
+        labelled = labelled_queries(&chunks, labelled_pairs)?;
+    }
+    let input = EmbedInput {
+        chunks: &chunks,
+        encoder: &*encoder,
+    };
+    let (chunk_emb, key) = stages::embed_chunks(ctx, &input).await?;
+    lap(stats, "embed");
+    Ok(Embedded {
+        chunks,
+        labelled,
+        encoder,
+        default_encoder,
+        chunk_emb,
+        key,
+    })
+}
+
+/// What stages 3 and 4 take beside the chunks: the configuration, the chunk embeddings'
+/// stage key, the encoder and the question writer (`None`: labelled questions only, or a
+/// transferred predictor).
+struct GraphPlan<'a> {
+    config: &'a LpRagConfig,
+    key: crate::workdir::StageKey,
+    encoder: &'a dyn Encoder,
+    writer: Option<&'a dyn QueryGenerator>,
+}
+
+/// Stages 3 (the mutual k-NN chunk graph with its bridges and A.2 batches) and 4 (the
+/// synthetic queries linked to their batch, then the labelled questions, embedded into the
+/// link graph), with their laps: the chunks, the queries, the link graph and the k-NN
+/// lists behind the chunk edges.
+async fn graph_and_queries(
+    ctx: &mut StageCtx<'_>,
+    plan: GraphPlan<'_>,
+    (chunks, chunk_emb, labelled): (
+        Vec<lprag_core::Chunk>,
+        lprag_core::Embeddings,
+        Vec<lprag_core::SyntheticQuery>,
+    ),
+    stats: &mut IndexStats,
+    lap: &mut (dyn FnMut(&mut IndexStats, &str) + Send),
+) -> Result<(
+    Vec<lprag_core::Chunk>,
+    Vec<lprag_core::SyntheticQuery>,
+    lprag_core::LinkGraph,
+    Option<Arc<super::KnnLists>>,
+)> {
+    let GraphPlan {
+        config,
+        key,
+        encoder,
+        writer,
+    } = plan;
+    let input = stages::graph_input(config, key, chunks.len());
+    let (graph_stage, chunks, chunk_emb) =
+        stages::chunk_graph(ctx, &input, config.seed, chunks, chunk_emb).await?;
+    stats.chunk_edges = graph_stage.edges.len();
+    stats.bridge_edges = graph_stage.bridges;
+    stats.isolated_chunks = graph_stage.isolated;
+    lap(stats, "graph");
+
+    let input = writer.map(|generator| QueryInput {
+        graph: graph_stage.key,
+        chunks: &chunks,
+        batches: &graph_stage.batches,
+        seed: config.seed,
+        generator,
+    });
+    stats.labelled_queries = labelled.len();
+    let (queries, graph) = stages::queries_and_graph(
+        ctx,
+        input,
+        labelled,
+        (key, encoder),
+        chunk_emb,
+        &graph_stage.edges,
+    )
+    .await?;
+    stats.queries = queries.len();
+    stats.query_edges = graph.edges.len() - graph_stage.edges.len();
+    lap(stats, "queries");
+    Ok((chunks, queries, graph, graph_stage.knn))
+}
+
+/// The manifest of a transferred predictor's index (`model` is
+/// [`ModelChoice::Transfer`]), checked against `encoder`; see [`transfer_manifest`].
+fn transfer_of(
+    model: &Option<ModelChoice>,
+    encoder: &dyn Encoder,
+    config: &mut LpRagConfig,
+) -> Result<Option<(PathBuf, Manifest)>> {
+    match model {
+        Some(ModelChoice::Transfer(dir)) => Ok(Some(transfer_manifest(dir, encoder, config)?)),
+        _ => Ok(None),
     }
 }
 
