@@ -36,6 +36,33 @@ pub(crate) struct Split {
 }
 
 impl Split {
+    /// The held-out queries validation scores: the first `max` in id order.
+    pub(crate) fn validation_ids(&self, max: usize) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.val.iter().copied().collect();
+        ids.sort_unstable();
+        ids.truncate(max);
+        ids
+    }
+
+    /// Held-out query `q`'s candidates: its chunks, then `per_positive` negatives drawn
+    /// from `rng` for each chunk in turn; and how many chunks it has.
+    pub(crate) fn validation_candidates(
+        &self,
+        q: u32,
+        per_positive: usize,
+        sampler: &NegativeDraw,
+        rng: &mut StdRng,
+    ) -> (Vec<u32>, usize) {
+        let pos: Vec<u32> = self.val_pos.get(&q).cloned().unwrap_or_default();
+        let mut cands = pos.clone();
+        for &p in &pos {
+            for _ in 0..per_positive {
+                cands.push(sampler.draw(rng, p));
+            }
+        }
+        (cands, pos.len())
+    }
+
     /// Hold out `validation_fraction` of the synthetic queries (none below 10 queries; the
     /// first use of `rng`), and sort the rest of the edges into messages and targets.
     pub(crate) fn new(graph: &LinkGraph, tc: &TrainConfig, rng: &mut StdRng) -> Self {

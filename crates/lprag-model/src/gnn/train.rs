@@ -153,29 +153,21 @@ fn validation_set(
     sampler: &NegativeDraw,
     rng: &mut StdRng,
 ) -> (Vec<ValQuery>, Vec<Join>) {
-    let mut queries: Vec<u32> = split.val.iter().copied().collect();
-    queries.sort_unstable();
-    let kept = queries
-        .len()
-        .min(if tc.inference == InferenceMode::JoinAll {
-            MAX_JOIN_ALL_VALIDATION
-        } else {
-            MAX_VALIDATION
-        });
-    let val_set: Vec<ValQuery> = queries[..kept]
-        .iter()
-        .map(|&q| {
-            let pos: Vec<u32> = split.val_pos.get(&q).cloned().unwrap_or_default();
-            let mut cands = pos.clone();
-            for &p in &pos {
-                for _ in 0..tc.negatives_per_positive {
-                    cands.push(sampler.draw(rng, p));
-                }
-            }
+    let max = if tc.inference == InferenceMode::JoinAll {
+        MAX_JOIN_ALL_VALIDATION
+    } else {
+        MAX_VALIDATION
+    };
+    let val_set: Vec<ValQuery> = split
+        .validation_ids(max)
+        .into_iter()
+        .map(|q| {
+            let (cands, positives) =
+                split.validation_candidates(q, tc.negatives_per_positive, sampler, rng);
             (
                 normalize_vec(graph.features.row(q as usize)),
                 cands,
-                pos.len(),
+                positives,
             )
         })
         .collect();

@@ -184,18 +184,13 @@ fn held_out(
     sampler: &NegativeDraw,
     rng: &mut StdRng,
 ) -> Vec<Held> {
-    let mut held_ids: Vec<u32> = split.val.iter().copied().collect();
-    held_ids.sort_unstable();
     // With the query joined to every chunk each held-out query is a pass over the whole
     // graph: fewer of them.
-    let kept = held_ids
-        .len()
-        .min(if tc.inference == InferenceMode::JoinAll {
-            MAX_JOIN_ALL_VALIDATION
-        } else {
-            MAX_VALIDATION
-        });
-    let held_ids = &held_ids[..kept];
+    let held_ids = split.validation_ids(if tc.inference == InferenceMode::JoinAll {
+        MAX_JOIN_ALL_VALIDATION
+    } else {
+        MAX_VALIDATION
+    });
     let held_features: Vec<Vec<f32>> = held_ids
         .iter()
         .map(|&q| normalize_vec(graph.features.row(q as usize)))
@@ -212,20 +207,15 @@ fn held_out(
         .iter()
         .zip(held_features)
         .map(|(&q, features)| {
-            let pos = split.val_pos.get(&q).cloned().unwrap_or_default();
-            let mut cands = pos.clone();
-            for &p in &pos {
-                for _ in 0..tc.negatives_per_positive {
-                    cands.push(sampler.draw(rng, p));
-                }
-            }
+            let (cands, positives) =
+                split.validation_candidates(q, tc.negatives_per_positive, sampler, rng);
             // In id order, one per held-out query (none with the query joined to all).
             let join = held_joins.next();
             Held {
                 features,
                 join,
                 cands,
-                positives: pos.len(),
+                positives,
             }
         })
         .filter(|h| h.positives > 0)
