@@ -19,8 +19,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use lprag_core::{Chunk, Chunker, Document, Error, Result, SparseIndex};
-use lprag_model::lesegr::lite_alpha;
+use lprag_core::{Chunk, Chunker, Document, Embeddings, Error, Result, SparseIndex};
+use lprag_model::lesegr::{lite_alpha, InEdges, LesegrGate};
 
 use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
 use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
@@ -56,24 +56,7 @@ impl PeerUpdate for LesegrState {
         citations: &[(String, String)],
     ) -> Result<UpdateReport> {
         let old = peer.state.clone();
-        let location = "LesegrRag update";
-        if old.citations.is_none() && !citations.is_empty() {
-            return Err(Error::invalid(
-                format!("{location} (citations)"),
-                "the index links documents by k-NN (it was built without document_links); \
-                 rebuild it with document_links to use citations",
-            ));
-        }
-        let no_gate = || {
-            Error::invalid(
-                location,
-                "this trained index was saved without its gate network (by an older lprag), \
-                 so new edges cannot be gated; rebuild it",
-            )
-        };
-        if old.config.variant == LesegrVariant::Trained && old.gate.is_none() {
-            return Err(no_gate());
-        }
+        check_update(&old, citations)?;
         // 1. The chunks: the kept ones renumbered, then the new ones.
         // 2. Embeddings: the kept (normalised) rows, the new ones embedded and normalised.
         let (Renumbered { chunks, new_id, .. }, emb, mut report, mut laps) = peer
@@ -87,20 +70,10 @@ impl PeerUpdate for LesegrState {
             Arc::from(blocking(move || sparse.fit(&all_texts)).await?)
         };
         check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
-        let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
-        let stored = old.citations.as_ref().map(|c| {
-            let mut kept: Vec<(String, String)> = c
-                .iter()
-                .filter(|(a, b)| {
-                    // A replaced document is re-added: its citations stay.
-                    let back = |id: &str| !gone.contains(id) || add.iter().any(|d| d.id == id);
-                    back(a) && back(b)
-                })
-                .cloned()
-                .collect();
-            kept.extend_from_slice(citations);
-            kept
-        });
+        let stored = old
+            .citations
+            .as_ref()
+            .map(|c| kept_citations(c, remove, add, citations));
         let ChunkGraph {
             links,
             graph,
@@ -122,33 +95,7 @@ impl PeerUpdate for LesegrState {
             (LesegrVariant::Lite, _) => lite_alpha(&emb, &graph),
             (LesegrVariant::Trained, None) => return Err(no_gate()),
             (LesegrVariant::Trained, Some(gate)) => {
-                let gate = gate.clone();
-                // The learned gate of every old edge between kept chunks, by new ids.
-                let mut known: HashMap<(u32, u32), f32> = HashMap::new();
-                let old_dst = old.graph.destinations();
-                for (e, (&s, &d)) in old.graph.sources().iter().zip(&old_dst).enumerate() {
-                    let (s, d) = (new_id[s as usize], new_id[d as usize]);
-                    if s != usize::MAX && d != usize::MAX {
-                        known.insert((s as u32, d as u32), old.alpha[e]);
-                    }
-                }
-                let dst = graph.destinations();
-                let pairs: Vec<(u32, u32)> = graph.sources().iter().copied().zip(dst).collect();
-                let fresh: Vec<(u32, u32)> = pairs
-                    .iter()
-                    .filter(|p| !known.contains_key(p))
-                    .copied()
-                    .collect();
-                let emb2 = emb.clone();
-                let gated = blocking(move || gate.alpha(&emb2, &fresh)).await?;
-                let mut gated = gated.into_iter();
-                pairs
-                    .iter()
-                    .map(|p| match known.get(p) {
-                        Some(&a) => a,
-                        None => gated.next().unwrap_or(0.0),
-                    })
-                    .collect()
+                trained_alpha(gate.clone(), &old, &new_id, &emb, &graph).await?
             }
         };
         laps.lap(&mut report, "gates");
@@ -177,4 +124,97 @@ impl PeerUpdate for LesegrState {
         peer.runtime.sparse = sparse_index;
         Ok(report)
     }
+}
+
+/// Where an update's errors are located.
+const LOCATION: &str = "LesegrRag update";
+
+/// The error of a trained index saved without its gate network.
+fn no_gate() -> Error {
+    Error::invalid(
+        LOCATION,
+        "this trained index was saved without its gate network (by an older lprag), \
+         so new edges cannot be gated; rebuild it",
+    )
+}
+
+/// Whether `old` can take this update: `citations` only on an index linked by citations,
+/// and a trained index only with its gate network.
+fn check_update(old: &LesegrState, citations: &[(String, String)]) -> Result<()> {
+    if old.citations.is_none() && !citations.is_empty() {
+        return Err(Error::invalid(
+            format!("{LOCATION} (citations)"),
+            "the index links documents by k-NN (it was built without document_links); \
+             rebuild it with document_links to use citations",
+        ));
+    }
+    if old.config.variant == LesegrVariant::Trained && old.gate.is_none() {
+        return Err(no_gate());
+    }
+    Ok(())
+}
+
+/// The `stored` citations whose two documents are still indexed after removing `remove`
+/// and adding `add`, then the caller's new `citations`.
+fn kept_citations(
+    stored: &[(String, String)],
+    remove: &[String],
+    add: &[Document],
+    citations: &[(String, String)],
+) -> Vec<(String, String)> {
+    let gone: HashSet<&str> = remove.iter().map(String::as_str).collect();
+    let mut kept: Vec<(String, String)> = stored
+        .iter()
+        .filter(|(a, b)| {
+            // A replaced document is re-added: its citations stay.
+            let back = |id: &str| !gone.contains(id) || add.iter().any(|d| d.id == id);
+            back(a) && back(b)
+        })
+        .cloned()
+        .collect();
+    kept.extend_from_slice(citations);
+    kept
+}
+
+/// The trained variant's gates of `graph`: the learned gate of every edge whose two chunks
+/// `old` already indexed (`new_id` maps old chunk ids to new ones), `gate` run on `emb`
+/// for the others.
+async fn trained_alpha(
+    gate: LesegrGate,
+    old: &LesegrState,
+    new_id: &[usize],
+    emb: &Embeddings,
+    graph: &InEdges,
+) -> Result<Vec<f32>> {
+    let known = known_gates(old, new_id);
+    let dst = graph.destinations();
+    let pairs: Vec<(u32, u32)> = graph.sources().iter().copied().zip(dst).collect();
+    let fresh: Vec<(u32, u32)> = pairs
+        .iter()
+        .filter(|p| !known.contains_key(p))
+        .copied()
+        .collect();
+    let emb2 = emb.clone();
+    let gated = blocking(move || gate.alpha(&emb2, &fresh)).await?;
+    let mut gated = gated.into_iter();
+    Ok(pairs
+        .iter()
+        .map(|p| match known.get(p) {
+            Some(&a) => a,
+            None => gated.next().unwrap_or(0.0),
+        })
+        .collect())
+}
+
+/// The learned gate of every old edge between kept chunks, by new ids.
+fn known_gates(old: &LesegrState, new_id: &[usize]) -> HashMap<(u32, u32), f32> {
+    let mut known: HashMap<(u32, u32), f32> = HashMap::new();
+    let old_dst = old.graph.destinations();
+    for (e, (&s, &d)) in old.graph.sources().iter().zip(&old_dst).enumerate() {
+        let (s, d) = (new_id[s as usize], new_id[d as usize]);
+        if s != usize::MAX && d != usize::MAX {
+            known.insert((s as u32, d as u32), old.alpha[e]);
+        }
+    }
+    known
 }
