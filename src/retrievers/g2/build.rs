@@ -68,14 +68,9 @@ impl G2RagBuilder {
         // 5. Merge decisions on every subgroup pair of a component.
         let t = std::time::Instant::now();
         let pairs = subgroup_pairs(&split);
-        let judge = self.judge.or_else(|| {
-            self.llm.map(|m| {
-                LlmMergeJudge::new(m)
-                    .max_passages(config.llm_max_chunks)
-                    .max_chars(config.llm_chunk_chars)
-                    .with_progress(progress.clone())
-            })
-        });
+        let judge = self
+            .judge
+            .or_else(|| self.llm.map(|m| default_judge(m, &config, &progress)));
         let merging = Merging {
             emb: &emb,
             chunks: &chunks,
@@ -88,17 +83,9 @@ impl G2RagBuilder {
         stats.merges_accepted = verdicts.iter().filter(|&&v| v).count();
         stats.llm_merge = judge.is_some();
 
-        let mut communities = merged_communities(&emb, &split, &pairs, &verdicts);
-        if config.outliers == OutlierPolicy::Singletons {
-            push_singletons(&mut communities, &emb, &outliers);
-        }
+        let communities = merging.communities(&verdicts, &outliers, config.outliers);
         stats.seconds_merge = t.elapsed().as_secs_f64();
-        stats.communities = communities.len();
-        stats.largest_community = communities
-            .iter()
-            .map(|c| c.members.len())
-            .max()
-            .unwrap_or(0);
+        set_community_stats(&mut stats, &communities);
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(G2Rag {
             runtime: (),
@@ -164,15 +151,27 @@ async fn split_stage(
     Ok(split)
 }
 
-/// The outliers appended to `communities` as singleton communities, in order.
-fn push_singletons(communities: &mut Vec<Community>, emb: &Embeddings, outliers: &[ChunkId]) {
-    for &c in outliers {
-        communities.push(Community {
-            members: vec![c],
-            centroid: centroid(emb, &[c]),
-            cluster: None,
-        });
-    }
+/// The judge made for the builder's `model`: lprag's default merge prompt with
+/// `config`'s passage limits, reporting to `progress`.
+fn default_judge(
+    model: Arc<dyn ChatModel>,
+    config: &G2Config,
+    progress: &Arc<dyn lprag_core::Progress>,
+) -> LlmMergeJudge {
+    LlmMergeJudge::new(model)
+        .max_passages(config.llm_max_chunks)
+        .max_chars(config.llm_chunk_chars)
+        .with_progress(progress.clone())
+}
+
+/// The community counts of `communities` written to `stats`.
+fn set_community_stats(stats: &mut G2Stats, communities: &[Community]) {
+    stats.communities = communities.len();
+    stats.largest_community = communities
+        .iter()
+        .map(|c| c.members.len())
+        .max()
+        .unwrap_or(0);
 }
 
 /// What the merge decisions of step 5 are made on.
@@ -217,6 +216,27 @@ impl Merging<'_> {
                 .map(|&pair| theta_merges(emb, split, pair, self.threshold))
                 .collect(),
         })
+    }
+
+    /// The communities once the pairs whose `verdicts` are yes are merged, then, under
+    /// [`OutlierPolicy::Singletons`], one per outlier, in order.
+    fn communities(
+        &self,
+        verdicts: &[bool],
+        outliers: &[ChunkId],
+        policy: OutlierPolicy,
+    ) -> Vec<Community> {
+        let mut communities = merged_communities(self.emb, self.split, self.pairs, verdicts);
+        if policy == OutlierPolicy::Singletons {
+            for &c in outliers {
+                communities.push(Community {
+                    members: vec![c],
+                    centroid: centroid(self.emb, &[c]),
+                    cluster: None,
+                });
+            }
+        }
+        communities
     }
 
     /// The passages a judge is shown for each pair: each subgroup by its most central

@@ -109,32 +109,18 @@ impl GfmRagBuilder {
         let extractor = self.extractor.unwrap_or_else(|| {
             Arc::new(CooccurrenceExtractor::new(config.offline_extractor.clone()))
         });
-        let inputs = GraphInputs {
+        let stages = Stages {
             chunks: &chunks,
-            encoder: &*encoder,
-            config: &config,
-            progress: &*progress,
-        };
-        let g = inputs
-            .graph_stage(&*extractor, &device, &self.weights)
-            .await?;
-        let mut stats = g.stats;
-
-        let trainer = Trainer {
             encoder: &*encoder,
             config: &config,
             progress: &progress,
             checkpoints: self.checkpoints.as_deref(),
         };
-        let targets = Targets {
-            labelled: &self.labelled,
-            chunks: &chunks,
-            mentions: &g.mentions,
-            index: &g.index,
-        };
-        let model = trainer
-            .train_all(g.model, &g.kg, self.query_generator, &targets, &mut stats)
+        let (g, model, mut stats) = stages
+            .graph_stage(&*extractor, &device, &self.weights)
             .await?;
+        let supervision = (&self.labelled, self.query_generator);
+        let model = stages.train_all(model, &g, supervision, &mut stats).await?;
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(GfmRag {
             state: Arc::new(GfmState {
@@ -172,20 +158,8 @@ fn default_config(device: ComputeDevice) -> GfmConfig {
     }
 }
 
-/// What the graph stage of a build reads.
-struct GraphInputs<'a> {
-    /// The chunks.
-    chunks: &'a [Chunk],
-    /// Embeds entity and relation names.
-    encoder: &'a dyn Encoder,
-    /// The build's settings.
-    config: &'a GfmConfig,
-    /// Progress of extraction and embedding.
-    progress: &'a dyn lprag_core::Progress,
-}
-
-/// What the graph stage of a build made: the extractions, the knowledge graph, the
-/// untrained network on it, and what the index keeps of them.
+/// What the graph stage of a build made besides the network and the statistics: the
+/// extractions, the knowledge graph, and what the index keeps of them.
 struct GraphStage {
     /// One extraction per chunk.
     extractions: Vec<lprag_core::Extraction>,
@@ -195,56 +169,29 @@ struct GraphStage {
     entity_emb: Embeddings,
     /// The relations' names.
     relation_names: Vec<String>,
-    /// The untrained (or loaded) network on the graph.
-    model: GfmModel,
-    /// The graph's statistics.
-    stats: GfmStats,
     /// The chunks that mention each entity.
     mentions: Vec<Vec<u32>>,
     /// The entity index.
     index: EntityIndex,
 }
 
-impl GraphInputs<'_> {
-    /// Triples extracted by `extractor`, the knowledge graph built and the network made on
-    /// `device` (from the saved `weights` if any), with the graph's statistics, mentions
-    /// and entity index.
-    async fn graph_stage(
-        &self,
-        extractor: &dyn TripleExtractor,
-        device: &lprag_model::Device,
-        weights: &Option<std::path::PathBuf>,
-    ) -> Result<GraphStage> {
-        let (chunks, config) = (self.chunks, self.config);
-        let extractions = extract_checked(extractor, chunks, self.progress).await?;
-        let graph = knowledge_graph(
-            &extractions,
-            extractor.name(),
-            self.encoder,
-            config,
-            self.progress,
-            None,
-        )
-        .await?;
-        let model = new_model(graph.edges, graph.relation_emb, config, device, weights)?;
-        let (kg, entity_emb, relation_names) = (graph.kg, graph.entity_emb, graph.relation_names);
-        let mut stats = GfmStats::default();
-        let counted = (&relation_names[..], &graph.equivalent_pairs[..]);
-        set_graph_stats(&mut stats, chunks.len(), &kg, counted, &model);
-        let mentions = kg.mentions_sorted();
-        let index = entity_index(&kg, &entity_emb);
-        Ok(GraphStage {
-            extractions,
-            kg,
-            entity_emb,
-            relation_names,
-            model,
-            stats,
-            mentions,
-            index,
-        })
-    }
+/// What the stages of a build share.
+struct Stages<'a> {
+    /// The chunks.
+    chunks: &'a [Chunk],
+    /// Embeds names and training queries.
+    encoder: &'a dyn Encoder,
+    /// The build's settings.
+    config: &'a GfmConfig,
+    /// Progress of extraction, embedding and training.
+    progress: &'a Arc<dyn lprag_core::Progress>,
+    /// The builder's checkpoint directory, if any.
+    checkpoints: Option<&'a std::path::Path>,
 }
+
+/// Where fine-tuning questions come from: the builder's labelled pairs, else its query
+/// generator (default: the heuristic one).
+type Supervision<'a> = (&'a Labelled, Option<Arc<dyn QueryGenerator>>);
 
 /// The untrained network on `edges` and `relation_emb` with `config`'s shape and seed on
 /// `device`, started from the saved `weights` if any.
@@ -298,45 +245,58 @@ async fn finetune_questions(
     })
 }
 
-/// What fine-tuning questions come from and find their target entities in.
-struct Targets<'a> {
-    /// The builder's labelled pairs; none means synthetic questions.
-    labelled: &'a Labelled,
-    /// The chunks.
-    chunks: &'a [Chunk],
-    /// The chunks that mention each entity.
-    mentions: &'a [Vec<u32>],
-    /// The entity index queries are linked through.
-    index: &'a EntityIndex,
-}
+impl Stages<'_> {
+    /// Triples extracted by `extractor`, the knowledge graph built and the untrained
+    /// network made on `device` (from the saved `weights` if any), with the graph's
+    /// statistics.
+    async fn graph_stage(
+        &self,
+        extractor: &dyn TripleExtractor,
+        device: &lprag_model::Device,
+        weights: &Option<std::path::PathBuf>,
+    ) -> Result<(GraphStage, GfmModel, GfmStats)> {
+        let (chunks, config) = (self.chunks, self.config);
+        let progress = &**self.progress;
+        let extractions = extract_checked(extractor, chunks, progress).await?;
+        let graph = knowledge_graph(
+            &extractions,
+            extractor.name(),
+            self.encoder,
+            config,
+            progress,
+            None,
+        )
+        .await?;
+        let model = new_model(graph.edges, graph.relation_emb, config, device, weights)?;
+        let (kg, entity_emb, relation_names) = (graph.kg, graph.entity_emb, graph.relation_names);
+        let mut stats = GfmStats::default();
+        let counted = (&relation_names[..], &graph.equivalent_pairs[..]);
+        set_graph_stats(&mut stats, chunks.len(), &kg, counted, &model);
+        let mentions = kg.mentions_sorted();
+        let index = entity_index(&kg, &entity_emb);
+        let g = GraphStage {
+            extractions,
+            kg,
+            entity_emb,
+            relation_names,
+            mentions,
+            index,
+        };
+        Ok((g, model, stats))
+    }
 
-/// What the two training stages of a build share.
-struct Trainer<'a> {
-    /// Embeds the training queries.
-    encoder: &'a dyn Encoder,
-    /// The build's settings.
-    config: &'a GfmConfig,
-    /// Progress of embedding and training.
-    progress: &'a Arc<dyn lprag_core::Progress>,
-    /// The builder's checkpoint directory, if any.
-    checkpoints: Option<&'a std::path::Path>,
-}
-
-impl Trainer<'_> {
-    /// Pre-training on `kg`, then fine-tuning on the questions of `targets` (synthetic ones
-    /// from `generator` without labels), the counts and reports written to `stats`.
+    /// Pre-training on `g`'s graph, then fine-tuning on the questions of `supervision`,
+    /// the counts and reports written to `stats`.
     async fn train_all(
         &self,
         model: GfmModel,
-        kg: &KgBuilder,
-        generator: Option<Arc<dyn QueryGenerator>>,
-        targets: &Targets<'_>,
+        g: &GraphStage,
+        (labelled, generator): Supervision<'_>,
         stats: &mut GfmStats,
     ) -> Result<GfmModel> {
-        let model = self.pretrain(model, kg, stats).await?;
-        let questions =
-            finetune_questions(targets.labelled, generator, targets.chunks, self.config).await?;
-        self.finetune(model, &questions, targets, stats).await
+        let model = self.pretrain(model, &g.kg, stats).await?;
+        let questions = finetune_questions(labelled, generator, self.chunks, self.config).await?;
+        self.finetune(model, &questions, g, labelled, stats).await
     }
 
     /// Pre-training: KG completion on `config.pretrain_queries` queries drawn from `kg`,
@@ -375,28 +335,29 @@ impl Trainer<'_> {
         Ok(model)
     }
 
-    /// Fine-tuning on `questions` (labelled or synthetic, see the module docs), the counts,
-    /// source and report written to `stats`; `model` as it was when there is nothing to
-    /// train on.
+    /// Fine-tuning on `questions` (`labelled` ones or synthetic, see the module docs)
+    /// aimed at the entities `g`'s gold chunks mention, the counts, source and report
+    /// written to `stats`; `model` as it was when there is nothing to train on.
     async fn finetune(
         &self,
         mut model: GfmModel,
         questions: &[(String, Vec<usize>)],
-        targets: &Targets<'_>,
+        g: &GraphStage,
+        labelled: &Labelled,
         stats: &mut GfmStats,
     ) -> Result<GfmModel> {
         if !questions.is_empty() {
             let examples = finetune_examples(
                 questions,
-                (targets.mentions, targets.chunks.len()),
-                targets.index,
+                (&g.mentions, self.chunks.len()),
+                &g.index,
                 self.encoder,
                 self.config,
                 &**self.progress,
             )
             .await?;
             stats.finetune_queries = examples.len();
-            stats.finetune_source = if targets.labelled.is_empty() {
+            stats.finetune_source = if labelled.is_empty() {
                 "synthetic".into()
             } else {
                 "labelled".into()

@@ -16,7 +16,10 @@
 
 use std::sync::Arc;
 
-use lprag_core::{Chunk, Chunker, Document, Encoder, Error, NoProgress, Result, TripleExtractor};
+use lprag_core::{
+    Chunk, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Result, TripleExtractor,
+};
+use lprag_model::gfm::{GfmModel, KgEdges};
 use lprag_text::CooccurrenceExtractor;
 
 use super::{
@@ -57,19 +60,15 @@ impl PeerUpdate for GfmState {
         let old_extractions = stored_extractions(&old)?;
         // 1. The chunks: the kept ones renumbered, then the new ones.
         // 2. The new chunks' embeddings (dense padding) and extractions.
-        let (
-            Renumbered {
-                chunks,
-                kept,
-                first_new,
-                ..
-            },
-            chunk_emb,
-            mut report,
-            mut laps,
-        ) = peer
+        let (renumbered, chunk_emb, mut report, mut laps) = peer
             .start_update((remove, add), chunker, &old.chunk_emb, false)
             .await?;
+        let Renumbered {
+            chunks,
+            kept,
+            first_new,
+            ..
+        } = renumbered;
         let new = &chunks[first_new..];
         let extractions = all_extractions(extractor, new, &kept, old_extractions).await?;
         laps.lap(&mut report, "extract");
@@ -79,11 +78,7 @@ impl PeerUpdate for GfmState {
         laps.lap(&mut report, "graph");
 
         // 4. The trained network on the new graph.
-        let model = {
-            let model = peer.runtime.model.clone();
-            let (edges, rel) = (graph.edges, graph.relation_emb);
-            blocking(move || model.rebind(edges, rel)).await?
-        };
+        let model = rebound(peer.runtime.model.clone(), graph.edges, graph.relation_emb).await?;
         laps.lap(&mut report, "model");
 
         let (kg, entity_emb, relation_names) = (graph.kg, graph.entity_emb, graph.relation_names);
@@ -142,6 +137,12 @@ async fn all_extractions(
         kept.iter().map(|&i| old_extractions[i].clone()).collect();
     extractions.extend(fresh);
     Ok(extractions)
+}
+
+/// `model` with its weights on the graph of `edges` and `relations` (off the async
+/// runtime).
+async fn rebound(model: Arc<GfmModel>, edges: KgEdges, relations: Embeddings) -> Result<GfmModel> {
+    blocking(move || model.rebind(edges, relations)).await
 }
 
 /// The knowledge graph of `extractions`, as a build makes it with `old`'s settings; the

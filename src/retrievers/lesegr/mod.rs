@@ -282,35 +282,20 @@ impl LesegrRagBuilder {
         )
         .await?;
 
-        let mut stats = LesegrStats {
-            chunks: chunks.len(),
-            intra_edges: cg.intra,
-            inter_edges: cg.inter,
-            document_links: cg.links.len(),
-            ..LesegrStats::default()
-        };
+        let mut stats = graph_stats(chunks.len(), &cg);
         let training = Training {
             chunks: &chunks,
             emb: &emb,
-            graph: &cg.graph,
+            cg: &cg,
             sparse_index: &*sparse_index,
             encoder: &*encoder,
             progress: &progress,
             config: &config,
         };
-        let supervision = Supervision {
-            labelled: &self.labelled,
-            generator: self.query_generator,
-            doc_of: &cg.doc_of,
-            doc_chunks: &cg.doc_chunks,
-        };
+        let supervision = (&self.labelled, self.query_generator);
+        let checkpoints = self.checkpoints.as_deref();
         let (alpha, transform, gate) = training
-            .gates(
-                supervision,
-                self.device,
-                self.checkpoints.as_deref(),
-                &mut stats,
-            )
+            .gates(supervision, self.device, checkpoints, &mut stats)
             .await?;
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(LesegrRag {
@@ -351,17 +336,21 @@ fn fit_sparse(
     Ok((sparse, sparse_index))
 }
 
-/// Where the trained variant's training questions come from: the labelled pairs (by
-/// document, `doc_of` and `doc_chunks`), else the `generator` (default: the heuristic one).
-struct Supervision<'a> {
-    /// Labelled `(question, gold document ids)` pairs; none means synthetic questions.
-    labelled: &'a Labelled,
-    /// The builder's query generator, if any.
-    generator: Option<Arc<dyn QueryGenerator>>,
-    /// Document id → document number.
-    doc_of: &'a HashMap<String, usize>,
-    /// Each document's chunks, in chunk order.
-    doc_chunks: &'a [Vec<u32>],
+/// Where the trained variant's training questions come from: the labelled `(question,
+/// gold document ids)` pairs, else the builder's query generator (default: the heuristic
+/// one).
+type Supervision<'a> = (&'a Labelled, Option<Arc<dyn QueryGenerator>>);
+
+/// The build's statistics of the chunk graph `cg` over `n_chunks` chunks; training fills
+/// the rest.
+fn graph_stats(n_chunks: usize, cg: &ChunkGraph) -> LesegrStats {
+    LesegrStats {
+        chunks: n_chunks,
+        intra_edges: cg.intra,
+        inter_edges: cg.inter,
+        document_links: cg.links.len(),
+        ..LesegrStats::default()
+    }
 }
 
 /// The gates α of a chunk graph's edges, with the trained variant's query transform and
@@ -378,8 +367,8 @@ struct Training<'a> {
     chunks: &'a [Chunk],
     /// Their normalised embeddings.
     emb: &'a Embeddings,
-    /// The contextual chunk graph.
-    graph: &'a InEdges,
+    /// The contextual chunk graph, with the documents' chunks.
+    cg: &'a ChunkGraph,
     /// The fitted sparse index (δ of the training questions).
     sparse_index: &'a dyn SparseIndex,
     /// Embeds the training questions.
@@ -402,7 +391,7 @@ impl Training<'_> {
         stats: &mut LesegrStats,
     ) -> Result<Gates> {
         Ok(match self.config.variant {
-            LesegrVariant::Lite => (lite_alpha(self.emb, self.graph), None, None),
+            LesegrVariant::Lite => (lite_alpha(self.emb, &self.cg.graph), None, None),
             LesegrVariant::Trained => {
                 let questions = self.questions(supervision).await?;
                 let examples = self.examples(questions).await?;
@@ -420,10 +409,13 @@ impl Training<'_> {
 
     /// The training questions as `(question, gold chunks)`: generated when there are no
     /// labels, else the labelled ones.
-    async fn questions(&self, supervision: Supervision<'_>) -> Result<Vec<(String, Vec<u32>)>> {
+    async fn questions(
+        &self,
+        (labelled, generator): Supervision<'_>,
+    ) -> Result<Vec<(String, Vec<u32>)>> {
         let config = self.config;
-        Ok(if supervision.labelled.is_empty() {
-            let generator = supervision.generator.unwrap_or_else(|| {
+        Ok(if labelled.is_empty() {
+            let generator = generator.unwrap_or_else(|| {
                 Arc::new(HeuristicQueryGenerator::new(
                     lprag_text::HeuristicQueryGeneratorConfig {
                         queries_per_batch: config.queries_per_batch,
@@ -431,13 +423,9 @@ impl Training<'_> {
                     },
                 ))
             });
-            generated_questions(&*generator, self.chunks, self.graph).await?
+            generated_questions(&*generator, self.chunks, &self.cg.graph).await?
         } else {
-            labelled_questions(
-                supervision.labelled,
-                supervision.doc_of,
-                supervision.doc_chunks,
-            )?
+            labelled_questions(labelled, &self.cg.doc_of, &self.cg.doc_chunks)?
         })
     }
 
@@ -472,7 +460,7 @@ impl Training<'_> {
     ) -> Result<LesegrWeights> {
         let (e2, g2, tc, dev, progress) = (
             self.emb.clone(),
-            self.graph.clone(),
+            self.cg.graph.clone(),
             self.config.train.clone(),
             device.to_burn()?,
             self.progress.clone(),

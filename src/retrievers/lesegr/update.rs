@@ -19,10 +19,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use lprag_core::{Chunk, Chunker, Document, Embeddings, Error, Result, SparseIndex};
+use lprag_core::{Chunk, Chunker, Document, Embeddings, Error, Result, SparseEncoder, SparseIndex};
 use lprag_model::lesegr::{lite_alpha, InEdges, LesegrGate};
 
-use super::{check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrVariant};
+use super::{
+    check_sparse_len, chunk_graph, ChunkGraph, LesegrRag, LesegrState, LesegrStats, LesegrVariant,
+};
 use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
@@ -64,23 +66,12 @@ impl PeerUpdate for LesegrState {
             .await?;
 
         // 3. The corpus-wide parts, as a build makes them: BM25, document links, graph.
-        let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        let sparse_index: Arc<dyn SparseIndex> = {
-            let sparse = peer.runtime.sparse_encoder.clone();
-            Arc::from(blocking(move || sparse.fit(&all_texts)).await?)
-        };
-        check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
+        let sparse_index = refit_sparse(peer.runtime.sparse_encoder.clone(), &chunks).await?;
         let stored = old
             .citations
             .as_ref()
             .map(|c| kept_citations(c, remove, add, citations));
-        let ChunkGraph {
-            links,
-            graph,
-            intra,
-            inter,
-            ..
-        } = chunk_graph(
+        let cg = chunk_graph(
             &chunks,
             &emb,
             &*sparse_index,
@@ -91,20 +82,10 @@ impl PeerUpdate for LesegrState {
         laps.lap(&mut report, "graph");
 
         // 4. The gates.
-        let alpha = match (&old.config.variant, &old.gate) {
-            (LesegrVariant::Lite, _) => lite_alpha(&emb, &graph),
-            (LesegrVariant::Trained, None) => return Err(no_gate()),
-            (LesegrVariant::Trained, Some(gate)) => {
-                trained_alpha(gate.clone(), &old, &new_id, &emb, &graph).await?
-            }
-        };
+        let alpha = updated_alpha(&old, &new_id, &emb, &cg.graph).await?;
         laps.lap(&mut report, "gates");
 
-        let mut stats = old.stats.clone();
-        stats.chunks = chunks.len();
-        stats.intra_edges = intra;
-        stats.inter_edges = inter;
-        stats.document_links = links.len();
+        let stats = updated_stats(&old.stats, chunks.len(), &cg);
         report.chunks = chunks.len();
         peer.state = Arc::new(LesegrState {
             version: old.version,
@@ -114,7 +95,7 @@ impl PeerUpdate for LesegrState {
             config: old.config.clone(),
             chunks,
             emb,
-            graph,
+            graph: cg.graph,
             alpha,
             transform: old.transform.clone(),
             gate: old.gate.clone(),
@@ -174,6 +155,47 @@ fn kept_citations(
         .collect();
     kept.extend_from_slice(citations);
     kept
+}
+
+/// `old` statistics with the updated counts: `n_chunks` chunks and the edges and document
+/// links of the chunk graph `cg`.
+fn updated_stats(old: &LesegrStats, n_chunks: usize, cg: &ChunkGraph) -> LesegrStats {
+    let mut stats = old.clone();
+    stats.chunks = n_chunks;
+    stats.intra_edges = cg.intra;
+    stats.inter_edges = cg.inter;
+    stats.document_links = cg.links.len();
+    stats
+}
+
+/// The sparse index `sparse` fits on all `chunks` (off the async runtime), checked to hold
+/// them all.
+async fn refit_sparse(
+    sparse: Arc<dyn SparseEncoder>,
+    chunks: &[Chunk],
+) -> Result<Arc<dyn SparseIndex>> {
+    let all_texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+    let sparse_index: Arc<dyn SparseIndex> =
+        Arc::from(blocking(move || sparse.fit(&all_texts)).await?);
+    check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
+    Ok(sparse_index)
+}
+
+/// The gates of the updated `graph`: `max(0, cos)` for the lite variant, the learned or
+/// gate-network ones for the trained variant (see [`trained_alpha`]).
+async fn updated_alpha(
+    old: &LesegrState,
+    new_id: &[usize],
+    emb: &Embeddings,
+    graph: &InEdges,
+) -> Result<Vec<f32>> {
+    Ok(match (&old.config.variant, &old.gate) {
+        (LesegrVariant::Lite, _) => lite_alpha(emb, graph),
+        (LesegrVariant::Trained, None) => return Err(no_gate()),
+        (LesegrVariant::Trained, Some(gate)) => {
+            trained_alpha(gate.clone(), old, new_id, emb, graph).await?
+        }
+    })
 }
 
 /// The trained variant's gates of `graph`: the learned gate of every edge whose two chunks
