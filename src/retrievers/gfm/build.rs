@@ -91,13 +91,10 @@ impl GfmRagBuilder {
     /// Chunk, extract, resolve entities, build the KG and train the GNN.
     pub async fn build(self, documents: &[Document]) -> Result<GfmRag> {
         let started = std::time::Instant::now();
-        let config = self.config.clone().unwrap_or_else(|| {
-            if self.device == ComputeDevice::Cpu {
-                GfmConfig::cpu()
-            } else {
-                GfmConfig::default()
-            }
-        });
+        let config = self
+            .config
+            .clone()
+            .unwrap_or_else(|| default_config(self.device));
         config.validate()?;
         // The device is checked before anything is paid for.
         let device = self.device.to_burn()?;
@@ -112,58 +109,212 @@ impl GfmRagBuilder {
         let extractor = self.extractor.unwrap_or_else(|| {
             Arc::new(CooccurrenceExtractor::new(config.offline_extractor.clone()))
         });
-        let extractions = extract_checked(&*extractor, &chunks, &*progress).await?;
-        let Kg {
-            kg,
-            entity_emb,
-            equivalent_pairs,
-            edges,
-            relation_names,
-            relation_emb,
-        } = knowledge_graph(
+        let stages = Stages {
+            chunks: &chunks,
+            encoder: &*encoder,
+            config: &config,
+            progress: &progress,
+            checkpoints: self.checkpoints.as_deref(),
+        };
+        let (g, model, mut stats) = stages
+            .graph_stage(&*extractor, &device, &self.weights)
+            .await?;
+        let supervision = (&self.labelled, self.query_generator);
+        let model = stages.train_all(model, &g, supervision, &mut stats).await?;
+        stats.seconds = started.elapsed().as_secs_f64();
+        Ok(GfmRag {
+            state: Arc::new(GfmState {
+                weights_file: None,
+                version: GFM_FORMAT_VERSION,
+                encoder: encoder.name().to_string(),
+                encoder_fingerprint: encoder.fingerprint(),
+                config,
+                chunks,
+                chunk_emb,
+                entities: g.index.names.clone(),
+                entity_emb: g.entity_emb,
+                mentions: g.mentions,
+                relations: g.relation_names,
+                relation_emb: model.relations().clone(),
+                edges: model.edges().clone(),
+                extractions: Some(g.extractions),
+                stats,
+            }),
+            runtime: GfmRuntime {
+                index: Arc::new(g.index),
+                model: Arc::new(model),
+            },
+            encoder,
+        })
+    }
+}
+
+/// The default settings on `device`: [`GfmConfig::cpu`] on the CPU, else the paper's.
+fn default_config(device: ComputeDevice) -> GfmConfig {
+    if device == ComputeDevice::Cpu {
+        GfmConfig::cpu()
+    } else {
+        GfmConfig::default()
+    }
+}
+
+/// What the graph stage of a build made besides the network and the statistics: the
+/// extractions, the knowledge graph, and what the index keeps of them.
+struct GraphStage {
+    /// One extraction per chunk.
+    extractions: Vec<lprag_core::Extraction>,
+    /// The knowledge graph.
+    kg: KgBuilder,
+    /// The entities' name embeddings.
+    entity_emb: Embeddings,
+    /// The relations' names.
+    relation_names: Vec<String>,
+    /// The chunks that mention each entity.
+    mentions: Vec<Vec<u32>>,
+    /// The entity index.
+    index: EntityIndex,
+}
+
+/// What the stages of a build share.
+struct Stages<'a> {
+    /// The chunks.
+    chunks: &'a [Chunk],
+    /// Embeds names and training queries.
+    encoder: &'a dyn Encoder,
+    /// The build's settings.
+    config: &'a GfmConfig,
+    /// Progress of extraction, embedding and training.
+    progress: &'a Arc<dyn lprag_core::Progress>,
+    /// The builder's checkpoint directory, if any.
+    checkpoints: Option<&'a std::path::Path>,
+}
+
+/// Where fine-tuning questions come from: the builder's labelled pairs, else its query
+/// generator (default: the heuristic one).
+type Supervision<'a> = (&'a Labelled, Option<Arc<dyn QueryGenerator>>);
+
+/// The untrained network on `edges` and `relation_emb` with `config`'s shape and seed on
+/// `device`, started from the saved `weights` if any.
+fn new_model(
+    edges: KgEdges,
+    relation_emb: Embeddings,
+    config: &GfmConfig,
+    device: &lprag_model::Device,
+    weights: &Option<std::path::PathBuf>,
+) -> Result<GfmModel> {
+    let mut model = GfmModel::new(
+        edges,
+        relation_emb,
+        config.model.clone(),
+        config.seed,
+        device,
+    )?;
+    if let Some(path) = weights {
+        model.load_weights(path)?;
+    }
+    Ok(model)
+}
+
+/// Fine-tuning questions as `(question, gold chunks)`: the labelled ones, else
+/// synthetic ones from `generator` (default: the heuristic one) when
+/// `config.synthetic_queries` asks for some, else none.
+async fn finetune_questions(
+    labelled: &Labelled,
+    generator: Option<Arc<dyn QueryGenerator>>,
+    chunks: &[Chunk],
+    config: &GfmConfig,
+) -> Result<Vec<(String, Vec<usize>)>> {
+    Ok(if !labelled.is_empty() {
+        labelled_queries(chunks, labelled)?
+            .into_iter()
+            .map(|q| (q.text, q.chunk_ids))
+            .collect()
+    } else if config.synthetic_queries > 0 {
+        let generator = generator.unwrap_or_else(|| {
+            Arc::new(HeuristicQueryGenerator::new(
+                HeuristicQueryGeneratorConfig {
+                    queries_per_batch: 1,
+                    seed: config.seed,
+                    ..HeuristicQueryGeneratorConfig::default()
+                },
+            ))
+        });
+        synthetic_questions(&*generator, chunks, config).await?
+    } else {
+        Vec::new()
+    })
+}
+
+impl Stages<'_> {
+    /// Triples extracted by `extractor`, the knowledge graph built and the untrained
+    /// network made on `device` (from the saved `weights` if any), with the graph's
+    /// statistics.
+    async fn graph_stage(
+        &self,
+        extractor: &dyn TripleExtractor,
+        device: &lprag_model::Device,
+        weights: &Option<std::path::PathBuf>,
+    ) -> Result<(GraphStage, GfmModel, GfmStats)> {
+        let (chunks, config) = (self.chunks, self.config);
+        let progress = &**self.progress;
+        let extractions = extract_checked(extractor, chunks, progress).await?;
+        let graph = knowledge_graph(
             &extractions,
             extractor.name(),
-            &*encoder,
-            &config,
-            &*progress,
+            self.encoder,
+            config,
+            progress,
             None,
         )
         .await?;
-        let mut model = GfmModel::new(
-            edges,
-            relation_emb,
-            config.model.clone(),
-            config.seed,
-            &device,
-        )?;
-        if let Some(path) = &self.weights {
-            model.load_weights(path)?;
-        }
-
-        let mut stats = GfmStats {
-            chunks: chunks.len(),
-            entities: kg.names.len(),
-            relations: relation_names.len(),
-            triples: kg.triples.len() - equivalent_pairs.len(),
-            equivalent_pairs: equivalent_pairs.len(),
-            edges: model.edges().len(),
-            ..GfmStats::default()
-        };
+        let model = new_model(graph.edges, graph.relation_emb, config, device, weights)?;
+        let (kg, entity_emb, relation_names) = (graph.kg, graph.entity_emb, graph.relation_names);
+        let mut stats = GfmStats::default();
+        let counted = (&relation_names[..], &graph.equivalent_pairs[..]);
+        set_graph_stats(&mut stats, chunks.len(), &kg, counted, &model);
         let mentions = kg.mentions_sorted();
-        let index = EntityIndex {
-            names: kg.names.clone(),
-            keys: kg.ids.clone(),
-            emb: entity_emb.clone(),
+        let index = entity_index(&kg, &entity_emb);
+        let g = GraphStage {
+            extractions,
+            kg,
+            entity_emb,
+            relation_names,
+            mentions,
+            index,
         };
+        Ok((g, model, stats))
+    }
 
-        // Pre-training: KG completion.
-        let (questions, pre) = pretrain_queries(&kg, &model, config.pretrain_queries, config.seed);
+    /// Pre-training on `g`'s graph, then fine-tuning on the questions of `supervision`,
+    /// the counts and reports written to `stats`.
+    async fn train_all(
+        &self,
+        model: GfmModel,
+        g: &GraphStage,
+        (labelled, generator): Supervision<'_>,
+        stats: &mut GfmStats,
+    ) -> Result<GfmModel> {
+        let model = self.pretrain(model, &g.kg, stats).await?;
+        let questions = finetune_questions(labelled, generator, self.chunks, self.config).await?;
+        self.finetune(model, &questions, g, labelled, stats).await
+    }
+
+    /// Pre-training: KG completion on `config.pretrain_queries` queries drawn from `kg`,
+    /// its count and report written to `stats`; `model` as it was when there are none.
+    async fn pretrain(
+        &self,
+        mut model: GfmModel,
+        kg: &KgBuilder,
+        stats: &mut GfmStats,
+    ) -> Result<GfmModel> {
+        let config = self.config;
+        let (questions, pre) = pretrain_queries(kg, &model, config.pretrain_queries, config.seed);
         if !pre.is_empty() {
             let qemb = embed_all_queries(
-                &*encoder,
+                self.encoder,
                 &questions,
                 "embed pretraining queries",
-                &*progress,
+                &**self.progress,
             )
             .await?;
             let examples: Vec<GfmExample> = pre
@@ -175,97 +326,70 @@ impl GfmRagBuilder {
                 })
                 .collect();
             stats.pretrain_queries = examples.len();
-            let (cfg, p) = (config.pretrain.clone(), progress.clone());
-            let dir = self.checkpoints.as_ref().map(|d| d.join("pretrain"));
-            let (m, report) = blocking(move || {
-                let r =
-                    model.train_resumable(&examples, &cfg, "pretrain gfm", &*p, dir.as_deref())?;
-                Ok((model, r))
-            })
-            .await?;
+            let (m, report) = self
+                .train(model, examples, config.pretrain.clone(), "pretrain")
+                .await?;
             model = m;
             stats.pretrain = Some(report);
         }
+        Ok(model)
+    }
 
-        // Fine-tuning: labelled questions, else synthetic ones (see the module docs).
-        let questions: Vec<(String, Vec<usize>)> = if !self.labelled.is_empty() {
-            labelled_queries(&chunks, &self.labelled)?
-                .into_iter()
-                .map(|q| (q.text, q.chunk_ids))
-                .collect()
-        } else if config.synthetic_queries > 0 {
-            let generator = self.query_generator.unwrap_or_else(|| {
-                Arc::new(HeuristicQueryGenerator::new(
-                    HeuristicQueryGeneratorConfig {
-                        queries_per_batch: 1,
-                        seed: config.seed,
-                        ..HeuristicQueryGeneratorConfig::default()
-                    },
-                ))
-            });
-            synthetic_questions(&*generator, &chunks, &config).await?
-        } else {
-            Vec::new()
-        };
+    /// Fine-tuning on `questions` (`labelled` ones or synthetic, see the module docs)
+    /// aimed at the entities `g`'s gold chunks mention, the counts, source and report
+    /// written to `stats`; `model` as it was when there is nothing to train on.
+    async fn finetune(
+        &self,
+        mut model: GfmModel,
+        questions: &[(String, Vec<usize>)],
+        g: &GraphStage,
+        labelled: &Labelled,
+        stats: &mut GfmStats,
+    ) -> Result<GfmModel> {
         if !questions.is_empty() {
             let examples = finetune_examples(
-                &questions,
-                (&mentions, chunks.len()),
-                &index,
-                &*encoder,
-                &config,
-                &*progress,
+                questions,
+                (&g.mentions, self.chunks.len()),
+                &g.index,
+                self.encoder,
+                self.config,
+                &**self.progress,
             )
             .await?;
             stats.finetune_queries = examples.len();
-            stats.finetune_source = if self.labelled.is_empty() {
+            stats.finetune_source = if labelled.is_empty() {
                 "synthetic".into()
             } else {
                 "labelled".into()
             };
             if !examples.is_empty() {
-                let (cfg, p) = (config.finetune.clone(), progress.clone());
-                let dir = self.checkpoints.as_ref().map(|d| d.join("finetune"));
-                let (m, report) = blocking(move || {
-                    let r = model.train_resumable(
-                        &examples,
-                        &cfg,
-                        "finetune gfm",
-                        &*p,
-                        dir.as_deref(),
-                    )?;
-                    Ok((model, r))
-                })
-                .await?;
+                let (m, report) = self
+                    .train(model, examples, self.config.finetune.clone(), "finetune")
+                    .await?;
                 model = m;
                 stats.finetune = Some(report);
             }
         }
-        stats.seconds = started.elapsed().as_secs_f64();
-        Ok(GfmRag {
-            state: Arc::new(GfmState {
-                weights_file: None,
-                version: GFM_FORMAT_VERSION,
-                encoder: encoder.name().to_string(),
-                encoder_fingerprint: encoder.fingerprint(),
-                config,
-                chunks,
-                chunk_emb,
-                entities: index.names.clone(),
-                entity_emb,
-                mentions,
-                relations: relation_names,
-                relation_emb: model.relations().clone(),
-                edges: model.edges().clone(),
-                extractions: Some(extractions),
-                stats,
-            }),
-            runtime: GfmRuntime {
-                index: Arc::new(index),
-                model: Arc::new(model),
-            },
-            encoder,
+        Ok(model)
+    }
+
+    /// `model` trained on `examples` with `cfg` off the async runtime, as stage
+    /// `"{stage} gfm"`, checkpointed in `checkpoints/{stage}` when there is a directory.
+    async fn train(
+        &self,
+        mut model: GfmModel,
+        examples: Vec<GfmExample>,
+        cfg: GfmTrainConfig,
+        stage: &'static str,
+    ) -> Result<(GfmModel, TrainReport)> {
+        let p = self.progress.clone();
+        let dir = self.checkpoints.map(|d| d.join(stage));
+        let label = format!("{stage} gfm");
+        blocking(move || {
+            let r = model.train_resumable(&examples, &cfg, &label, &*p, dir.as_deref())?;
+            Ok((model, r))
         })
+        .await
     }
 }
 

@@ -40,6 +40,32 @@ pub(crate) struct Kg {
     pub(crate) relation_emb: Embeddings,
 }
 
+/// The entity index of `kg`, whose names have the embeddings `entity_emb`.
+pub(crate) fn entity_index(kg: &KgBuilder, entity_emb: &Embeddings) -> EntityIndex {
+    EntityIndex {
+        names: kg.names.clone(),
+        keys: kg.ids.clone(),
+        emb: entity_emb.clone(),
+    }
+}
+
+/// The statistics of a graph and the network on it, as a build and an update count them:
+/// `n_chunks` chunks, the graph `kg` with its relations and resolution pairs.
+pub(crate) fn set_graph_stats(
+    stats: &mut GfmStats,
+    n_chunks: usize,
+    kg: &KgBuilder,
+    (relation_names, equivalent_pairs): (&[String], &[(u32, u32)]),
+    model: &GfmModel,
+) {
+    stats.chunks = n_chunks;
+    stats.entities = kg.names.len();
+    stats.relations = relation_names.len();
+    stats.triples = kg.triples.len() - equivalent_pairs.len();
+    stats.equivalent_pairs = equivalent_pairs.len();
+    stats.edges = model.edges().len();
+}
+
 /// Entity and relation embeddings already computed, by name (an update's old index).
 type KnownNames<'a> = (&'a [String], &'a Embeddings);
 
@@ -56,15 +82,7 @@ pub(crate) async fn knowledge_graph(
     progress: &dyn lprag_core::Progress,
     known: Option<(KnownNames<'_>, KnownNames<'_>)>,
 ) -> Result<Kg> {
-    let mut kg = KgBuilder::default();
-    for (c, ex) in extractions.iter().enumerate() {
-        for e in &ex.entities {
-            kg.mention(e, c);
-        }
-        for t in &ex.triples {
-            kg.triple(&t.subject, &t.relation, &t.object, c);
-        }
-    }
+    let mut kg = merged_names(extractions);
     if kg.names.is_empty() {
         return Err(Error::EmptyCorpus(format!(
             "the triple extractor {extractor:?} found no entity in {} chunks",
@@ -82,25 +100,7 @@ pub(crate) async fn knowledge_graph(
 
     // Entity resolution among each entity's nearest names.
     let equivalent_pairs = if kg.names.len() > 1 {
-        let (emb, k, th) = (
-            entity_emb.clone(),
-            config.resolution_neighbors.max(1),
-            config.resolution_threshold,
-        );
-        let lists =
-            blocking(move || Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?)).await?;
-        let mut pairs = HashSet::new();
-        for (a, list) in lists.iter().enumerate() {
-            for &(b, cos) in list {
-                if cos >= th {
-                    let (x, y) = (a.min(b as usize), a.max(b as usize));
-                    pairs.insert((x as u32, y as u32));
-                }
-            }
-        }
-        let mut pairs: Vec<(u32, u32)> = pairs.into_iter().collect();
-        pairs.sort_unstable();
-        pairs
+        resolved_pairs(&entity_emb, config).await?
     } else {
         Vec::new()
     };
@@ -127,6 +127,45 @@ pub(crate) async fn knowledge_graph(
         relation_names,
         relation_emb,
     })
+}
+
+/// The entities of `extractions` (one per chunk, by chunk id) merged by name, with their
+/// mentions and triples.
+fn merged_names(extractions: &[lprag_core::Extraction]) -> KgBuilder {
+    let mut kg = KgBuilder::default();
+    for (c, ex) in extractions.iter().enumerate() {
+        for e in &ex.entities {
+            kg.mention(e, c);
+        }
+        for t in &ex.triples {
+            kg.triple(&t.subject, &t.relation, &t.object, c);
+        }
+    }
+    kg
+}
+
+/// Entity resolution: the `(a, b)` pairs, `a < b`, ascending, of entities among each
+/// other's `resolution_neighbors` nearest names (by `entity_emb`) with cosine at least
+/// `resolution_threshold`.
+async fn resolved_pairs(entity_emb: &Embeddings, config: &GfmConfig) -> Result<Vec<(u32, u32)>> {
+    let (emb, k, th) = (
+        entity_emb.clone(),
+        config.resolution_neighbors.max(1),
+        config.resolution_threshold,
+    );
+    let lists = blocking(move || Ok(lprag_graph::knn(&emb, k, &KnnBackend::default())?)).await?;
+    let mut pairs = HashSet::new();
+    for (a, list) in lists.iter().enumerate() {
+        for &(b, cos) in list {
+            if cos >= th {
+                let (x, y) = (a.min(b as usize), a.max(b as usize));
+                pairs.insert((x as u32, y as u32));
+            }
+        }
+    }
+    let mut pairs: Vec<(u32, u32)> = pairs.into_iter().collect();
+    pairs.sort_unstable();
+    Ok(pairs)
 }
 
 /// Embeddings of `names`, rows of `known` names reused and only the others embedded.

@@ -76,7 +76,10 @@ mod update;
 
 pub use build::GfmRagBuilder;
 pub use config::GfmConfig;
-use kg::{extract_checked, knowledge_graph, link_query, pretrain_queries, EntityIndex, Kg};
+use kg::{
+    entity_index, extract_checked, knowledge_graph, link_query, pretrain_queries, set_graph_stats,
+    EntityIndex, Kg,
+};
 
 pub use state::GFM_FORMAT_VERSION;
 use state::{GfmRuntime, GfmState, GFM_DIR, GFM_FILE};

@@ -16,10 +16,15 @@
 
 use std::sync::Arc;
 
-use lprag_core::{Chunker, Document, Error, NoProgress, Result, TripleExtractor};
+use lprag_core::{
+    Chunk, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Result, TripleExtractor,
+};
+use lprag_model::gfm::{GfmModel, KgEdges};
 use lprag_text::CooccurrenceExtractor;
 
-use super::{extract_checked, knowledge_graph, EntityIndex, GfmRag, GfmState, Kg};
+use super::{
+    entity_index, extract_checked, knowledge_graph, set_graph_stats, GfmRag, GfmState, Kg,
+};
 use crate::retrievers::common::{blocking, PeerUpdate, Renumbered};
 use crate::UpdateReport;
 
@@ -52,78 +57,36 @@ impl PeerUpdate for GfmState {
         extractor: &dyn TripleExtractor,
     ) -> Result<UpdateReport> {
         let old = peer.state.clone();
-        let location = "GfmRag update";
-        let Some(old_extractions) = &old.extractions else {
-            return Err(Error::invalid(
-                location,
-                "this index was saved without its chunks' extractions (by an older lprag), \
-                 so its knowledge graph cannot be rebuilt; rebuild the index",
-            ));
-        };
+        let old_extractions = stored_extractions(&old)?;
         // 1. The chunks: the kept ones renumbered, then the new ones.
         // 2. The new chunks' embeddings (dense padding) and extractions.
-        let (
-            Renumbered {
-                chunks,
-                kept,
-                first_new,
-                ..
-            },
-            chunk_emb,
-            mut report,
-            mut laps,
-        ) = peer
+        let (renumbered, chunk_emb, mut report, mut laps) = peer
             .start_update((remove, add), chunker, &old.chunk_emb, false)
             .await?;
+        let Renumbered {
+            chunks,
+            kept,
+            first_new,
+            ..
+        } = renumbered;
         let new = &chunks[first_new..];
-        let fresh = extract_checked(extractor, new, &NoProgress).await?;
-        let mut extractions: Vec<lprag_core::Extraction> =
-            kept.iter().map(|&i| old_extractions[i].clone()).collect();
-        extractions.extend(fresh);
+        let extractions = all_extractions(extractor, new, &kept, old_extractions).await?;
         laps.lap(&mut report, "extract");
 
         // 3. The knowledge graph, as a build makes it; known names keep their embeddings.
-        let Kg {
-            kg,
-            entity_emb,
-            equivalent_pairs,
-            edges,
-            relation_names,
-            relation_emb,
-        } = knowledge_graph(
-            &extractions,
-            extractor.name(),
-            &*peer.encoder,
-            &old.config,
-            &NoProgress,
-            Some((
-                (&old.entities, &old.entity_emb),
-                (&old.relations, &old.relation_emb),
-            )),
-        )
-        .await?;
+        let graph = updated_graph(&extractions, extractor.name(), &*peer.encoder, &old).await?;
         laps.lap(&mut report, "graph");
 
         // 4. The trained network on the new graph.
-        let model = {
-            let (model, edges, rel) = (peer.runtime.model.clone(), edges, relation_emb);
-            blocking(move || model.rebind(edges, rel)).await?
-        };
+        let model = rebound(peer.runtime.model.clone(), graph.edges, graph.relation_emb).await?;
         laps.lap(&mut report, "model");
 
+        let (kg, entity_emb, relation_names) = (graph.kg, graph.entity_emb, graph.relation_names);
         let mentions = kg.mentions_sorted();
-        let index = EntityIndex {
-            names: kg.names.clone(),
-            keys: kg.ids.clone(),
-            emb: entity_emb.clone(),
-        };
+        let index = entity_index(&kg, &entity_emb);
         let mut stats = old.stats.clone();
-        stats.chunks = chunks.len();
-        stats.entities = kg.names.len();
-        stats.relations = relation_names.len();
-        stats.triples = kg.triples.len() - equivalent_pairs.len();
-        stats.equivalent_pairs = equivalent_pairs.len();
-        stats.edges = model.edges().len();
+        let counted = (&relation_names[..], &graph.equivalent_pairs[..]);
+        set_graph_stats(&mut stats, chunks.len(), &kg, counted, &model);
         report.chunks = chunks.len();
         peer.state = Arc::new(GfmState {
             weights_file: old.weights_file.clone(),
@@ -146,4 +109,60 @@ impl PeerUpdate for GfmState {
         peer.runtime.model = Arc::new(model);
         Ok(report)
     }
+}
+
+/// The extractions `old` keeps of its chunks; an index saved without them is an error.
+fn stored_extractions(old: &GfmState) -> Result<&[lprag_core::Extraction]> {
+    let location = "GfmRag update";
+    let Some(old_extractions) = &old.extractions else {
+        return Err(Error::invalid(
+            location,
+            "this index was saved without its chunks' extractions (by an older lprag), \
+             so its knowledge graph cannot be rebuilt; rebuild the index",
+        ));
+    };
+    Ok(old_extractions)
+}
+
+/// The extractions of the updated chunks: the `kept` old chunks' (`old_extractions`, by
+/// old id), then those `extractor` finds in the `new` chunks.
+async fn all_extractions(
+    extractor: &dyn TripleExtractor,
+    new: &[Chunk],
+    kept: &[usize],
+    old_extractions: &[lprag_core::Extraction],
+) -> Result<Vec<lprag_core::Extraction>> {
+    let fresh = extract_checked(extractor, new, &NoProgress).await?;
+    let mut extractions: Vec<lprag_core::Extraction> =
+        kept.iter().map(|&i| old_extractions[i].clone()).collect();
+    extractions.extend(fresh);
+    Ok(extractions)
+}
+
+/// `model` with its weights on the graph of `edges` and `relations` (off the async
+/// runtime).
+async fn rebound(model: Arc<GfmModel>, edges: KgEdges, relations: Embeddings) -> Result<GfmModel> {
+    blocking(move || model.rebind(edges, relations)).await
+}
+
+/// The knowledge graph of `extractions`, as a build makes it with `old`'s settings; the
+/// entity and relation names `old` knows keep their embeddings.
+async fn updated_graph(
+    extractions: &[lprag_core::Extraction],
+    extractor: &str,
+    encoder: &dyn Encoder,
+    old: &GfmState,
+) -> Result<Kg> {
+    knowledge_graph(
+        extractions,
+        extractor,
+        encoder,
+        &old.config,
+        &NoProgress,
+        Some((
+            (&old.entities, &old.entity_emb),
+            (&old.relations, &old.relation_emb),
+        )),
+    )
+    .await
 }

@@ -272,21 +272,8 @@ impl LesegrRagBuilder {
             ..
         } = self.inputs.start(documents).await?;
         emb.normalize();
-        let sparse = self
-            .sparse
-            .clone()
-            .unwrap_or_else(|| Arc::new(Bm25::default()));
-        let sparse_index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(&texts)?);
-        check_sparse_len(&*sparse_index, chunks.len(), "sparse index")?;
-
-        let ChunkGraph {
-            doc_of,
-            doc_chunks,
-            links,
-            graph,
-            intra,
-            inter,
-        } = chunk_graph(
+        let (sparse, sparse_index) = fit_sparse(self.sparse.clone(), &texts, chunks.len())?;
+        let cg = chunk_graph(
             &chunks,
             &emb,
             &*sparse_index,
@@ -295,75 +282,21 @@ impl LesegrRagBuilder {
         )
         .await?;
 
-        let mut stats = LesegrStats {
-            chunks: chunks.len(),
-            intra_edges: intra,
-            inter_edges: inter,
-            document_links: links.len(),
-            ..LesegrStats::default()
+        let mut stats = graph_stats(chunks.len(), &cg);
+        let training = Training {
+            chunks: &chunks,
+            emb: &emb,
+            cg: &cg,
+            sparse_index: &*sparse_index,
+            encoder: &*encoder,
+            progress: &progress,
+            config: &config,
         };
-        let (alpha, transform, gate) = match config.variant {
-            LesegrVariant::Lite => (lite_alpha(&emb, &graph), None, None),
-            LesegrVariant::Trained => {
-                let questions = if self.labelled.is_empty() {
-                    let generator = self.query_generator.unwrap_or_else(|| {
-                        Arc::new(HeuristicQueryGenerator::new(
-                            lprag_text::HeuristicQueryGeneratorConfig {
-                                queries_per_batch: config.queries_per_batch,
-                                ..Default::default()
-                            },
-                        ))
-                    });
-                    generated_questions(&*generator, &chunks, &graph).await?
-                } else {
-                    labelled_questions(&self.labelled, &doc_of, &doc_chunks)?
-                };
-                let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
-                let qemb =
-                    embed_all_queries(&*encoder, &qtexts, "embed queries", &*progress).await?;
-                let examples: Vec<LesegrExample> = questions
-                    .into_iter()
-                    .enumerate()
-                    .map(|(k, (text, positives))| LesegrExample {
-                        query: qemb.row(k).to_vec(),
-                        delta_excess: delta_excess(
-                            &sparse_index.scores(&text),
-                            config.sparse_weight,
-                        ),
-                        positives,
-                    })
-                    .collect();
-                stats.training_queries = examples.len();
-                let (e2, g2, tc, dev, progress) = (
-                    emb.clone(),
-                    graph.clone(),
-                    config.train.clone(),
-                    self.device.to_burn()?,
-                    progress.clone(),
-                );
-                let dir = self.checkpoints.clone();
-                let (weights, report) = blocking(move || {
-                    train_lesegr_resumable(
-                        &e2,
-                        &g2,
-                        &examples,
-                        &tc,
-                        &dev,
-                        &*progress,
-                        dir.as_deref(),
-                    )
-                })
-                .await?;
-                stats.train = Some(report);
-                let LesegrWeights {
-                    alpha,
-                    transform,
-                    gate,
-                    ..
-                } = weights;
-                (alpha, Some(transform), Some(gate))
-            }
-        };
+        let supervision = (&self.labelled, self.query_generator);
+        let checkpoints = self.checkpoints.as_deref();
+        let (alpha, transform, gate) = training
+            .gates(supervision, self.device, checkpoints, &mut stats)
+            .await?;
         stats.seconds = started.elapsed().as_secs_f64();
         Ok(LesegrRag {
             state: Arc::new(LesegrState {
@@ -374,7 +307,7 @@ impl LesegrRagBuilder {
                 config,
                 chunks,
                 emb,
-                graph,
+                graph: cg.graph,
                 alpha,
                 transform,
                 gate,
@@ -387,6 +320,158 @@ impl LesegrRagBuilder {
                 sparse: sparse_index,
             },
         })
+    }
+}
+
+/// The sparse encoder (`sparse`, default [`Bm25`]) and its index fitted on `texts`,
+/// checked to hold `n_chunks` chunks.
+fn fit_sparse(
+    sparse: Option<Arc<dyn SparseEncoder>>,
+    texts: &[String],
+    n_chunks: usize,
+) -> Result<(Arc<dyn SparseEncoder>, Arc<dyn SparseIndex>)> {
+    let sparse = sparse.unwrap_or_else(|| Arc::new(Bm25::default()));
+    let sparse_index: Arc<dyn SparseIndex> = Arc::from(sparse.fit(texts)?);
+    check_sparse_len(&*sparse_index, n_chunks, "sparse index")?;
+    Ok((sparse, sparse_index))
+}
+
+/// Where the trained variant's training questions come from: the labelled `(question,
+/// gold document ids)` pairs, else the builder's query generator (default: the heuristic
+/// one).
+type Supervision<'a> = (&'a Labelled, Option<Arc<dyn QueryGenerator>>);
+
+/// The build's statistics of the chunk graph `cg` over `n_chunks` chunks; training fills
+/// the rest.
+fn graph_stats(n_chunks: usize, cg: &ChunkGraph) -> LesegrStats {
+    LesegrStats {
+        chunks: n_chunks,
+        intra_edges: cg.intra,
+        inter_edges: cg.inter,
+        document_links: cg.links.len(),
+        ..LesegrStats::default()
+    }
+}
+
+/// The gates α of a chunk graph's edges, with the trained variant's query transform and
+/// gate network.
+type Gates = (
+    Vec<f32>,
+    Option<Vec<f32>>,
+    Option<lprag_model::lesegr::LesegrGate>,
+);
+
+/// What the gates of a build are computed, and the trained variant trained, on.
+struct Training<'a> {
+    /// The chunks.
+    chunks: &'a [Chunk],
+    /// Their normalised embeddings.
+    emb: &'a Embeddings,
+    /// The contextual chunk graph, with the documents' chunks.
+    cg: &'a ChunkGraph,
+    /// The fitted sparse index (δ of the training questions).
+    sparse_index: &'a dyn SparseIndex,
+    /// Embeds the training questions.
+    encoder: &'a dyn Encoder,
+    /// Progress of embedding and training.
+    progress: &'a Arc<dyn lprag_core::Progress>,
+    /// The build's settings.
+    config: &'a LesegrConfig,
+}
+
+impl Training<'_> {
+    /// The gates α, and for the trained variant the query transform and the gate network,
+    /// trained on `device` (checkpointed in `checkpoints`) with its count and report
+    /// written to `stats`.
+    async fn gates(
+        &self,
+        supervision: Supervision<'_>,
+        device: ComputeDevice,
+        checkpoints: Option<&Path>,
+        stats: &mut LesegrStats,
+    ) -> Result<Gates> {
+        Ok(match self.config.variant {
+            LesegrVariant::Lite => (lite_alpha(self.emb, &self.cg.graph), None, None),
+            LesegrVariant::Trained => {
+                let questions = self.questions(supervision).await?;
+                let examples = self.examples(questions).await?;
+                stats.training_queries = examples.len();
+                let LesegrWeights {
+                    alpha,
+                    transform,
+                    gate,
+                    ..
+                } = self.train(examples, device, checkpoints, stats).await?;
+                (alpha, Some(transform), Some(gate))
+            }
+        })
+    }
+
+    /// The training questions as `(question, gold chunks)`: generated when there are no
+    /// labels, else the labelled ones.
+    async fn questions(
+        &self,
+        (labelled, generator): Supervision<'_>,
+    ) -> Result<Vec<(String, Vec<u32>)>> {
+        let config = self.config;
+        Ok(if labelled.is_empty() {
+            let generator = generator.unwrap_or_else(|| {
+                Arc::new(HeuristicQueryGenerator::new(
+                    lprag_text::HeuristicQueryGeneratorConfig {
+                        queries_per_batch: config.queries_per_batch,
+                        ..Default::default()
+                    },
+                ))
+            });
+            generated_questions(&*generator, self.chunks, &self.cg.graph).await?
+        } else {
+            labelled_questions(labelled, &self.cg.doc_of, &self.cg.doc_chunks)?
+        })
+    }
+
+    /// The training examples of `questions`: each embedded, with its δ excess from the
+    /// sparse index.
+    async fn examples(&self, questions: Vec<(String, Vec<u32>)>) -> Result<Vec<LesegrExample>> {
+        let qtexts: Vec<String> = questions.iter().map(|(q, _)| q.clone()).collect();
+        let qemb =
+            embed_all_queries(self.encoder, &qtexts, "embed queries", &**self.progress).await?;
+        Ok(questions
+            .into_iter()
+            .enumerate()
+            .map(|(k, (text, positives))| LesegrExample {
+                query: qemb.row(k).to_vec(),
+                delta_excess: delta_excess(
+                    &self.sparse_index.scores(&text),
+                    self.config.sparse_weight,
+                ),
+                positives,
+            })
+            .collect())
+    }
+
+    /// The scorer trained on `examples` off the async runtime, on `device`, checkpointed in
+    /// `checkpoints`; the report goes to `stats`.
+    async fn train(
+        &self,
+        examples: Vec<LesegrExample>,
+        device: ComputeDevice,
+        checkpoints: Option<&Path>,
+        stats: &mut LesegrStats,
+    ) -> Result<LesegrWeights> {
+        let (e2, g2, tc, dev, progress) = (
+            self.emb.clone(),
+            self.cg.graph.clone(),
+            self.config.train.clone(),
+            device.to_burn()?,
+            self.progress.clone(),
+        );
+        let dir = checkpoints.map(Path::to_path_buf);
+        let (weights, report) = blocking(move || {
+            train_lesegr_resumable(&e2, &g2, &examples, &tc, &dev, &*progress, dir.as_deref())
+        })
+        .await?;
+        stats.train = Some(report);
+        Ok(weights)
     }
 }
 
