@@ -312,13 +312,13 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         Ok(p)
     }
 
-    /// Serve `model` on `graph`; `positions` are the chunks' encodings when the caller
-    /// already computed them for this graph (training does), else they are computed here.
     /// Serve `model` (trained or restored) on `graph`.
     pub(crate) fn serve_model(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
         self.serve(model, graph, None)
     }
 
+    /// Serve `model` on `graph`; `positions` are the chunks' encodings when the caller
+    /// already computed them for this graph (training does), else they are computed here.
     pub(super) fn serve(
         &mut self,
         model: Option<M>,
