@@ -13,7 +13,7 @@
 //! 2. it writes questions for each A.2 batch of neighbouring chunks (S-PROMPT, Box D.3);
 //! 3. LP-RAG trains its link predictor on that graph;
 //! 4. for each question, the retrieved chunks, best first, go back to the LLM with the
-//!    D.2 prompt for an answer.
+//!    D.2 prompt for an answer that cites the chunks it uses (`answer_with_citations`).
 //!
 //! Every LLM answer is cached under `LPRAG_LLM_CACHE` (default `target/lprag-llm-cache`):
 //! stop the example at any point and run it again — it resumes, and a complete rerun makes
@@ -87,12 +87,23 @@ async fn main() -> Result<(), lprag::Report> {
         "Where did the inventor of dynamite die?",
     ] {
         let hits = rag.retrieve(question, Selection::TopK(5)).await?;
-        let answer = reader.answer(question, &hits).await?;
+        // The answer cites the chunks it uses as [n]; each marker is checked against
+        // the chunks shown and resolved to its document and span.
+        let cited = reader.answer_with_citations(question, &hits).await?;
         println!("\nQ: {question}");
         for h in &hits {
             println!("  {:.3}  {}", h.score, h.chunk.text);
         }
-        println!("A: {}", answer.text);
+        println!("A: {}", cited.answer.text);
+        for c in &cited.citations {
+            println!(
+                "  [{}] → chunk {} of document {:?}, bytes {:?}",
+                c.marker, c.chunk_id, c.document_id, c.span
+            );
+        }
+        if !cited.unverified.is_empty() {
+            println!("  markers naming no chunk shown: {:?}", cited.unverified);
+        }
     }
 
     println!();

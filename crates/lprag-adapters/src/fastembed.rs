@@ -8,9 +8,15 @@
 //! [`FastembedEncoder::new`] wraps a `TextEmbedding` you built yourself, e.g. one of
 //! fastembed's catalogue models with its `hf-hub` feature.
 //!
-//! The feature links ONNX Runtime at run time (`ort/load-dynamic`): set `ORT_DYLIB_PATH`
-//! to a `libonnxruntime` shared library (≥ 1.24; `scripts/fetch-onnx.sh` unpacks
-//! one from the `onnxruntime` wheel on PyPI). Nothing is downloaded at build time.
+//! How ONNX Runtime is linked is the user's choice, as in fastembed itself:
+//! `fastembed-load-dynamic` loads it at run time from `ORT_DYLIB_PATH` (≥ 1.24;
+//! `scripts/fetch-onnx.sh` unpacks one from the `onnxruntime` wheel on PyPI; nothing is
+//! downloaded at build time; what this repository tests with), `fastembed-download` lets
+//! ort download it at build time, and plain `fastembed` leaves the choice to your own
+//! `fastembed` dependency (its default features download it).
+//!
+//! [`FastembedReranker`] is fastembed's `TextRerank` (an ONNX cross-encoder) as an lprag
+//! [`Reranker`](lprag_core::Reranker).
 //!
 //! ```no_run
 //! use lprag_adapters::fastembed::FastembedEncoder;
@@ -240,9 +246,13 @@ impl Encoder for FastembedEncoder {
     }
 }
 
-/// Refuse early, with a message a person can act on, when ONNX Runtime cannot be found
-/// (ort would otherwise fail deep inside the first session).
+/// Refuse early, with a message a person can act on, when ONNX Runtime is loaded at run
+/// time (`fastembed-load-dynamic`) and cannot be found (ort would otherwise fail deep
+/// inside the first session). Linked or downloaded runtimes need no check.
 fn check_runtime() -> Result<()> {
+    if cfg!(not(feature = "fastembed-load-dynamic")) {
+        return Ok(());
+    }
     match std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from) {
         Some(p) if p.is_file() => Ok(()),
         Some(p) => Err(Error::invalid(
@@ -337,5 +347,110 @@ mod tests {
     fn a_missing_model_file_is_an_io_error_naming_it() {
         let e = FastembedEncoder::from_dir("/nonexistent-lprag-model").unwrap_err();
         assert!(e.to_string().contains("model.onnx"), "{e}");
+    }
+}
+
+/// A fastembed `TextRerank` (an ONNX cross-encoder such as `BAAI/bge-reranker-base` or
+/// ms-marco-MiniLM) behind lprag's [`Reranker`](lprag_core::Reranker) trait, for
+/// `lprag::Reranked`. `Send + Sync`: the model sits behind a mutex and runs on tokio's
+/// blocking pool. Scores are the model's logits (`logits[:, 0]`), in input order.
+#[derive(Clone)]
+pub struct FastembedReranker {
+    model: Arc<Mutex<fastembed::TextRerank>>,
+    name: String,
+}
+
+impl std::fmt::Debug for FastembedReranker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastembedReranker")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FastembedReranker {
+    /// Load `dir/model.onnx` (a cross-encoder export whose output is `logits`) with the
+    /// tokenizer files beside it (`tokenizer.json`, `config.json`,
+    /// `special_tokens_map.json`, `tokenizer_config.json`). The input limit is
+    /// `tokenizer_config.json`'s `model_max_length` (at most 512). A missing file, a
+    /// missing `ORT_DYLIB_PATH` or a model ONNX Runtime refuses is an error naming it.
+    pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let read = |file: &str| -> Result<Vec<u8>> {
+            let path = dir.join(file);
+            std::fs::read(&path).map_err(|e| Error::io(path, e))
+        };
+        let onnx = read("model.onnx")?;
+        let tokenizer_files = TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let max_tokens = max_seq_length(dir, &tokenizer_files.tokenizer_config_file);
+        check_runtime()?;
+        let model = fastembed::UserDefinedRerankingModel::new(onnx, tokenizer_files);
+        let options = fastembed::RerankInitOptionsUserDefined::new().with_max_length(max_tokens);
+        let model = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fastembed::TextRerank::try_new_from_user_defined(model, options)
+        }))
+        .map_err(|p| {
+            Error::backend(
+                "fastembed",
+                format!(
+                    "ONNX Runtime failed to start ({}); check ORT_DYLIB_PATH",
+                    lprag_core::panic_message(&*p)
+                ),
+            )
+        })?
+        .map_err(|e| {
+            Error::backend(
+                "fastembed",
+                format!("{}: {e}", dir.join("model.onnx").display()),
+            )
+        })?;
+        Ok(Self::new(model, format!("fastembed:{}", model_id(dir))))
+    }
+
+    /// Wrap a `TextRerank` built by hand (any of fastembed's constructors, its catalogue
+    /// models included).
+    pub fn new(model: fastembed::TextRerank, name: impl Into<String>) -> Self {
+        Self {
+            model: Arc::new(Mutex::new(model)),
+            name: name.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl lprag_core::Reranker for FastembedReranker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn score(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let model = Arc::clone(&self.model);
+        let query = query.to_string();
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        lprag_core::blocking(move || {
+            let mut model = model
+                .lock()
+                .map_err(|_| Error::backend("fastembed", "a previous call panicked"))?;
+            let ranked = model
+                .rerank(query.clone(), &texts, false, Some(BATCH))
+                .map_err(|e| Error::backend("fastembed reranker", e.to_string()))?;
+            // fastembed answers sorted by score; put the scores back in input order.
+            let mut scores = vec![f32::NAN; texts.len()];
+            for r in ranked {
+                if let Some(s) = scores.get_mut(r.index) {
+                    *s = r.score;
+                }
+            }
+            Ok(scores)
+        })
+        .await
     }
 }

@@ -115,3 +115,38 @@ async fn prefixes_separate_queries_from_documents_and_enter_the_fingerprint() {
     let norm: f32 = q.row(0).iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4, "unit rows, got norm {norm}");
 }
+
+/// `FastembedReranker` with a real ONNX cross-encoder named by `LPRAG_ONNX_RERANK_DIR`
+/// (none can be had from the package registries, so this runs by hand): one score per
+/// text in input order, and the relevant passage first.
+#[tokio::test]
+async fn the_reranker_scores_in_input_order() {
+    use lprag_adapters::fastembed::FastembedReranker;
+    use lprag_core::Reranker;
+    let required =
+        std::env::var_os("LPRAG_REQUIRE_FASTEMBED").is_some_and(|v| !v.is_empty() && v != "0");
+    let (Some(dir), Some(_)) = (
+        std::env::var_os("LPRAG_ONNX_RERANK_DIR"),
+        std::env::var_os("ORT_DYLIB_PATH"),
+    ) else {
+        assert!(
+            !required,
+            "LPRAG_REQUIRE_FASTEMBED is set but LPRAG_ONNX_RERANK_DIR or ORT_DYLIB_PATH is not"
+        );
+        eprintln!("reranker: skipped, LPRAG_ONNX_RERANK_DIR and ORT_DYLIB_PATH name a cross-encoder and ONNX Runtime");
+        return;
+    };
+    let reranker = FastembedReranker::from_dir(dir).unwrap();
+    let texts = [
+        "Bananas are rich in potassium.",
+        "The Eiffel Tower is in Paris.",
+        "Paris is the capital of France.",
+    ];
+    let scores = reranker
+        .score("Where is the Eiffel Tower?", &texts)
+        .await
+        .unwrap();
+    assert_eq!(scores.len(), 3);
+    assert!(scores.iter().all(|s| s.is_finite()), "{scores:?}");
+    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
+}

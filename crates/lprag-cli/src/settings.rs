@@ -97,9 +97,8 @@ impl EncoderSpec {
                 Ok(found) => Ok(found),
                 Err(e) => {
                     tracing::warn!(
-                        "no sentence-transformers model found ({e}); using the offline \
-                         hashing encoder, which retrieves markedly worse (set LPRAG_MODEL_DIR \
-                         or run scripts/fetch-model.sh for all-MiniLM-L6-v2)"
+                        "using the offline hashing encoder, which retrieves markedly worse \
+                         than all-MiniLM-L6-v2: {e}"
                     );
                     Self::hashing()
                 }

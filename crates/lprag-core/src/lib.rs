@@ -17,12 +17,15 @@
 //! `cargo run -p lprag-core --example custom_parts` (`examples/custom_parts.rs`).
 #![warn(missing_docs)]
 
+#[cfg(feature = "ndarray")]
+mod array;
 pub mod dirs;
 mod embeddings;
 mod error;
 pub mod extract;
 mod filter;
 mod query;
+mod rerank;
 pub mod sparse;
 mod task;
 mod traits;
@@ -33,6 +36,7 @@ pub use error::{Error, Result};
 pub use extract::{Extraction, Triple, TripleExtractor};
 pub use filter::{Filter, MAX_FILTER_DEPTH};
 pub use query::{check_query, check_query_len, DEFAULT_MAX_QUERY_BYTES};
+pub use rerank::{check_rerank_scores, Reranker};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
 pub use task::{blocking, panic_message};
 pub use traits::{

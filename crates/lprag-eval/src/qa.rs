@@ -282,7 +282,34 @@ fn score_answers(
     Ok(Scored { ems, f1s, outcomes })
 }
 
-/// Build each named retriever (timed) and run [`evaluate_qa`] on it.
+/// The name of the "no retrieval" row of `lprag-eval qa`: the reader answers from the
+/// question alone (its own knowledge), the floor every retriever is read against.
+pub const NO_RETRIEVAL: &str = "none";
+
+/// A retriever that returns nothing (the [`NO_RETRIEVAL`] row).
+struct NoRetrieval;
+
+#[async_trait::async_trait]
+impl Retriever for NoRetrieval {
+    fn name(&self) -> &str {
+        NO_RETRIEVAL
+    }
+
+    async fn retrieve(
+        &self,
+        _query: &str,
+        _selection: Selection,
+    ) -> lprag_core::Result<Vec<ScoredChunk>> {
+        Ok(Vec::new())
+    }
+
+    fn chunks(&self) -> &[lprag_core::Chunk] {
+        &[]
+    }
+}
+
+/// Build each named retriever (timed) and run [`evaluate_qa`] on it; [`NO_RETRIEVAL`]
+/// (`none`) is the reader without retrieval.
 pub async fn run_qa(
     dataset: &Dataset,
     retrievers: &[String],
@@ -298,13 +325,17 @@ pub async fn run_qa(
     let mut results = Vec::new();
     for name in retrievers {
         let t = Instant::now();
-        let retriever = build_retriever_with(
-            name,
-            &dataset.corpus,
-            encoder.clone(),
-            &options.eval.retrievers,
-        )
-        .await?;
+        let retriever: Box<dyn Retriever> = if name == NO_RETRIEVAL {
+            Box::new(NoRetrieval)
+        } else {
+            build_retriever_with(
+                name,
+                &dataset.corpus,
+                encoder.clone(),
+                &options.eval.retrievers,
+            )
+            .await?
+        };
         let index_seconds = t.elapsed().as_secs_f64();
         results.push(
             evaluate_qa(

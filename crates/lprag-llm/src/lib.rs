@@ -50,7 +50,7 @@ mod querygen;
 mod secret;
 mod usage;
 
-pub use answer::{Answer, AnswerGenerator};
+pub use answer::{cite, Answer, AnswerGenerator, Citation, CitedAnswer, CITATION_INSTRUCTION};
 pub use cache::{CacheStats, CachedChat, ResponseCache};
 pub use chunker::{ChunkerStats, LlmChunker};
 pub use embeddings::{OpenAiEmbeddings, OpenAiEmbeddingsConfig};

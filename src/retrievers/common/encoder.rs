@@ -55,9 +55,8 @@ impl DefaultEncoder {
                 let config = HashingEncoderConfig::default();
                 let enc = HashingEncoder::fitted(config.clone(), chunk_texts)?;
                 let warning = format!(
-                    "no sentence-transformers model found ({e}); using the offline \
-                     HashingEncoder, which retrieves markedly worse. Run \
-                     scripts/fetch-model.sh or set LPRAG_MODEL_DIR to use all-MiniLM-L6-v2."
+                    "using the offline HashingEncoder, which retrieves markedly worse than \
+                     all-MiniLM-L6-v2: {e}"
                 );
                 Ok((
                     DefaultEncoder::FittedHashing { config },

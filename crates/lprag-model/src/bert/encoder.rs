@@ -74,7 +74,7 @@ impl std::fmt::Debug for SentenceEncoder {
 
 /// A model name for [`Encoder::name`]: `org/name` for a Hugging Face cache snapshot
 /// (`…/models--org--name/snapshots/…`), else the directory's own name.
-fn model_name(dir: &Path) -> String {
+pub(super) fn model_name(dir: &Path) -> String {
     for c in dir.components().rev() {
         let c = c.as_os_str().to_string_lossy();
         if let Some(rest) = c.strip_prefix("models--") {

@@ -19,6 +19,8 @@
 //!   Hugging Face cache, or — with the `hf-hub` feature — a download).
 //! - [`SentenceEncoder`] loads it ([`SentenceEncoder::from_dir`] /
 //!   [`SentenceEncoder::load`]) and embeds texts, batched and sorted by length.
+//! - [`CrossEncoder`] scores query–text pairs with a BERT cross-encoder (a
+//!   [`lprag_core::Reranker`] for `lprag::Reranked`).
 //! - [`TokenCounter`] reads only the tokenizer, to count tokens as the encoder would.
 //! - [`BertModel`] is the transformer itself as a burn module, loaded from
 //!   `model.safetensors` with the architecture of [`BertConfig`].
@@ -27,6 +29,7 @@
 //! [`lprag_core::Error::Format`], each naming the file.
 
 mod config;
+mod cross;
 mod encoder;
 mod model;
 mod resolve;
@@ -34,10 +37,17 @@ mod tokens;
 mod weights;
 
 #[cfg(test)]
+mod cross_tests;
+#[cfg(all(test, feature = "hf-hub"))]
+mod hub_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{BertConfig, HiddenAct, PoolingConfig};
+pub use cross::{CrossEncoder, CROSS_ENCODER_BATCH_SIZE};
 pub use encoder::{SentenceEncoder, DEFAULT_BATCH_SIZE};
 pub use model::{BertAttention, BertEmbeddings, BertLayer, BertModel};
-pub use resolve::{hf_hub_cache_dir, resolve_model_dir, DEFAULT_MODEL_ID, MODEL_DIR_ENV};
+pub use resolve::{
+    hf_hub_cache_dir, resolve_model_dir, DEFAULT_MODEL_ID, HF_ENDPOINT_ENV, MODEL_DIR_ENV,
+};
 pub use tokens::TokenCounter;

@@ -149,25 +149,49 @@ pub(crate) fn resolve_with(
     }
     #[cfg(feature = "hf-hub")]
     if let Some(hub) = &hub {
-        return download(hub, model_id);
+        return download(hub, model_id, non_empty(env, HF_ENDPOINT_ENV));
     }
     Err(Error::NotReady(format!(
-        "no local copy of model {model_id:?}; searched {}. Run scripts/fetch-model.sh \
-         (all-MiniLM-L6-v2), set {MODEL_DIR_ENV} to a model directory, or build with the \
-         `hf-hub` feature to download it",
-        searched.join(", ")
+        "no local copy of model {model_id:?}; searched {}. To get it: turn on the `hf-hub` \
+         cargo feature (of lprag, lprag-model or lprag-cli), which downloads it into the \
+         Hugging Face cache on first use; or download it yourself \
+         (`huggingface-cli download {model_id}`, or scripts/fetch-model.sh in an lprag \
+         checkout, for all-MiniLM-L6-v2); or set {MODEL_DIR_ENV} to a directory holding {}",
+        searched.join(", "),
+        REQUIRED_FILES.join(", ")
     )))
 }
 
-/// Download the files the encoder reads into the hub cache `hub`; returns the snapshot.
+/// Environment variable naming the hub to download from instead of
+/// `https://huggingface.co` (a mirror, or a local server standing in for the hub);
+/// the same variable the Hugging Face libraries read.
+pub const HF_ENDPOINT_ENV: &str = "HF_ENDPOINT";
+
+/// Download the files the encoder reads into the hub cache `hub`, from `endpoint` (else
+/// the public hub); returns the snapshot.
 #[cfg(feature = "hf-hub")]
-fn download(hub: &Path, model_id: &str) -> Result<PathBuf> {
+fn download(hub: &Path, model_id: &str, endpoint: Option<PathBuf>) -> Result<PathBuf> {
     use hf_hub::api::sync::ApiBuilder;
     use hf_hub::Cache;
 
     let component = format!("hf-hub download of {model_id}");
-    let api = ApiBuilder::from_cache(Cache::new(hub.to_path_buf()))
-        .with_progress(false)
+    let mut builder = ApiBuilder::from_cache(Cache::new(hub.to_path_buf())).with_progress(false);
+    let from = match endpoint {
+        Some(url) => {
+            let url = url.to_string_lossy().trim_end_matches('/').to_string();
+            builder = builder.with_endpoint(url.clone());
+            url
+        }
+        None => "https://huggingface.co".to_string(),
+    };
+    tracing::info!(
+        target: "lprag",
+        model = model_id,
+        from = %from,
+        cache = %hub.display(),
+        "downloading the model (once; later runs read the cache)"
+    );
+    let api = builder
         .build()
         .map_err(|e| Error::backend(component.clone(), e))?;
     let repo = api.model(model_id.to_string());

@@ -27,7 +27,7 @@ const LAYERS: usize = 2;
 const INTER: usize = 16;
 const MAX_POS: usize = 16;
 
-fn bert_config() -> serde_json::Value {
+pub(super) fn bert_config() -> serde_json::Value {
     json!({
         "architectures": ["BertModel"],
         "hidden_act": "gelu",
@@ -45,7 +45,7 @@ fn bert_config() -> serde_json::Value {
     })
 }
 
-fn tokenizer_json() -> serde_json::Value {
+pub(super) fn tokenizer_json() -> serde_json::Value {
     let vocab: serde_json::Map<String, serde_json::Value> = VOCAB
         .iter()
         .enumerate()
@@ -98,7 +98,7 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// HF tensor names and shapes of the tiny model, pooler included.
-fn tensor_specs() -> Specs {
+pub(super) fn tensor_specs() -> Specs {
     let mut v = vec![
         (
             "embeddings.word_embeddings.weight".to_string(),
@@ -150,10 +150,10 @@ fn tensor_specs() -> Specs {
 }
 
 /// Tensor names and shapes.
-type Specs = Vec<(String, Vec<usize>)>;
+pub(super) type Specs = Vec<(String, Vec<usize>)>;
 
 /// A safetensors file of the tiny model; `edit` may drop or reshape tensors first.
-fn safetensors_bytes(edit: impl FnOnce(&mut Specs)) -> Vec<u8> {
+pub(super) fn safetensors_bytes(edit: impl FnOnce(&mut Specs)) -> Vec<u8> {
     let mut specs = tensor_specs();
     edit(&mut specs);
     let data: Vec<(String, Vec<usize>, Vec<u8>)> = specs
@@ -181,14 +181,14 @@ fn safetensors_bytes(edit: impl FnOnce(&mut Specs)) -> Vec<u8> {
     safetensors::serialize(views, None).unwrap()
 }
 
-fn write_json(path: &Path, v: &serde_json::Value) {
+pub(super) fn write_json(path: &Path, v: &serde_json::Value) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
 }
 
 /// A complete sentence-transformers directory of the tiny model (mean pooling,
 /// normalisation, max_seq_length 12).
-fn tiny_model_dir() -> tempfile::TempDir {
+pub(super) fn tiny_model_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write_json(&d.join("config.json"), &bert_config());
@@ -215,7 +215,7 @@ fn tiny_model_dir() -> tempfile::TempDir {
     dir
 }
 
-fn cpu() -> Device {
+pub(super) fn cpu() -> Device {
     Device::flex()
 }
 
@@ -732,6 +732,8 @@ fn bert_resolve_reports_what_it_searched() {
             Error::NotReady(m) => {
                 assert!(m.contains(&tmp.path().display().to_string()), "{m}");
                 assert!(m.contains("fetch-model.sh"), "{m}");
+                assert!(m.contains("hf-hub"), "{m}");
+                assert!(m.contains("LPRAG_MODEL_DIR"), "{m}");
             }
             other => panic!("expected NotReady, got {other:?}"),
         }

@@ -60,6 +60,53 @@ impl BertModel {
     }
 }
 
+/// A `BertForSequenceClassification` checkpoint: the BERT tensors (under their prefix),
+/// the pooler (`{prefix}pooler.dense`) and the head (`classifier`, at the top level), as
+/// `(model, pooler, classifier)`.
+///
+/// # Errors
+/// [`Error::Format`] naming `path`, as for [`BertModel::from_safetensors`], or the missing
+/// pooler or classifier tensor.
+pub(crate) fn with_classifier(
+    bytes: &[u8],
+    path: &Path,
+    config: &BertConfig,
+    device: &Device,
+) -> Result<(BertModel, Linear, Linear)> {
+    config.validate().map_err(|m| Error::format(path, m))?;
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| Error::format(path, format!("not a safetensors file: {e}")))?;
+    let prefix = find_prefix(&st)
+        .ok_or_else(|| Error::format(path, format!("no tensor named {WORD_EMBEDDINGS:?}")))?;
+    let labels = match st.tensor("classifier.weight") {
+        Ok(t) if t.shape().len() == 2 => t.shape()[0],
+        Ok(t) => {
+            return Err(Error::format(
+                path,
+                format!("tensor \"classifier.weight\" has shape {:?}, expected [labels, {}]", t.shape(), config.hidden_size),
+            ))
+        }
+        Err(_) => {
+            return Err(Error::format(
+                path,
+                "missing tensor \"classifier.weight\": not a sequence-classification (cross-encoder) checkpoint",
+            ))
+        }
+    };
+    let mut w = Weights {
+        st,
+        prefix,
+        path: path.to_path_buf(),
+        device: device.clone(),
+    };
+    let h = config.hidden_size;
+    let model = w.model(config)?;
+    let pooler = w.linear("pooler.dense", h, h)?;
+    w.prefix = String::new();
+    let classifier = w.linear("classifier", h, labels)?;
+    Ok((model, pooler, classifier))
+}
+
 /// The prefix under which the BERT tensors live (`""` or `"bert."`, say).
 fn find_prefix(st: &SafeTensors<'_>) -> Option<String> {
     let names = st.names();
