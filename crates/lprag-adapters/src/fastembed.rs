@@ -75,17 +75,7 @@ impl FastembedEncoder {
     /// missing `ORT_DYLIB_PATH` or a model ONNX Runtime refuses is an error naming it.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        let read = |file: &str| -> Result<Vec<u8>> {
-            let path = dir.join(file);
-            std::fs::read(&path).map_err(|e| Error::io(path, e))
-        };
-        let onnx = read("model.onnx")?;
-        let tokenizer_files = TokenizerFiles {
-            tokenizer_file: read("tokenizer.json")?,
-            config_file: read("config.json")?,
-            special_tokens_map_file: read("special_tokens_map.json")?,
-            tokenizer_config_file: read("tokenizer_config.json")?,
-        };
+        let (onnx, tokenizer_files) = read_model(dir)?;
         let config: serde_json::Value = serde_json::from_slice(&tokenizer_files.config_file)
             .map_err(|e| Error::format(dir.join("config.json"), e.to_string()))?;
         let dim = config["hidden_size"]
@@ -98,23 +88,8 @@ impl FastembedEncoder {
         let model =
             UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
         let options = InitOptionsUserDefined::new().with_max_length(max_tokens);
-        let model = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let model = start(dir, || {
             TextEmbedding::try_new_from_user_defined(model, options)
-        }))
-        .map_err(|p| {
-            Error::backend(
-                "fastembed",
-                format!(
-                    "ONNX Runtime failed to start ({}); check ORT_DYLIB_PATH",
-                    lprag_core::panic_message(&*p)
-                ),
-            )
-        })?
-        .map_err(|e| {
-            Error::backend(
-                "fastembed",
-                format!("{}: {e}", dir.join("model.onnx").display()),
-            )
         })?;
         let mut enc = Self::new(
             model,
@@ -244,6 +219,43 @@ impl Encoder for FastembedEncoder {
         let text = format!("{}{text}", self.document_prefix);
         self.counter.encode(text, true).ok().map(|e| e.len())
     }
+}
+
+/// `dir/model.onnx` and the tokenizer files beside it, each missing one an error naming it.
+fn read_model(dir: &Path) -> Result<(Vec<u8>, TokenizerFiles)> {
+    let read = |file: &str| -> Result<Vec<u8>> {
+        let path = dir.join(file);
+        std::fs::read(&path).map_err(|e| Error::io(path, e))
+    };
+    let onnx = read("model.onnx")?;
+    let tokenizer_files = TokenizerFiles {
+        tokenizer_file: read("tokenizer.json")?,
+        config_file: read("config.json")?,
+        special_tokens_map_file: read("special_tokens_map.json")?,
+        tokenizer_config_file: read("tokenizer_config.json")?,
+    };
+    Ok((onnx, tokenizer_files))
+}
+
+/// Start a fastembed model on ONNX Runtime: a refusal is an error naming `dir`'s
+/// `model.onnx`, and ort's panic on a library it cannot load an error too.
+fn start<T>(dir: &Path, new: impl FnOnce() -> fastembed::Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(new))
+        .map_err(|p| {
+            Error::backend(
+                "fastembed",
+                format!(
+                    "ONNX Runtime failed to start ({}); check ORT_DYLIB_PATH",
+                    lprag_core::panic_message(&*p)
+                ),
+            )
+        })?
+        .map_err(|e| {
+            Error::backend(
+                "fastembed",
+                format!("{}: {e}", dir.join("model.onnx").display()),
+            )
+        })
 }
 
 /// Refuse early, with a message a person can act on, when ONNX Runtime is loaded at run
@@ -376,38 +388,13 @@ impl FastembedReranker {
     /// missing `ORT_DYLIB_PATH` or a model ONNX Runtime refuses is an error naming it.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        let read = |file: &str| -> Result<Vec<u8>> {
-            let path = dir.join(file);
-            std::fs::read(&path).map_err(|e| Error::io(path, e))
-        };
-        let onnx = read("model.onnx")?;
-        let tokenizer_files = TokenizerFiles {
-            tokenizer_file: read("tokenizer.json")?,
-            config_file: read("config.json")?,
-            special_tokens_map_file: read("special_tokens_map.json")?,
-            tokenizer_config_file: read("tokenizer_config.json")?,
-        };
+        let (onnx, tokenizer_files) = read_model(dir)?;
         let max_tokens = max_seq_length(dir, &tokenizer_files.tokenizer_config_file);
         check_runtime()?;
         let model = fastembed::UserDefinedRerankingModel::new(onnx, tokenizer_files);
         let options = fastembed::RerankInitOptionsUserDefined::new().with_max_length(max_tokens);
-        let model = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let model = start(dir, || {
             fastembed::TextRerank::try_new_from_user_defined(model, options)
-        }))
-        .map_err(|p| {
-            Error::backend(
-                "fastembed",
-                format!(
-                    "ONNX Runtime failed to start ({}); check ORT_DYLIB_PATH",
-                    lprag_core::panic_message(&*p)
-                ),
-            )
-        })?
-        .map_err(|e| {
-            Error::backend(
-                "fastembed",
-                format!("{}: {e}", dir.join("model.onnx").display()),
-            )
         })?;
         Ok(Self::new(model, format!("fastembed:{}", model_id(dir))))
     }

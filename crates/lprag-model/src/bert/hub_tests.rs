@@ -106,11 +106,16 @@ fn env_with(vars: Vec<(&'static str, OsString)>) -> impl Fn(&str) -> Option<OsSt
     move |k| map.get(k).cloned()
 }
 
-#[test]
-fn a_missing_model_downloads_into_the_cache_once_then_reads_it_offline() {
+/// The tiny model served as `acme/tiny-bert`, and an empty cache.
+fn stand_in() -> (tempfile::TempDir, HubStandIn, tempfile::TempDir) {
     let model = tiny_model_dir();
     let hub = HubStandIn::serve("acme/tiny-bert", model.path());
-    let cache = tempfile::tempdir().unwrap();
+    (model, hub, tempfile::tempdir().unwrap())
+}
+
+#[test]
+fn a_missing_model_downloads_into_the_cache_once_then_reads_it_offline() {
+    let (model, hub, cache) = stand_in();
     let env = env_with(vec![
         ("HF_HUB_CACHE", cache.path().into()),
         ("HF_ENDPOINT", hub.url.clone().into()),
@@ -155,9 +160,7 @@ fn a_missing_model_downloads_into_the_cache_once_then_reads_it_offline() {
 
 #[test]
 fn a_model_the_hub_does_not_have_is_a_backend_error_naming_it() {
-    let model = tiny_model_dir();
-    let hub = HubStandIn::serve("acme/tiny-bert", model.path());
-    let cache = tempfile::tempdir().unwrap();
+    let (_model, hub, cache) = stand_in();
     let env = env_with(vec![
         ("HF_HUB_CACHE", cache.path().into()),
         ("HF_ENDPOINT", hub.url.clone().into()),
