@@ -74,9 +74,9 @@ pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
-    LinkPredictor, LinkScorer, NoProgress, Progress, QueryGenerator, Reranker, Result, Retriever,
-    ScoredChunk, Selection, SyntheticQuery, TrainReport, DEFAULT_MAX_QUERY_BYTES,
-    DOCUMENT_HASH_KEY,
+    LinkPredictor, LinkScorer, LiveIndex, NoProgress, Progress, QueryGenerator, Reranker, Result,
+    Retriever, ScoredChunk, Selection, SyntheticQuery, TrainReport, UpsertReport,
+    DEFAULT_MAX_QUERY_BYTES, DOCUMENT_HASH_KEY,
 };
 pub use lprag_model::bert::{CrossEncoder, SentenceEncoder};
 pub use lprag_model::{

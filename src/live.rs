@@ -17,7 +17,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use lprag_core::{Chunker, Document, Error, QueryGenerator, Result, Retriever, TripleExtractor};
+use lprag_core::{
+    Chunker, Document, Error, LiveIndex, QueryGenerator, Result, Retriever, TripleExtractor,
+    UpsertReport,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::blocking;
@@ -253,6 +256,10 @@ pub async fn sync<R: Updatable>(
 /// ```
 pub struct Live<R> {
     current: ArcSwap<R>,
+    /// The served retriever's name (for [`LiveIndex::name`]).
+    name: String,
+    /// What [`LiveIndex::upsert`] chunks new documents with.
+    inputs: UpdateInputs,
     /// Updates one at a time; where to save each.
     writer: tokio::sync::Mutex<Option<PathBuf>>,
     /// The rayon pool of the updates' CPU stages (`None`: rayon's global pool).
@@ -264,6 +271,8 @@ impl<R: Updatable> Live<R> {
     /// least one; see [`Live::update_threads`]).
     pub fn new(index: R) -> Self {
         Self {
+            name: index.name().to_string(),
+            inputs: UpdateInputs::default(),
             current: ArcSwap::from_pointee(index),
             writer: tokio::sync::Mutex::new(None),
             pool: crate::cpu::default_update_pool(),
@@ -292,6 +301,13 @@ impl<R: Updatable> Live<R> {
             writer: tokio::sync::Mutex::new(Some(dir.into())),
             ..self
         }
+    }
+
+    /// Chunk (and write questions or triples for) the documents of [`LiveIndex::upsert`]
+    /// with `inputs` (default: [`UpdateInputs::default`]). [`Live::apply`] and
+    /// [`Live::sync`] take theirs per call.
+    pub fn upsert_inputs(self, inputs: UpdateInputs) -> Self {
+        Self { inputs, ..self }
     }
 
     /// The index as it is now. Hold it for as long as one request needs a consistent view;
@@ -369,6 +385,32 @@ impl<R: Updatable> Live<R> {
             Ok(())
         })
         .await
+    }
+}
+
+/// The rig and swiftide adapters write into a `Live` index through this trait
+/// (`lprag_adapters::rig::RigIndex::live`, `lprag_adapters::swiftide::LpragPersist`).
+#[async_trait]
+impl<R: Updatable> LiveIndex for Live<R> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn snapshot(&self) -> Arc<dyn Retriever> {
+        Live::<R>::snapshot(self)
+    }
+
+    /// [`Live::apply`] with `documents` to upsert, nothing to remove, and the inputs of
+    /// [`Live::upsert_inputs`].
+    async fn upsert(&self, documents: &[Document]) -> Result<UpsertReport> {
+        let report = self.apply(documents, &[], &self.inputs).await?;
+        Ok(UpsertReport {
+            added: report
+                .added_documents
+                .saturating_sub(report.removed_documents),
+            replaced: report.removed_documents,
+            chunks: report.chunks,
+        })
     }
 }
 

@@ -180,10 +180,12 @@ fn a_number_beyond_f32_in_a_saved_index_is_a_format_error() {
         .expect_err(pointer);
         let msg = err.to_string();
         assert!(matches!(err, lprag::Error::Format { .. }), "{name}: {msg}");
-        assert!(
-            msg.contains(&format!("`{field}`")) && msg.contains(file),
-            "{name}: {msg}"
-        );
+        // Where: the field, once the number parsed as infinity; or, when serde_json's
+        // `float_roundtrip` feature is on (rig turns it on; this workspace's tests run
+        // with it), serde_json's own "number out of range at line L column C".
+        let placed = msg.contains(&format!("`{field}`"))
+            || (msg.contains("out of range") && msg.contains("column"));
+        assert!(placed && msg.contains(file), "{name}: {msg}");
     }
 }
 

@@ -22,6 +22,7 @@ mod crash_consistency;
 mod custom_predictor;
 mod data_safety;
 mod device_parity;
+mod ecosystem;
 mod filters;
 mod fixtures;
 mod g2;

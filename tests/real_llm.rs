@@ -191,3 +191,31 @@ async fn doc2query_merge_judge_and_openie_with_a_real_llm() {
         meter.snapshot()
     );
 }
+
+/// A streamed answer from the real server: several pieces whose concatenation is the
+/// answer the same request gets unstreamed (temperature 0), and which the response cache
+/// then replays without asking again.
+#[tokio::test]
+async fn a_real_model_streams_the_answer_it_gives_unstreamed() {
+    use futures::StreamExt;
+    let Ok(url) = std::env::var("LPRAG_TEST_LLM_BASE_URL") else {
+        eprintln!("streaming: skipped, no real model configured (LPRAG_TEST_LLM_BASE_URL)");
+        return;
+    };
+    let name = std::env::var("LPRAG_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let mut config = OpenAiConfig::new(url, name);
+    config.http.max_concurrency = 1;
+    config.http.timeout = std::time::Duration::from_secs(300);
+    let chat = OpenAiChat::new(config).expect("client");
+    let rag = LpRag::builder().build(&documents(4)).await.unwrap();
+    let q = "Where was Marie Curie born?";
+    let hits = rag.retrieve(q, Selection::TopK(2)).await.unwrap();
+    let answers = lprag::llm::AnswerGenerator::new(Arc::new(chat));
+    let (stream, shown) = answers.answer_stream(q, &hits, true).await.unwrap();
+    let pieces: Vec<String> = stream.map(|p| p.unwrap()).collect().await;
+    let whole = answers.answer_with_citations(q, &hits).await.unwrap();
+    eprintln!("streamed in {} pieces: {:?}", pieces.len(), pieces.concat());
+    assert!(pieces.len() > 1, "{pieces:?}");
+    assert_eq!(pieces.concat().trim(), whole.answer.text);
+    assert_eq!(shown, whole.answer.chunk_ids);
+}

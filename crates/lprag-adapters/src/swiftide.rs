@@ -1,4 +1,6 @@
-//! An lprag retriever as a swiftide query-pipeline retriever.
+//! swiftide both ways: an lprag retriever as a query-pipeline step, and a live lprag index
+//! as the storage of an indexing pipeline ([`LpragPersist`], swiftide's `Persist`: its
+//! loaders, chunkers and transformers feed lprag).
 //!
 //! [`SwiftideRetriever`] implements swiftide-core's `Retrieve` for two search strategies:
 //!
@@ -29,11 +31,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Filter, Retriever, ScoredChunk, Selection};
-use swiftide_core::indexing::Metadata;
+use lprag_core::{Filter, LiveIndex, Retriever, ScoredChunk, Selection};
+use swiftide_core::indexing::{IndexingStream, Metadata, TextNode};
 use swiftide_core::querying::search_strategies::SimilaritySingleEmbedding;
 use swiftide_core::querying::{states, Document, Query};
-use swiftide_core::{Retrieve, SearchStrategy};
+use swiftide_core::{Persist, Retrieve, SearchStrategy};
 
 /// A swiftide search strategy carrying an lprag [`Selection`] and an optional metadata
 /// [`Filter`] (applied before ranking). The default is the ten best chunks, unfiltered.
@@ -72,18 +74,38 @@ impl SearchStrategy for LpragSearch {}
 /// Any lprag [`Retriever`] as a swiftide `Retrieve` step (cheap to clone: one `Arc`).
 #[derive(Clone)]
 pub struct SwiftideRetriever {
-    retriever: Arc<dyn Retriever>,
+    source: Source,
+}
+
+/// A fixed retriever, or a live index's current snapshot.
+#[derive(Clone)]
+enum Source {
+    Fixed(Arc<dyn Retriever>),
+    Live(Arc<dyn LiveIndex>),
 }
 
 impl SwiftideRetriever {
     /// Wrap a retriever (an `LpRag`, a peer, or your own).
     pub fn new(retriever: Arc<dyn Retriever>) -> Self {
-        Self { retriever }
+        Self {
+            source: Source::Fixed(retriever),
+        }
     }
 
-    /// The wrapped retriever.
-    pub fn retriever(&self) -> &Arc<dyn Retriever> {
-        &self.retriever
+    /// Serve a live index (the facade's `lprag::Live`, fed by [`LpragPersist`]): each
+    /// query reads its current snapshot.
+    pub fn live(index: Arc<dyn LiveIndex>) -> Self {
+        Self {
+            source: Source::Live(index),
+        }
+    }
+
+    /// The retriever that answers the next query.
+    pub fn retriever(&self) -> Arc<dyn Retriever> {
+        match &self.source {
+            Source::Fixed(r) => Arc::clone(r),
+            Source::Live(l) => l.snapshot(),
+        }
     }
 
     async fn run(
@@ -96,13 +118,14 @@ impl SwiftideRetriever {
         } else {
             query.current().to_string()
         };
+        let retriever = self.retriever();
         let hits = match &search.filter {
             Some(f) => {
-                self.retriever
+                retriever
                     .retrieve_filtered(&text, search.selection, f)
                     .await?
             }
-            None => self.retriever.retrieve(&text, search.selection).await?,
+            None => retriever.retrieve(&text, search.selection).await?,
         };
         Ok(query.retrieved_documents(hits.into_iter().map(to_document).collect()))
     }
@@ -111,7 +134,7 @@ impl SwiftideRetriever {
 impl std::fmt::Debug for SwiftideRetriever {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SwiftideRetriever")
-            .field("retriever", &self.retriever.name())
+            .field("retriever", &self.retriever().name())
             .finish()
     }
 }
@@ -153,6 +176,125 @@ impl Retrieve<SimilaritySingleEmbedding> for SwiftideRetriever {
     ) -> anyhow::Result<Query<states::Retrieved>> {
         let k = usize::try_from(search_strategy.top_k()).unwrap_or(usize::MAX);
         self.run(&LpragSearch::top_k(k), query).await
+    }
+
+    fn name(&self) -> &'static str {
+        "lprag"
+    }
+}
+
+/// The storage of a swiftide indexing pipeline (`Pipeline::then_store_with`) writing into
+/// a live lprag index (the facade's `lprag::Live`), so swiftide's loaders, chunkers and
+/// transformers feed lprag while it serves queries.
+///
+/// Each batch of nodes (default 256, [`LpragPersist::batch_size`]) is one
+/// [`LiveIndex::upsert`]; see [`document_from_node`] for how a node becomes a document.
+/// The index's own update chunker then sees each node's text (lprag's default keeps a
+/// passage under its bound whole), and its encoder embeds it: vectors a swiftide
+/// embedding step computed are not used. A failed upsert fails every node of its batch
+/// and writes none of them.
+#[derive(Clone)]
+pub struct LpragPersist {
+    index: Arc<dyn LiveIndex>,
+    batch_size: usize,
+}
+
+impl LpragPersist {
+    /// Write into `index`.
+    pub fn new(index: Arc<dyn LiveIndex>) -> Self {
+        Self {
+            index,
+            batch_size: 256,
+        }
+    }
+
+    /// Nodes per upsert (at least 1). Each upsert is one index update (chunking,
+    /// embedding, graph repair), so larger batches cost less per node.
+    pub fn batch_size(mut self, nodes: usize) -> Self {
+        self.batch_size = nodes.max(1);
+        self
+    }
+
+    /// The index written into.
+    pub fn index(&self) -> &Arc<dyn LiveIndex> {
+        &self.index
+    }
+
+    async fn upsert(&self, nodes: &[TextNode]) -> anyhow::Result<()> {
+        // A node id repeats when a path holds the same chunk twice: one document.
+        let mut seen = std::collections::HashSet::new();
+        let docs: Vec<lprag_core::Document> = nodes
+            .iter()
+            .rev()
+            .map(document_from_node)
+            .filter(|d| seen.insert(d.id.clone()))
+            .collect();
+        self.index.upsert(&docs).await?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for LpragPersist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LpragPersist")
+            .field("index", &self.index.name())
+            .field("batch_size", &self.batch_size)
+            .finish()
+    }
+}
+
+/// A swiftide node as an lprag document: id = the node's id (a UUID of its path and
+/// chunk, so the same chunk from the same file replaces itself), title = the path's file
+/// name, text = the chunk, metadata = the node's string, number and boolean metadata as
+/// written, plus `path` and `offset` (bytes into the source).
+pub fn document_from_node(node: &TextNode) -> lprag_core::Document {
+    let title = node
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut doc = lprag_core::Document::new(node.id().to_string(), title, node.chunk.clone());
+    for (k, v) in node.metadata.iter() {
+        let written = match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            _ => continue,
+        };
+        doc.metadata.insert(k.clone(), written);
+    }
+    if !node.path.as_os_str().is_empty() {
+        doc.metadata
+            .insert("path".into(), node.path.display().to_string());
+    }
+    doc.metadata
+        .insert("offset".into(), node.offset.to_string());
+    doc
+}
+
+#[async_trait]
+impl Persist for LpragPersist {
+    type Input = String;
+    type Output = String;
+
+    async fn setup(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn store(&self, node: TextNode) -> anyhow::Result<TextNode> {
+        self.upsert(std::slice::from_ref(&node)).await?;
+        Ok(node)
+    }
+
+    async fn batch_store(&self, nodes: Vec<TextNode>) -> IndexingStream<String> {
+        match self.upsert(&nodes).await {
+            Ok(()) => IndexingStream::from_nodes(nodes),
+            Err(e) => IndexingStream::from(e),
+        }
+    }
+
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.batch_size)
     }
 
     fn name(&self) -> &'static str {

@@ -151,6 +151,32 @@ impl AnswerGenerator {
     }
 }
 
+impl AnswerGenerator {
+    /// [`AnswerGenerator::answer`] (or, with `citations`,
+    /// [`AnswerGenerator::answer_with_citations`]'s prompt) streamed: the answer's text as
+    /// the model writes it ([`ChatModel::complete_stream`](crate::ChatModel::complete_stream)),
+    /// and the ids of the chunks in the order shown. Once the text is complete,
+    /// `cite(Answer { text, chunk_ids, usage: None }, chunks)` reads its markers.
+    ///
+    /// # Errors
+    /// Those of the prompt's templates and of opening the stream.
+    pub async fn answer_stream(
+        &self,
+        query: &str,
+        chunks: &[ScoredChunk],
+        citations: bool,
+    ) -> Result<(crate::TextStream, Vec<ChunkId>), LlmError> {
+        let (mut request, chunk_ids) = self.request(query, chunks)?;
+        if citations {
+            if let Some(system) = request.messages.first_mut() {
+                system.content = format!("{} {CITATION_INSTRUCTION}", system.content);
+            }
+        }
+        let text = self.settings.model.complete_stream(&request).await?;
+        Ok((text, chunk_ids))
+    }
+}
+
 /// Read the `[n]` markers of `answer` against `chunks` (the chunks it was given; shown in
 /// the order of [`Answer::chunk_ids`]).
 pub fn cite(answer: Answer, chunks: &[ScoredChunk]) -> CitedAnswer {

@@ -92,7 +92,9 @@ impl ResponseCache {
     }
 
     /// The key of a request to `model` of `backend`: hex SHA-256 of a canonical JSON
-    /// rendering of all three.
+    /// rendering of all three (object keys sorted at every level, compact), so that the
+    /// key is the same whether or not serde_json's `preserve_order` feature is on in the
+    /// build (rig turns it on).
     pub fn key(backend: &str, model: &str, request: &ChatRequest) -> String {
         let material = serde_json::json!({
             "v": FORMAT_VERSION,
@@ -100,7 +102,9 @@ impl ResponseCache {
             "model": model,
             "request": request,
         });
-        let digest = Sha256::digest(material.to_string().as_bytes());
+        let mut canonical = String::new();
+        write_canonical(&material, &mut canonical);
+        let digest = Sha256::digest(canonical.as_bytes());
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 
@@ -324,14 +328,8 @@ impl ChatModel for CachedChat {
         let (backend, model) = (self.inner.backend(), self.inner.name());
         let key = ResponseCache::key(backend, model, request);
         // File reads and writes run on tokio's blocking pool, not on the caller's worker.
-        let (cache, k) = (self.cache.clone(), key.clone());
-        let looked_up = tokio::task::spawn_blocking(move || cache.get(&k))
-            .await
-            .unwrap_or_else(|e| Err(format!("LLM cache lookup task failed: {e}")));
-        match looked_up {
-            Ok(Some(hit)) => return Ok(hit),
-            Ok(None) => {}
-            Err(why) => self.warn(why),
+        if let Some(hit) = self.lookup(&key).await {
+            return Ok(hit);
         }
         let response = self.inner.complete(request).await?;
         self.cache.misses.fetch_add(1, Ordering::Relaxed);
@@ -346,6 +344,121 @@ impl ChatModel for CachedChat {
         }
         Ok(response)
     }
+
+    /// A cached answer is replayed as one piece; otherwise the inner model's stream
+    /// passes through and, once it has ended without an error, its text is cached under
+    /// the same key as [`ChatModel::complete`]'s (a cut stream caches nothing).
+    async fn complete_stream(&self, request: &ChatRequest) -> Result<crate::TextStream, LlmError> {
+        use futures::StreamExt;
+        let (backend, model) = (self.inner.backend(), self.inner.name());
+        let key = ResponseCache::key(backend, model, request);
+        if let Some(hit) = self.lookup(&key).await {
+            return Ok(Box::pin(futures::stream::once(
+                async move { Ok(hit.content) },
+            )));
+        }
+        let inner = self.inner.complete_stream(request).await?;
+        self.cache.misses.fetch_add(1, Ordering::Relaxed);
+        let cache = self.cache.clone();
+        let (backend, model) = (backend.to_string(), model.to_string());
+        let progress = self.progress.clone();
+        // (stream, text so far, failed) -> each piece; the text is stored at the end.
+        let state = (
+            inner,
+            String::new(),
+            false,
+            Some((cache, key, backend, model)),
+        );
+        Ok(Box::pin(futures::stream::unfold(
+            state,
+            move |(mut inner, mut text, mut failed, mut store)| {
+                let progress = progress.clone();
+                async move {
+                    match inner.next().await {
+                        Some(Ok(piece)) => {
+                            text.push_str(&piece);
+                            Some((Ok(piece), (inner, text, failed, store)))
+                        }
+                        Some(Err(e)) => {
+                            failed = true;
+                            Some((Err(e), (inner, text, failed, store)))
+                        }
+                        None => {
+                            if let (false, Some((cache, key, backend, model))) =
+                                (failed, store.take())
+                            {
+                                let stored = ChatResponse::text(text);
+                                let written = tokio::task::spawn_blocking(move || {
+                                    cache.put(&key, &backend, &model, &stored)
+                                })
+                                .await
+                                .unwrap_or_else(|e| {
+                                    Err(format!("LLM cache write task failed: {e}"))
+                                });
+                                if let Err(why) = written {
+                                    tracing::warn!(target: "lprag::llm", error = %why, "LLM cache write failed");
+                                    if let Some(p) = &progress {
+                                        p.warn(&why);
+                                    }
+                                }
+                            }
+                            None
+                        }
+                    }
+                }
+            },
+        )))
+    }
+}
+
+impl CachedChat {
+    /// The cached answer to `key`, if any (read on tokio's blocking pool).
+    async fn lookup(&self, key: &str) -> Option<ChatResponse> {
+        let (cache, k) = (self.cache.clone(), key.to_string());
+        let looked_up = tokio::task::spawn_blocking(move || cache.get(&k))
+            .await
+            .unwrap_or_else(|e| Err(format!("LLM cache lookup task failed: {e}")));
+        match looked_up {
+            Ok(hit) => hit,
+            Err(why) => {
+                self.warn(why);
+                None
+            }
+        }
+    }
+}
+
+/// `value` as compact JSON with every object's keys in sorted order: what
+/// `Value::to_string` writes when serde_json's `preserve_order` feature is off.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -353,6 +466,16 @@ mod tests {
     use super::*;
     use crate::ChatMessage;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn keys_are_written_with_sorted_object_keys_whatever_serde_json_preserves() {
+        // Inserted out of order: with `preserve_order` (rig's build) `to_string` keeps this
+        // order; the key material must not.
+        let v = serde_json::json!({"b": "s\"q", "a": [{"y": 2, "x": 1.5}, null, true]});
+        let mut out = String::new();
+        write_canonical(&v, &mut out);
+        assert_eq!(out, r#"{"a":[{"x":1.5,"y":2},null,true],"b":"s\"q"}"#);
+    }
 
     struct Counting(AtomicUsize);
 

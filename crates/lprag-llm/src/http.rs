@@ -116,39 +116,52 @@ impl HttpClient {
         body: &Value,
         parse: impl Fn(Value) -> Result<T, LlmError>,
     ) -> Result<T, LlmError> {
-        let mut attempt = 0u32;
+        self.retrying(api_key, || self.attempt(url, api_key, body, &parse))
+            .await
+    }
+
+    /// Run `attempt` until it succeeds, fails for good, or has been retried
+    /// [`HttpConfig::max_retries`] times: transient failures wait for the server's
+    /// `Retry-After` (capped) or the backoff, and are logged. Every error is redacted
+    /// with `api_key` first.
+    async fn retrying<T, F, Fut>(
+        &self,
+        api_key: Option<&ApiKey>,
+        mut attempt: F,
+    ) -> Result<T, LlmError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, LlmError>>,
+    {
+        let mut tries = 0u32;
         loop {
             // Errors may quote the server's words, which may quote the key: hidden here,
             // before they are logged or returned.
-            match self
-                .attempt(url, api_key, body, &parse)
-                .await
-                .map_err(|e| redact_error(e, api_key))
-            {
+            match attempt().await.map_err(|e| redact_error(e, api_key)) {
                 Ok(v) => return Ok(v),
                 Err(LlmError::Transient {
                     message,
                     retry_after,
                 }) => {
-                    if attempt >= self.config.max_retries {
+                    if tries >= self.config.max_retries {
                         return Err(LlmError::Transient {
-                            message: format!("{message} (gave up after {} attempts)", attempt + 1),
+                            message: format!("{message} (gave up after {} attempts)", tries + 1),
                             retry_after,
                         });
                     }
                     let wait = match retry_after {
                         Some(d) => d.min(self.config.max_retry_after),
-                        None => self.backoff(attempt),
+                        None => self.backoff(tries),
                     };
                     tracing::warn!(
                         target: "lprag::llm",
-                        attempt = attempt + 1,
+                        attempt = tries + 1,
                         wait_ms = wait.as_millis() as u64,
                         error = %message,
                         "transient LLM error, retrying"
                     );
                     tokio::time::sleep(wait).await;
-                    attempt += 1;
+                    tries += 1;
                 }
                 Err(e) => return Err(e),
             }
@@ -175,9 +188,26 @@ impl HttpClient {
         parse: &impl Fn(Value) -> Result<T, LlmError>,
     ) -> Result<T, LlmError> {
         let shown = redact_url(url);
-        let _permit = self
+        let (_permit, resp) = self.send(url, &shown, api_key, body).await?;
+        let status = resp.status();
+        let retry_after = parse_retry_after(resp.headers());
+        let text = self.read_body(resp, &shown).await?;
+        handle_response(status.as_u16(), retry_after, &text, &shown, parse)
+    }
+
+    /// POST `body` to `url` holding one concurrency permit, which the caller keeps for as
+    /// long as it reads the answer.
+    async fn send(
+        &self,
+        url: &str,
+        shown: &str,
+        api_key: Option<&ApiKey>,
+        body: &Value,
+    ) -> Result<(tokio::sync::OwnedSemaphorePermit, reqwest::Response), LlmError> {
+        let permit = self
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| LlmError::Permanent("HTTP client closed".into()))?;
         let mut req = self
@@ -191,11 +221,90 @@ impl HttpClient {
         let resp = req
             .send()
             .await
-            .map_err(|e| reqwest_error(e, &shown, self.config.timeout))?;
-        let status = resp.status();
-        let retry_after = parse_retry_after(resp.headers());
-        let text = self.read_body(resp, &shown).await?;
-        handle_response(status.as_u16(), retry_after, &text, &shown, parse)
+            .map_err(|e| reqwest_error(e, shown, self.config.timeout))?;
+        Ok((permit, resp))
+    }
+}
+
+/// The state of one server-sent-events answer: the body read so far, the pieces parsed
+/// and not yet yielded.
+struct SseEvents {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+    pending: std::collections::VecDeque<Result<String, LlmError>>,
+    done: bool,
+    shown: String,
+    key: Option<ApiKey>,
+    timeout: Duration,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl SseEvents {
+    /// Parse every complete line of the buffer (and, at the end of the body, the rest).
+    fn drain(&mut self, at_end: bool) {
+        while !self.done {
+            let line = match self.buf.iter().position(|&b| b == b'\n') {
+                Some(i) => self.buf.drain(..=i).collect::<Vec<u8>>(),
+                None if at_end && !self.buf.is_empty() => std::mem::take(&mut self.buf),
+                None => return,
+            };
+            let line = String::from_utf8_lossy(&line);
+            if let Some(item) = sse_line(line.trim_end_matches(['\r', '\n']), &self.shown) {
+                match item {
+                    SseItem::Piece(p) => self.pending.push_back(Ok(p)),
+                    SseItem::Failed(e) => {
+                        self.pending
+                            .push_back(Err(redact_error(e, self.key.as_ref())));
+                        self.done = true;
+                    }
+                    SseItem::Done => self.done = true,
+                }
+            }
+        }
+    }
+}
+
+/// What one line of a server-sent-events answer says.
+#[derive(Debug)]
+enum SseItem {
+    /// A piece of the answer's text.
+    Piece(String),
+    /// An error event, or an event that is not JSON.
+    Failed(LlmError),
+    /// `data: [DONE]`.
+    Done,
+}
+
+/// Read one line of an OpenAI-compatible event stream: `None` for lines that carry no
+/// text (comments, other fields, empty deltas, the role-only first event).
+fn sse_line(line: &str, shown: &str) -> Option<SseItem> {
+    let data = line.strip_prefix("data:")?.trim();
+    if data == "[DONE]" {
+        return Some(SseItem::Done);
+    }
+    if data.is_empty() {
+        return None;
+    }
+    let value: Value = match serde_json::from_str(data) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(SseItem::Failed(LlmError::transient(format!(
+                "malformed event from {shown} ({e}); event starts {:?}",
+                snippet(data)
+            ))))
+        }
+    };
+    if let Some((message, code)) = in_band_error(&value) {
+        return Some(SseItem::Failed(classify(
+            None,
+            &format!("error event from {shown}: {message}"),
+            code.as_deref(),
+            None,
+        )));
+    }
+    match value.pointer("/choices/0/delta/content") {
+        Some(Value::String(s)) if !s.is_empty() => Some(SseItem::Piece(s.clone())),
+        _ => None,
     }
 }
 
@@ -266,6 +375,87 @@ pub mod fuzzing {
 }
 
 impl HttpClient {
+    /// POST `body` as JSON to `url` and read the answer as server-sent events (an
+    /// OpenAI-compatible `"stream": true` completion): each `data:` event's
+    /// `choices[0].delta.content` is one piece, until `data: [DONE]` or the end of the
+    /// body. Opening the answer is retried as in [`HttpClient::post_json`]; once it is
+    /// open, a failure (a cut connection, an error event) is the stream's last item.
+    /// Errors are redacted as in `post_json`. The answer holds one concurrency permit
+    /// until it is dropped.
+    ///
+    /// # Errors
+    /// Those of opening the answer: an HTTP error status, the server unreachable.
+    pub async fn post_sse(
+        &self,
+        url: &str,
+        api_key: Option<&ApiKey>,
+        body: &Value,
+    ) -> Result<crate::TextStream, LlmError> {
+        self.retrying(api_key, || self.open_sse(url, api_key, body))
+            .await
+    }
+
+    async fn open_sse(
+        &self,
+        url: &str,
+        api_key: Option<&ApiKey>,
+        body: &Value,
+    ) -> Result<crate::TextStream, LlmError> {
+        let shown = redact_url(url);
+        let (permit, resp) = self.send(url, &shown, api_key, body).await?;
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = parse_retry_after(resp.headers());
+            let text = self.read_body(resp, &shown).await?;
+            let (message, code) = error_fields(&text);
+            return Err(classify(
+                Some(status.as_u16()),
+                &format!("HTTP {} from {shown}: {message}", status.as_u16()),
+                code.as_deref(),
+                retry_after,
+            ));
+        }
+        let events = SseEvents {
+            resp,
+            buf: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+            shown,
+            key: api_key.cloned(),
+            timeout: self.config.timeout,
+            _permit: permit,
+        };
+        Ok(Box::pin(futures::stream::unfold(
+            events,
+            |mut ev| async move {
+                loop {
+                    if let Some(item) = ev.pending.pop_front() {
+                        return Some((item, ev));
+                    }
+                    if ev.done {
+                        return None;
+                    }
+                    match ev.resp.chunk().await {
+                        Ok(Some(bytes)) => {
+                            ev.buf.extend_from_slice(&bytes);
+                            ev.drain(false);
+                        }
+                        Ok(None) => {
+                            ev.drain(true);
+                            ev.done = true;
+                        }
+                        Err(e) => {
+                            let cut = reqwest_error(e, &ev.shown, ev.timeout);
+                            ev.pending
+                                .push_back(Err(redact_error(cut, ev.key.as_ref())));
+                            ev.done = true;
+                        }
+                    }
+                }
+            },
+        )))
+    }
+
     /// The response body as text, at most [`HttpConfig::max_body_bytes`] of it.
     async fn read_body(
         &self,

@@ -289,6 +289,11 @@ impl From<LlmError> for lprag_core::Error {
     }
 }
 
+/// An answer's text as it is generated: pieces in order, whose concatenation is the whole
+/// answer. An error ends it (a connection cut mid-answer, say).
+pub type TextStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<String, LlmError>> + Send + 'static>>;
+
 /// A chat-completion backend. Object-safe: `Arc<dyn ChatModel>` works.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
@@ -311,6 +316,21 @@ pub trait ChatModel: Send + Sync {
 
     /// Complete the chat.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// Complete the chat, yielding the answer's text as the model writes it. The
+    /// provided method calls [`ChatModel::complete`] and yields its whole content at
+    /// once; [`OpenAiChat`] streams it (server-sent events) and [`CachedChat`] replays a
+    /// cached answer or caches a streamed one once it has ended.
+    ///
+    /// # Errors
+    /// Those of opening the answer (the request refused, the server unreachable); later
+    /// failures arrive in the stream.
+    async fn complete_stream(&self, request: &ChatRequest) -> Result<TextStream, LlmError> {
+        let response = self.complete(request).await?;
+        Ok(Box::pin(futures::stream::once(async move {
+            Ok(response.content)
+        })))
+    }
 
     /// Drop anything remembered of the answer to `request`, because it could not be used
     /// (the jobs call it when an answer stays unreadable after its retries, so that a rerun

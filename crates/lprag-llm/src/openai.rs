@@ -302,6 +302,26 @@ impl ChatModel for OpenAiChat {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = self.body(request);
+        self.http
+            .post_json(&self.url, self.api_key.as_ref(), &body, parse_chat)
+            .await
+    }
+
+    /// `"stream": true`: the answer arrives as server-sent events, each piece the
+    /// `choices[0].delta.content` of one event, until `data: [DONE]`.
+    async fn complete_stream(&self, request: &ChatRequest) -> Result<crate::TextStream, LlmError> {
+        let mut body = self.body(request);
+        body["stream"] = json!(true);
+        self.http
+            .post_sse(&self.url, self.api_key.as_ref(), &body)
+            .await
+    }
+}
+
+impl OpenAiChat {
+    /// The JSON body of `request`.
+    fn body(&self, request: &ChatRequest) -> Value {
         let mut body = json!({ "model": self.model, "messages": request.messages });
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
@@ -309,9 +329,7 @@ impl ChatModel for OpenAiChat {
         if let Some(n) = request.max_tokens {
             body["max_tokens"] = json!(n);
         }
-        self.http
-            .post_json(&self.url, self.api_key.as_ref(), &body, parse_chat)
-            .await
+        body
     }
 }
 

@@ -1156,3 +1156,149 @@ async fn a_retry_longer_than_the_context_falls_back_for_that_item_only() {
         .unwrap_err();
     assert!(err.to_string().contains("context"), "{err}");
 }
+
+/// A server-sent-events body of these pieces (a role-only first event, as OpenAI sends),
+/// ended with `[DONE]` unless `cut`.
+fn sse(pieces: &[&str], cut: bool) -> ResponseTemplate {
+    let mut body = String::from(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n: keep-alive\n\n",
+    );
+    for p in pieces {
+        let event = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
+        body.push_str(&format!("data: {event}\r\n\r\n"));
+    }
+    if !cut {
+        body.push_str("data: [DONE]\n\n");
+    }
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_string(body)
+}
+
+async fn collect(stream: lprag_llm::TextStream) -> Vec<Result<String, LlmError>> {
+    use futures::StreamExt;
+    stream.collect().await
+}
+
+#[tokio::test]
+async fn openai_streams_an_answer_piece_by_piece() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(body_partial_json(
+            json!({"stream": true, "model": "test-model"}),
+        ))
+        .respond_with(sse(&["Marie ", "Curie was born ", "in Warsaw."], false))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    let pieces = collect(chat.complete_stream(&ask("Where?")).await.unwrap()).await;
+    let pieces: Vec<String> = pieces.into_iter().map(Result::unwrap).collect();
+    assert_eq!(pieces, ["Marie ", "Curie was born ", "in Warsaw."]);
+}
+
+#[tokio::test]
+async fn a_stream_error_event_ends_the_answer_with_a_redacted_error() {
+    let server = MockServer::start().await;
+    let body = format!(
+        "data: {}\n\ndata: {}\n\ndata: {}\n\n",
+        json!({"choices": [{"delta": {"content": "Half"}}]}),
+        json!({"error": {"message": format!("overloaded, key {KEY}"), "type": "server_error"}}),
+        json!({"choices": [{"delta": {"content": "never read"}}]}),
+    );
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(body))
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    let items = collect(chat.complete_stream(&ask("q")).await.unwrap()).await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0].as_ref().unwrap(), "Half");
+    let err = items[1].as_ref().unwrap_err().to_string();
+    assert!(err.contains("overloaded") && !err.contains(KEY), "{err}");
+}
+
+#[tokio::test]
+async fn opening_a_stream_retries_transient_statuses_and_refuses_permanent_ones() {
+    let server = MockServer::start().await;
+    first_then(&server, 2, ResponseTemplate::new(503), sse(&["ok"], false)).await;
+    let chat = openai(&server, fast());
+    let items = collect(chat.complete_stream(&ask("q")).await.unwrap()).await;
+    assert_eq!(
+        items.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        ["ok"]
+    );
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "bad key"}})),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let chat = openai(&server, fast());
+    let err = match chat.complete_stream(&ask("q")).await {
+        Err(e) => e,
+        Ok(_) => panic!("a 401 opened a stream"),
+    };
+    assert!(matches!(err, LlmError::Permanent(_)), "{err}");
+}
+
+/// A streamed answer is cached once it has ended, and then replayed (by a stream or a
+/// plain completion) without a request.
+#[tokio::test]
+async fn a_cached_chat_caches_a_finished_stream_and_replays_it() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse(&["Warsaw", "."], false))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap();
+    let first: Vec<String> = collect(cached.complete_stream(&ask("q")).await.unwrap())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(first, ["Warsaw", "."]);
+    let again: Vec<String> = collect(cached.complete_stream(&ask("q")).await.unwrap())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(again, ["Warsaw."]);
+    let plain = cached.complete(&ask("q")).await.unwrap();
+    assert_eq!(plain.content, "Warsaw.");
+    assert!(plain.cached);
+}
+
+/// A stream that fails midway caches nothing: the next call asks the model again.
+#[tokio::test]
+async fn a_failed_stream_is_not_cached() {
+    let server = MockServer::start().await;
+    let broken = format!(
+        "data: {}\n\ndata: {{not json\n\n",
+        json!({"choices": [{"delta": {"content": "Half"}}]})
+    );
+    first_then(
+        &server,
+        1,
+        ResponseTemplate::new(200).set_body_string(broken),
+        sse(&["Whole."], false),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap();
+    let items = collect(cached.complete_stream(&ask("q")).await.unwrap()).await;
+    assert!(items.last().unwrap().is_err(), "{items:?}");
+    // Asked again: the model answers afresh (nothing of the cut answer was replayed).
+    let again: Vec<String> = collect(cached.complete_stream(&ask("q")).await.unwrap())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(again, ["Whole."]);
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use burn::nn::Linear;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::Device;
 use lprag_core::{Error, Reranker, Result};
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 
@@ -161,20 +161,12 @@ impl Inner {
         batch: impl ExactSizeIterator<Item = &'a (Vec<u32>, Vec<u32>)> + Clone,
     ) -> Vec<f32> {
         let b = batch.len();
-        let s = batch.clone().map(|t| t.0.len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![self.pad; b * s];
-        let mut types = vec![0i64; b * s];
-        let mut mask = vec![0i64; b * s];
-        for (r, (tid, tty)) in batch.enumerate() {
-            for (j, (&id, &ty)) in tid.iter().zip(tty).enumerate() {
-                ids[r * s + j] = id as i64;
-                types[r * s + j] = ty as i64;
-                mask[r * s + j] = 1;
-            }
-        }
-        let dev = &self.device;
-        let int = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), dev);
-        let hidden = self.model.forward(int(ids), int(types), int(mask));
+        let [ids, types, mask] = super::encoder::padded_inputs(
+            batch.map(|(ids, types)| (ids.as_slice(), types.as_slice())),
+            self.pad,
+            &self.device,
+        );
+        let hidden = self.model.forward(ids, types, mask);
         let h = self.model.hidden_size();
         let cls = hidden.narrow(1, 0, 1).reshape([b, h]);
         let pooled = self.pooler.forward(cls).tanh();

@@ -399,29 +399,43 @@ impl Inner {
         &self,
         batch: impl ExactSizeIterator<Item = &'a Tokens> + Clone,
     ) -> Vec<f32> {
-        let b = batch.len();
-        let s = batch.clone().map(|t| t.ids.len()).max().unwrap_or(0).max(1);
         let pad = self.config.pad_token_id as i64;
-        let mut ids = vec![pad; b * s];
-        let mut types = vec![0i64; b * s];
-        let mut mask = vec![0i64; b * s];
-        for (r, t) in batch.enumerate() {
-            for (j, (&id, &ty)) in t.ids.iter().zip(&t.type_ids).enumerate() {
-                ids[r * s + j] = id as i64;
-                types[r * s + j] = ty as i64;
-                mask[r * s + j] = 1;
-            }
-        }
-        let dev = &self.device;
-        let int = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), dev);
-        let mask = int(mask);
-        let hidden = self.model.forward(int(ids), int(types), mask.clone());
+        let [ids, types, mask] = padded_inputs(
+            batch.map(|t| (t.ids.as_slice(), t.type_ids.as_slice())),
+            pad,
+            &self.device,
+        );
+        let hidden = self.model.forward(ids, types, mask.clone());
         let pooled = pool(hidden, mask, &self.pooling);
         pooled
             .into_data()
             .try_into_vec_as::<f32>()
             .expect("float tensor converts to f32")
     }
+}
+
+/// A batch of token sequences (ids and segment ids) as BERT's three `[batch, seq]`
+/// inputs: ids right-padded with `pad` to the longest sequence, segment ids padded with
+/// 0, and the attention mask (1 on tokens, 0 on padding).
+pub(super) fn padded_inputs<'a>(
+    batch: impl ExactSizeIterator<Item = (&'a [u32], &'a [u32])> + Clone,
+    pad: i64,
+    device: &Device,
+) -> [Tensor<2, Int>; 3] {
+    let b = batch.len();
+    let s = batch.clone().map(|t| t.0.len()).max().unwrap_or(0).max(1);
+    let mut ids = vec![pad; b * s];
+    let mut types = vec![0i64; b * s];
+    let mut mask = vec![0i64; b * s];
+    for (r, (tid, tty)) in batch.enumerate() {
+        for (j, (&id, &ty)) in tid.iter().zip(tty).enumerate() {
+            ids[r * s + j] = id as i64;
+            types[r * s + j] = ty as i64;
+            mask[r * s + j] = 1;
+        }
+    }
+    let int = |v: Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, s]), device);
+    [int(ids), int(types), int(mask)]
 }
 
 /// sentence-transformers' `Pooling`: the enabled modes concatenated in the order cls,

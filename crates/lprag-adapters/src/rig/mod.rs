@@ -1,13 +1,23 @@
-//! An lprag retriever as a rig vector-store index.
+//! rig both ways: an lprag index as rig's vector store, rig's models as lprag's parts.
 //!
-//! [`RigIndex`] implements rig-core's `VectorStoreIndex`, so it can serve a rig agent's
-//! dynamic context or any code written against that trait. A request maps onto one
-//! retrieve call: `samples` is the number of chunks (`Selection::TopK`), a `threshold`
-//! makes it `Selection::ThresholdTopK`, and a filter becomes an lprag [`Filter`] applied
-//! before ranking. Each result's id is the chunk id (its position in the index) and its
-//! document is the chunk as JSON (`id`, `text`, `provenance`, `metadata`; deserialise it
-//! as [`lprag_core::Chunk`] or `serde_json::Value`). Scores are the retriever's own
-//! (LP-RAG: link probabilities in [0, 1]).
+//! Out of lprag, [`RigIndex`] implements rig-core's `VectorStoreIndex`, so it serves a rig
+//! agent's dynamic context (`rig_agent::AgentBuilder::dynamic_context`) or any code written
+//! against that trait. A request maps onto one retrieve call: `samples` is the number of
+//! chunks (`Selection::TopK`), a `threshold` makes it `Selection::ThresholdTopK`, and a
+//! filter becomes an lprag [`Filter`] applied before ranking. Each result's id is the chunk
+//! id (its position in the index) and its document is the chunk as JSON (`id`, `text`,
+//! `provenance`, `metadata`; deserialise it as [`lprag_core::Chunk`] or
+//! `serde_json::Value`). Scores are the retriever's own (LP-RAG: link probabilities in
+//! [0, 1]). Built with [`RigIndex::live`] over a [`LiveIndex`] (the facade's `lprag::Live`),
+//! it also implements rig's `InsertDocuments` (see [`document_from_rig`] for how a rig
+//! document becomes an lprag one).
+//!
+//! Into lprag, any rig provider model serves lprag: [`RigEncoder`] (an embedding model as
+//! an [`Encoder`](lprag_core::Encoder)), [`RigChat`] (a completion model as an
+//! [`lprag_llm::ChatModel`], for LLM chunking, question writing and answers) and
+//! [`RigReranker`] (a rerank model as a [`Reranker`](lprag_core::Reranker)). Each takes a
+//! `rig_core::DynModel` of its operation, or anything that converts into one (a provider's
+//! `Model`).
 //!
 //! Filters: lprag metadata is a map of strings, so `Eq` compares the value's text (a
 //! JSON string as is, a number or boolean as written); `Gt` and `Lt` have no lprag
@@ -26,9 +36,17 @@
 //! # Ok(()) }
 //! ```
 
+mod insert;
+mod models;
+#[cfg(test)]
+mod tests;
+
+pub use insert::document_from_rig;
+pub use models::{RigChat, RigEncoder, RigReranker};
+
 use std::sync::Arc;
 
-use lprag_core::{Filter, Retriever, ScoredChunk, Selection, MAX_FILTER_DEPTH};
+use lprag_core::{Filter, LiveIndex, Retriever, ScoredChunk, Selection, MAX_FILTER_DEPTH};
 use rig_core::vector_store::request::{Filter as RigFilter, FilterError, VectorSearchRequest};
 use rig_core::vector_store::{
     VectorSearchIdResult, VectorSearchResult, VectorStoreError, VectorStoreIndex,
@@ -41,22 +59,60 @@ use serde_json::Value;
 pub type RigJsonFilter = RigFilter<Value>;
 
 /// Any lprag [`Retriever`] as a rig `VectorStoreIndex` (cheap to clone: one `Arc`).
+///
+/// `RigIndex` (the default type) serves one retriever as it is; `RigIndex<Arc<dyn
+/// LiveIndex>>`, made by [`RigIndex::live`], answers each request from the live index's
+/// current snapshot and takes rig's `InsertDocuments`.
 #[derive(Clone)]
-pub struct RigIndex {
-    retriever: Arc<dyn Retriever>,
+pub struct RigIndex<S: IndexSource = Arc<dyn Retriever>> {
+    source: S,
+}
+
+/// Where a [`RigIndex`] gets the retriever that answers a request: a fixed
+/// `Arc<dyn Retriever>`, or the current snapshot of an `Arc<dyn LiveIndex>`.
+pub trait IndexSource: Clone + Send + Sync + 'static {
+    /// The retriever for the next request.
+    fn current(&self) -> Arc<dyn Retriever>;
+}
+
+impl IndexSource for Arc<dyn Retriever> {
+    fn current(&self) -> Arc<dyn Retriever> {
+        Arc::clone(self)
+    }
+}
+
+impl IndexSource for Arc<dyn LiveIndex> {
+    fn current(&self) -> Arc<dyn Retriever> {
+        self.snapshot()
+    }
 }
 
 impl RigIndex {
     /// Wrap a retriever (an `LpRag`, a peer, or your own).
     pub fn new(retriever: Arc<dyn Retriever>) -> Self {
-        Self { retriever }
+        Self { source: retriever }
+    }
+
+    /// Serve a live index (the facade's `lprag::Live`): each request reads its current
+    /// snapshot, and rig's `InsertDocuments` writes into it.
+    pub fn live(index: Arc<dyn LiveIndex>) -> RigIndex<Arc<dyn LiveIndex>> {
+        RigIndex { source: index }
     }
 
     /// The wrapped retriever.
     pub fn retriever(&self) -> &Arc<dyn Retriever> {
-        &self.retriever
+        &self.source
     }
+}
 
+impl RigIndex<Arc<dyn LiveIndex>> {
+    /// The live index this serves.
+    pub fn index(&self) -> &Arc<dyn LiveIndex> {
+        &self.source
+    }
+}
+
+impl<S: IndexSource> RigIndex<S> {
     /// The hits for one rig request.
     async fn hits(
         &self,
@@ -70,28 +126,29 @@ impl RigIndex {
             },
             None => Selection::TopK(k),
         };
+        let retriever = self.source.current();
         let result = match req.filter() {
             Some(f) => {
                 let filter = to_lprag_filter(f)?;
-                self.retriever
+                retriever
                     .retrieve_filtered(req.query(), selection, &filter)
                     .await
             }
-            None => self.retriever.retrieve(req.query(), selection).await,
+            None => retriever.retrieve(req.query(), selection).await,
         };
         result.map_err(|e| VectorStoreError::DatastoreError(Box::new(e)))
     }
 }
 
-impl std::fmt::Debug for RigIndex {
+impl<S: IndexSource> std::fmt::Debug for RigIndex<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RigIndex")
-            .field("retriever", &self.retriever.name())
+            .field("retriever", &self.source.current().name())
             .finish()
     }
 }
 
-impl VectorStoreIndex for RigIndex {
+impl<S: IndexSource> VectorStoreIndex for RigIndex<S> {
     type Filter = RigJsonFilter;
 
     async fn top_n<T: DeserializeOwned + WasmCompatSend>(
@@ -172,7 +229,7 @@ fn text_of(key: &str, value: &Value) -> Result<String, FilterError> {
 }
 
 #[cfg(test)]
-mod tests {
+mod filter_tests {
     use super::*;
     use rig_core::vector_store::request::SearchFilter;
     use serde_json::json;
