@@ -233,3 +233,28 @@ async fn a_rig_completion_model_writes_cited_answers() {
         .system_instructions()
         .is_some_and(|s| s.contains("[n]") || s.contains("cite")));
 }
+
+/// `LiveIndex::upsert` on `Live` reports what it did: new documents are added, known ids
+/// replaced, and the chunk count is the index's after the update.
+#[tokio::test]
+async fn live_index_upserts_report_added_and_replaced_documents() {
+    let live = live_index().await;
+    let index: Arc<dyn LiveIndex> = live.clone();
+    let before = index.snapshot().chunks().len();
+    let new = vec![
+        lprag::Document::new("a", "A", "Amber is fossilised tree resin."),
+        lprag::Document::new("b", "B", "Basalt forms from cooling lava."),
+    ];
+    let report = index.upsert(&new).await.unwrap();
+    assert_eq!((report.added, report.replaced), (2, 0));
+    assert_eq!(report.chunks, index.snapshot().chunks().len());
+    assert!(report.chunks >= before + 2);
+
+    let changed = vec![
+        lprag::Document::new("a", "A", "Amber can hold insects from the Eocene."),
+        lprag::Document::new("c", "C", "Chalk is made of coccolith plates."),
+    ];
+    let report = index.upsert(&changed).await.unwrap();
+    assert_eq!((report.added, report.replaced), (1, 1));
+    assert_eq!(index.name(), live.snapshot().name());
+}

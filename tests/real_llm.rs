@@ -52,6 +52,11 @@ fn model(test: &str) -> Option<(tempfile::TempDir, Arc<dyn ChatModel>)> {
     Some((dir, Arc::new(cached)))
 }
 
+/// The tests share one server. llama-cpp-python's interrupts a streamed answer when
+/// another request arrives, so the streaming test holds the server alone (a write guard)
+/// while the others share it (read guards).
+static SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 fn documents(n: usize) -> Vec<Document> {
     mini_corpus::documents().into_iter().take(n).collect()
 }
@@ -61,6 +66,7 @@ async fn lp_rag_with_a_real_llm_builds_and_retrieves() {
     let Some((_cache, model)) = model("lp_rag_with_a_real_llm_builds_and_retrieves") else {
         return;
     };
+    let _shared = SERVER.read().await;
     let docs = documents(3);
     let rag = LpRag::builder()
         .llm(model)
@@ -113,6 +119,7 @@ async fn doc2query_merge_judge_and_openie_with_a_real_llm() {
     let Some((_cache, model)) = model("doc2query_merge_judge_and_openie_with_a_real_llm") else {
         return;
     };
+    let _shared = SERVER.read().await;
     let docs = documents(3);
     let chunks: Vec<Chunk> = PassageChunker.chunk(&docs).await.unwrap();
     let meter = Arc::new(TokenMeter::new());
@@ -202,6 +209,7 @@ async fn a_real_model_streams_the_answer_it_gives_unstreamed() {
         eprintln!("streaming: skipped, no real model configured (LPRAG_TEST_LLM_BASE_URL)");
         return;
     };
+    let _alone = SERVER.write().await;
     let name = std::env::var("LPRAG_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
     let mut config = OpenAiConfig::new(url, name);
     config.http.max_concurrency = 1;

@@ -233,6 +233,8 @@ struct SseEvents {
     buf: Vec<u8>,
     pending: std::collections::VecDeque<Result<String, LlmError>>,
     done: bool,
+    /// Whether an event carried a `finish_reason` (the model said it had finished).
+    finished: bool,
     shown: String,
     key: Option<ApiKey>,
     timeout: Duration,
@@ -246,37 +248,64 @@ impl SseEvents {
             let line = match self.buf.iter().position(|&b| b == b'\n') {
                 Some(i) => self.buf.drain(..=i).collect::<Vec<u8>>(),
                 None if at_end && !self.buf.is_empty() => std::mem::take(&mut self.buf),
+                None if at_end => return self.end(),
                 None => return,
             };
             let line = String::from_utf8_lossy(&line);
             if let Some(item) = sse_line(line.trim_end_matches(['\r', '\n']), &self.shown) {
                 match item {
-                    SseItem::Piece(p) => self.pending.push_back(Ok(p)),
+                    SseItem::Event { piece, finished } => {
+                        if let Some(p) = piece {
+                            self.pending.push_back(Ok(p));
+                        }
+                        self.finished |= finished;
+                    }
                     SseItem::Failed(e) => {
                         self.pending
                             .push_back(Err(redact_error(e, self.key.as_ref())));
                         self.done = true;
                     }
-                    SseItem::Done => self.done = true,
+                    SseItem::Done => self.end(),
                 }
             }
         }
+    }
+
+    /// The answer ended (`[DONE]` or the end of the body): complete only if the model said
+    /// it had finished. A server may close a stream early and still send `[DONE]`
+    /// (llama-cpp-python's does when another request arrives); such a cut answer ends
+    /// with a transient error, so that it is neither shown as whole nor cached.
+    fn end(&mut self) {
+        if !self.done && !self.finished {
+            self.pending.push_back(Err(LlmError::transient(format!(
+                "the answer stream from {} ended before the model finished (no \
+                 finish_reason): the server cut it short",
+                self.shown
+            ))));
+        }
+        self.done = true;
     }
 }
 
 /// What one line of a server-sent-events answer says.
 #[derive(Debug)]
 enum SseItem {
-    /// A piece of the answer's text.
-    Piece(String),
+    /// A completion event: a piece of the answer's text (if it carries one), and whether
+    /// it has the `finish_reason` of the model's last event.
+    Event {
+        /// Text, when the event's delta has some.
+        piece: Option<String>,
+        /// The event carries a `finish_reason`.
+        finished: bool,
+    },
     /// An error event, or an event that is not JSON.
     Failed(LlmError),
     /// `data: [DONE]`.
     Done,
 }
 
-/// Read one line of an OpenAI-compatible event stream: `None` for lines that carry no
-/// text (comments, other fields, empty deltas, the role-only first event).
+/// Read one line of an OpenAI-compatible event stream: `None` for lines that are not
+/// events (comments, other fields).
 fn sse_line(line: &str, shown: &str) -> Option<SseItem> {
     let data = line.strip_prefix("data:")?.trim();
     if data == "[DONE]" {
@@ -302,10 +331,14 @@ fn sse_line(line: &str, shown: &str) -> Option<SseItem> {
             None,
         )));
     }
-    match value.pointer("/choices/0/delta/content") {
-        Some(Value::String(s)) if !s.is_empty() => Some(SseItem::Piece(s.clone())),
+    let piece = match value.pointer("/choices/0/delta/content") {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         _ => None,
-    }
+    };
+    let finished = value
+        .pointer("/choices/0/finish_reason")
+        .is_some_and(|r| r.is_string());
+    Some(SseItem::Event { piece, finished })
 }
 
 /// What a response means, from its status, `Retry-After`, body and the backend's parser:
@@ -420,6 +453,7 @@ impl HttpClient {
             buf: Vec::new(),
             pending: std::collections::VecDeque::new(),
             done: false,
+            finished: false,
             shown,
             key: api_key.cloned(),
             timeout: self.config.timeout,
@@ -440,10 +474,7 @@ impl HttpClient {
                             ev.buf.extend_from_slice(&bytes);
                             ev.drain(false);
                         }
-                        Ok(None) => {
-                            ev.drain(true);
-                            ev.done = true;
-                        }
+                        Ok(None) => ev.drain(true),
                         Err(e) => {
                             let cut = reqwest_error(e, &ev.shown, ev.timeout);
                             ev.pending

@@ -1158,7 +1158,8 @@ async fn a_retry_longer_than_the_context_falls_back_for_that_item_only() {
 }
 
 /// A server-sent-events body of these pieces (a role-only first event, as OpenAI sends),
-/// ended with `[DONE]` unless `cut`.
+/// then the event with the `finish_reason` and `[DONE]`; when `cut`, `[DONE]` alone, as
+/// llama-cpp-python's server ends a stream it interrupts.
 fn sse(pieces: &[&str], cut: bool) -> ResponseTemplate {
     let mut body = String::from(
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n: keep-alive\n\n",
@@ -1168,8 +1169,10 @@ fn sse(pieces: &[&str], cut: bool) -> ResponseTemplate {
         body.push_str(&format!("data: {event}\r\n\r\n"));
     }
     if !cut {
-        body.push_str("data: [DONE]\n\n");
+        let last = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+        body.push_str(&format!("data: {last}\n\n"));
     }
+    body.push_str("data: [DONE]\n\n");
     ResponseTemplate::new(200)
         .insert_header("content-type", "text/event-stream")
         .set_body_string(body)
@@ -1301,4 +1304,35 @@ async fn a_failed_stream_is_not_cached() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(again, ["Whole."]);
+}
+
+/// A stream that a server ends early with `[DONE]` but without the model's
+/// `finish_reason` (llama-cpp-python interrupts a stream when another request arrives)
+/// ends with a transient error after the pieces it had, and is not cached.
+#[tokio::test]
+async fn a_stream_ended_without_a_finish_reason_is_an_error_and_not_cached() {
+    let server = MockServer::start().await;
+    first_then(
+        &server,
+        1,
+        sse(&["Mar", "ie"], true),
+        sse(&["Marie Curie."], false),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cached = CachedChat::open(Arc::new(openai(&server, fast())), dir.path()).unwrap();
+    let items = collect(cached.complete_stream(&ask("q")).await.unwrap()).await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert_eq!(items[0].as_ref().unwrap(), "Mar");
+    let err = items[2].as_ref().unwrap_err();
+    assert!(
+        err.is_transient() && err.to_string().contains("finish_reason"),
+        "{err}"
+    );
+    let again: Vec<String> = collect(cached.complete_stream(&ask("q")).await.unwrap())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(again, ["Marie Curie."]);
 }
