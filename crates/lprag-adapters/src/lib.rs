@@ -22,6 +22,11 @@
 
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "rig", feature = "swiftide"))]
+mod source;
+#[cfg(any(feature = "rig", feature = "swiftide"))]
+pub use source::IndexSource;
+
 #[cfg(feature = "rig")]
 pub mod rig;
 

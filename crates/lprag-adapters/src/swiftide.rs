@@ -37,6 +37,8 @@ use swiftide_core::querying::search_strategies::SimilaritySingleEmbedding;
 use swiftide_core::querying::{states, Document, Query};
 use swiftide_core::{Persist, Retrieve, SearchStrategy};
 
+use crate::IndexSource;
+
 /// A swiftide search strategy carrying an lprag [`Selection`] and an optional metadata
 /// [`Filter`] (applied before ranking). The default is the ten best chunks, unfiltered.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,21 +76,14 @@ impl SearchStrategy for LpragSearch {}
 /// Any lprag [`Retriever`] as a swiftide `Retrieve` step (cheap to clone: one `Arc`).
 #[derive(Clone)]
 pub struct SwiftideRetriever {
-    source: Source,
-}
-
-/// A fixed retriever, or a live index's current snapshot.
-#[derive(Clone)]
-enum Source {
-    Fixed(Arc<dyn Retriever>),
-    Live(Arc<dyn LiveIndex>),
+    source: Arc<dyn IndexSource>,
 }
 
 impl SwiftideRetriever {
     /// Wrap a retriever (an `LpRag`, a peer, or your own).
     pub fn new(retriever: Arc<dyn Retriever>) -> Self {
         Self {
-            source: Source::Fixed(retriever),
+            source: Arc::new(retriever),
         }
     }
 
@@ -96,16 +91,13 @@ impl SwiftideRetriever {
     /// query reads its current snapshot.
     pub fn live(index: Arc<dyn LiveIndex>) -> Self {
         Self {
-            source: Source::Live(index),
+            source: Arc::new(index),
         }
     }
 
     /// The retriever that answers the next query.
     pub fn retriever(&self) -> Arc<dyn Retriever> {
-        match &self.source {
-            Source::Fixed(r) => Arc::clone(r),
-            Source::Live(l) => l.snapshot(),
-        }
+        self.source.current()
     }
 
     async fn run(
@@ -255,13 +247,9 @@ pub fn document_from_node(node: &TextNode) -> lprag_core::Document {
         .unwrap_or_default();
     let mut doc = lprag_core::Document::new(node.id().to_string(), title, node.chunk.clone());
     for (k, v) in node.metadata.iter() {
-        let written = match v {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(n) => n.to_string(),
-            serde_json::Value::Bool(b) => b.to_string(),
-            _ => continue,
-        };
-        doc.metadata.insert(k.clone(), written);
+        if let Some(written) = crate::source::scalar_text(v) {
+            doc.metadata.insert(k.clone(), written);
+        }
     }
     if !node.path.as_os_str().is_empty() {
         doc.metadata

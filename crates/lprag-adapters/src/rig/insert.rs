@@ -72,13 +72,13 @@ pub fn document_from_rig<Doc: Serialize + Embed>(
         if key == "id" || key == "title" {
             continue;
         }
-        let written = match value {
-            Value::String(s) if texts.contains(s) => continue,
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            _ => continue,
+        let Some(written) = crate::source::scalar_text(value) else {
+            continue;
         };
+        // A string equal to one of the texts is the body, already the text.
+        if value.is_string() && texts.contains(&written) {
+            continue;
+        }
         metadata.insert(key.clone(), written);
     }
     Ok(Document {

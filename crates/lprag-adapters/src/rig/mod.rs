@@ -44,6 +44,8 @@ mod tests;
 pub use insert::document_from_rig;
 pub use models::{RigChat, RigEncoder, RigReranker};
 
+pub use crate::source::IndexSource;
+
 use std::sync::Arc;
 
 use lprag_core::{Filter, LiveIndex, Retriever, ScoredChunk, Selection, MAX_FILTER_DEPTH};
@@ -64,27 +66,8 @@ pub type RigJsonFilter = RigFilter<Value>;
 /// LiveIndex>>`, made by [`RigIndex::live`], answers each request from the live index's
 /// current snapshot and takes rig's `InsertDocuments`.
 #[derive(Clone)]
-pub struct RigIndex<S: IndexSource = Arc<dyn Retriever>> {
+pub struct RigIndex<S: IndexSource + Clone = Arc<dyn Retriever>> {
     source: S,
-}
-
-/// Where a [`RigIndex`] gets the retriever that answers a request: a fixed
-/// `Arc<dyn Retriever>`, or the current snapshot of an `Arc<dyn LiveIndex>`.
-pub trait IndexSource: Clone + Send + Sync + 'static {
-    /// The retriever for the next request.
-    fn current(&self) -> Arc<dyn Retriever>;
-}
-
-impl IndexSource for Arc<dyn Retriever> {
-    fn current(&self) -> Arc<dyn Retriever> {
-        Arc::clone(self)
-    }
-}
-
-impl IndexSource for Arc<dyn LiveIndex> {
-    fn current(&self) -> Arc<dyn Retriever> {
-        self.snapshot()
-    }
 }
 
 impl RigIndex {
@@ -112,7 +95,7 @@ impl RigIndex<Arc<dyn LiveIndex>> {
     }
 }
 
-impl<S: IndexSource> RigIndex<S> {
+impl<S: IndexSource + Clone> RigIndex<S> {
     /// The hits for one rig request.
     async fn hits(
         &self,
@@ -140,7 +123,7 @@ impl<S: IndexSource> RigIndex<S> {
     }
 }
 
-impl<S: IndexSource> std::fmt::Debug for RigIndex<S> {
+impl<S: IndexSource + Clone> std::fmt::Debug for RigIndex<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RigIndex")
             .field("retriever", &self.source.current().name())
@@ -148,7 +131,7 @@ impl<S: IndexSource> std::fmt::Debug for RigIndex<S> {
     }
 }
 
-impl<S: IndexSource> VectorStoreIndex for RigIndex<S> {
+impl<S: IndexSource + Clone> VectorStoreIndex for RigIndex<S> {
     type Filter = RigJsonFilter;
 
     async fn top_n<T: DeserializeOwned + WasmCompatSend>(
@@ -212,20 +195,15 @@ fn convert(filter: &RigJsonFilter, depth: usize) -> Result<Filter, FilterError> 
 }
 
 fn text_of(key: &str, value: &Value) -> Result<String, FilterError> {
-    match value {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        Value::Bool(b) => Ok(b.to_string()),
-        other => Err(FilterError::Expected {
-            expected: format!("a string, number or boolean for `{key}`"),
-            got: match other {
-                Value::Null => "null",
-                Value::Array(_) => "an array",
-                _ => "an object",
-            }
-            .into(),
-        }),
-    }
+    crate::source::scalar_text(value).ok_or_else(|| FilterError::Expected {
+        expected: format!("a string, number or boolean for `{key}`"),
+        got: match value {
+            Value::Null => "null",
+            Value::Array(_) => "an array",
+            _ => "an object",
+        }
+        .into(),
+    })
 }
 
 #[cfg(test)]
