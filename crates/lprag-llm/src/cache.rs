@@ -362,7 +362,8 @@ impl ChatModel for CachedChat {
         let cache = self.cache.clone();
         let (backend, model) = (backend.to_string(), model.to_string());
         let progress = self.progress.clone();
-        // (stream, text so far, failed) -> each piece; the text is stored at the end.
+        // (the inner stream, its text so far, whether it failed, where to store the text
+        // once it has ended): each piece passes through.
         let state = (
             inner,
             String::new(),
