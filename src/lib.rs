@@ -113,9 +113,10 @@ pub use progress::StderrProgress;
 pub use qcg::{QcgConfig, QcgRag, QcgRagBuilder};
 pub use report::Report;
 pub use rerank::{Reranked, DEFAULT_RERANK_CANDIDATES};
-pub use retrievers::common::{DefaultEncoder, Labelled};
+pub use retrievers::common::{DefaultEncoder, Labelled, ParentScoring};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{
-    BuiltinPredictor, IndexStats, LpRag, LpRagBuilder, LpRagConfig, DEFAULT_CANDIDATE_POOL,
+    choose_anchor, Anchor, AnchorSelection, BuiltinPredictor, IndexStats, LpRag, LpRagBuilder,
+    LpRagConfig, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS, DEFAULT_CANDIDATE_POOL,
     DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION,
 };

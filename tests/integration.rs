@@ -32,6 +32,7 @@ mod lesegr;
 mod live;
 mod pipeline;
 mod qcg;
+mod ranking;
 mod real_llm;
 mod rerank;
 mod selection;

@@ -437,6 +437,25 @@ pub async fn build_lprag(
     if options.verbose {
         eprintln!("lprag index: {:?}", rag.stats());
     }
+    if let Some(a) = &rag.stats().anchor {
+        if a.skipped.is_empty() {
+            let measured: Vec<String> = a
+                .measured
+                .iter()
+                .zip(&a.versus_dense)
+                .map(|((w, r2, r5), (b, l))| format!("{w:.1}: {r2:.2}/{r5:.2} (+{b}/-{l})"))
+                .collect();
+            eprintln!(
+                "lprag anchor: weight {:.1} kept; on {} held-out questions, weight: R@2/R@5 \
+                 (questions better/worse than dense) = {}",
+                a.weight,
+                a.questions,
+                measured.join(", ")
+            );
+        } else {
+            eprintln!("lprag anchor: weight {:.1} ({})", a.weight, a.skipped);
+        }
+    }
     if let Some(dir) = &options.lprag_save {
         rag.save(dir)?;
         eprintln!("lprag index saved to {}", dir.display());

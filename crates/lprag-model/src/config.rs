@@ -272,10 +272,18 @@ pub struct TrainConfig {
     /// correction is the learned part of the logit: the model keeps the dense ranking
     /// unless a change lowers the link loss by more than it costs. `0` disables it.
     /// Default 10 (on MuSiQue-100, 0.1 collapsed the ranking, 1 lost 0.8 R@2, 100 reproduced
-    /// dense exactly; see `docs/benchmarks.md`).
+    /// dense exactly; see `docs/benchmarks.md`). LP-RAG's anchor (`LpRagConfig::anchor`)
+    /// then measures on held-out questions how much of the model's ranking to use.
     pub correction_penalty: f32,
     /// Which graph each step encodes (default: the step's neighbourhood).
     pub step_graph: StepGraph,
+    /// Whether the training queries' edges carry messages (default `true`, as in the
+    /// paper's graph: a chunk's representation during training hears the synthetic
+    /// queries linked to it, the step's targets masked). `false` trains on the graph the
+    /// index answers on: messages flow over chunk–chunk edges only, query–chunk edges are
+    /// targets only, and a training query is an isolated node (pair it with
+    /// [`InferenceMode::Isolated`] for the same view at inference).
+    pub query_messages: bool,
 }
 
 impl TrainConfig {
@@ -334,6 +342,7 @@ impl Default for TrainConfig {
             seed: 42,
             correction_penalty: 10.0,
             step_graph: StepGraph::Neighbourhood,
+            query_messages: true,
         }
     }
 }

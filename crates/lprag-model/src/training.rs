@@ -27,7 +27,8 @@ use crate::shared::{scalar, NegativeDraw};
 pub(crate) struct Split {
     /// Synthetic queries held out for validation (whole nodes: the split is inductive).
     pub val: HashSet<u32>,
-    /// Message-passing edges `(a, b, weight)`: every edge but the held-out queries'.
+    /// Message-passing edges `(a, b, weight)`: every edge but the held-out queries' (and
+    /// without [`TrainConfig::query_messages`], every chunk–chunk edge only).
     pub msg_edges: Vec<(u32, u32, f32)>,
     /// Target pairs, query first for query–chunk edges.
     pub targets: Vec<(u32, u32)>,
@@ -89,6 +90,9 @@ impl Split {
                     continue;
                 }
                 targets.push((a, b));
+                if !tc.query_messages {
+                    continue;
+                }
             } else if tc.targets == Targets::All {
                 targets.push((e.a, e.b));
             }
@@ -513,5 +517,47 @@ pub(crate) mod test_support {
         fn tick(&self, _stage: &str, _message: &str) {
             self.ticks.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lprag_core::{Embeddings, LinkEdge};
+
+    /// Without query messages, query–chunk edges are targets only.
+    #[test]
+    fn query_messages_off_keeps_only_chunk_edges_as_messages() {
+        let edge = |a: u32, b: u32, kind| LinkEdge {
+            a,
+            b,
+            weight: 1.0,
+            kind,
+        };
+        let graph = LinkGraph {
+            features: Embeddings::new(2, vec![0.5; 6 * 2]).unwrap(),
+            num_chunks: 3,
+            edges: vec![
+                edge(0, 1, EdgeKind::Similarity),
+                edge(3, 0, EdgeKind::QueryChunk),
+                edge(4, 1, EdgeKind::QueryChunk),
+                edge(5, 2, EdgeKind::QueryChunk),
+            ],
+        };
+        let on = TrainConfig {
+            validation_fraction: 0.0,
+            ..TrainConfig::default()
+        };
+        let off = TrainConfig {
+            query_messages: false,
+            ..on.clone()
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let with = Split::new(&graph, &on, &mut rng);
+        let without = Split::new(&graph, &off, &mut rng);
+        assert_eq!(with.msg_edges.len(), 4);
+        assert_eq!(without.msg_edges, vec![(0, 1, 1.0)]);
+        assert_eq!(with.targets, without.targets);
+        assert_eq!(without.targets.len(), 3);
     }
 }

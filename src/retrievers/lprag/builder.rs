@@ -16,7 +16,7 @@ use lprag_model::ComputeDevice;
 use lprag_text::HeuristicQueryGenerator;
 
 use crate::retrievers::common::{
-    encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled,
+    encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled, Parents,
 };
 use crate::workdir::WorkDir;
 
@@ -196,6 +196,7 @@ impl LpRagBuilder {
         if self.config.knn_k == 0 {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
+        self.config.anchor.validate()?;
         self.device.to_burn()?;
         Ok(())
     }
@@ -284,12 +285,14 @@ impl LpRagBuilder {
         //    only given the graph).
         let graph = Arc::new(graph);
         let search = Arc::new(search_for(&graph, &config)?);
+        let parents = Arc::new(Parents::of(&chunks));
         let choice = RankModel {
             model,
             transfer,
             config: &config,
             work_dir: work_dir.as_deref(),
             device,
+            parents: parents.clone(),
         };
         let (predictor, source) = choice.make(&graph, &search, &progress, &mut stats).await?;
         lap(&mut stats, "train");
@@ -313,6 +316,7 @@ impl LpRagBuilder {
             stats,
             knn: knn_lists,
             device,
+            parents,
         })
     }
 }

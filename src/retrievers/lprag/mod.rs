@@ -8,8 +8,9 @@ use lprag_graph::IvfParams;
 
 use lprag_model::ComputeDevice;
 
-use crate::retrievers::common::DefaultEncoder;
+use crate::retrievers::common::{DefaultEncoder, Parents};
 
+mod anchor;
 mod builder;
 mod config;
 mod persist;
@@ -19,6 +20,9 @@ mod stages;
 mod stats;
 pub(crate) mod update;
 
+pub use anchor::{
+    choose as choose_anchor, Anchor, AnchorSelection, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS,
+};
 pub use builder::LpRagBuilder;
 pub use config::{BuiltinPredictor, LpRagConfig, DEFAULT_CANDIDATE_POOL, DEFAULT_COLUMN_SCAN_FROM};
 use persist::{read_manifest, Manifest};
@@ -74,6 +78,8 @@ pub struct LpRag {
     pub(crate) knn: Option<Arc<KnnLists>>,
     /// Where the built-in predictor trains and scores (for [`LpRag::retrain`]).
     pub(crate) device: ComputeDevice,
+    /// Each chunk's document (for [`LpRagConfig::parents`]), made wherever `chunks` is.
+    pub(crate) parents: Arc<Parents>,
 }
 
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
@@ -168,6 +174,12 @@ impl LpRag {
             column_scan_from: from,
             ..self.config.clone()
         })
+    }
+
+    /// Set [`LpRagConfig::parents`], how the chunks of one document compete (saved with
+    /// the index; no retraining: the same scores, grouped another way).
+    pub fn set_parents(&mut self, parents: crate::ParentScoring) {
+        self.config.parents = parents;
     }
 
     /// Set [`LpRagConfig::max_query_bytes`], the longest query (UTF-8 bytes) this index

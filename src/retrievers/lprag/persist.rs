@@ -16,7 +16,7 @@ use lprag_core::{
 use lprag_model::ComputeDevice;
 use serde::{Deserialize, Serialize};
 
-use crate::retrievers::common::{check_fingerprint, check_version, DefaultEncoder};
+use crate::retrievers::common::{check_fingerprint, check_version, DefaultEncoder, Parents};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Manifest {
@@ -343,6 +343,7 @@ impl Parts {
 
     fn finish(self, predictor: Arc<dyn LinkPredictor>, device: ComputeDevice) -> LpRag {
         LpRag {
+            parents: Arc::new(Parents::of(&self.chunks)),
             chunks: self.chunks,
             queries: self.queries,
             search: self.search,

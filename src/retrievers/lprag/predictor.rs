@@ -1,8 +1,11 @@
 //! The ranking model of an index: the built-in predictors, a user's predictor or scorer,
 //! and where each came from.
 
+use super::anchor::{hold_out, select, HeldOut};
+use super::search::RankView;
 use super::{
-    BuiltinPredictor, CandidateSearch, IndexStats, LpRagConfig, Manifest, GRAPH, PREDICTOR_DIR,
+    Anchor, AnchorSelection, BuiltinPredictor, CandidateSearch, IndexStats, LpRagConfig, Manifest,
+    GRAPH, PREDICTOR_DIR,
 };
 
 use std::path::{Path, PathBuf};
@@ -16,7 +19,7 @@ use lprag_core::{
 use lprag_model::ComputeDevice;
 use serde::{Deserialize, Serialize};
 
-use crate::retrievers::common::blocking;
+use crate::retrievers::common::{blocking, Parents};
 
 /// The ranking model a builder was given.
 pub(super) enum ModelChoice {
@@ -145,6 +148,8 @@ pub(super) struct RankModel<'a> {
     pub(super) config: &'a LpRagConfig,
     pub(super) work_dir: Option<&'a Path>,
     pub(super) device: ComputeDevice,
+    /// The chunks' documents (for the anchor's passage recall).
+    pub(super) parents: Arc<Parents>,
 }
 
 impl RankModel<'_> {
@@ -197,15 +202,51 @@ impl RankModel<'_> {
                         PredictorSource::Builtin,
                     ),
                 };
-                let graph = graph.clone();
-                let progress = progress.clone();
+                // Under a selected anchor, a share of the questions is left out of training
+                // to choose the anchor's weight on.
+                let selected = matches!(self.config.anchor, Anchor::Selected { .. });
+                let (train, questions, skipped) =
+                    match hold_out(graph, &self.config.anchor, self.config.seed) {
+                        Ok((g, q)) => (Arc::new(g), q, String::new()),
+                        Err(why) => (graph.clone(), Vec::new(), why),
+                    };
+                let fit_progress = progress.clone();
                 let (predictor, report) = blocking(move || {
-                    let report = predictor.fit(&graph, &*progress)?;
+                    let report = predictor.fit(&train, &*fit_progress)?;
                     Ok((predictor, report))
                 })
                 .await?;
                 stats.train = report;
-                Ok((Arc::from(predictor), source))
+                let predictor: Arc<dyn LinkPredictor> = Arc::from(predictor);
+                if selected {
+                    stats.anchor = Some(if questions.is_empty() {
+                        AnchorSelection {
+                            weight: 1.0,
+                            skipped,
+                            ..AnchorSelection::default()
+                        }
+                    } else {
+                        let view = RankView {
+                            graph: graph.clone(),
+                            search: search.clone(),
+                            predictor: predictor.clone(),
+                            parents: self.parents.clone(),
+                            config: self.config.clone(),
+                        };
+                        let progress = progress.clone();
+                        blocking(move || {
+                            progress.start("anchor", Some(questions.len() as u64));
+                            let rank =
+                                |q: &HeldOut| view.score(view.graph.features.row(q.node), None);
+                            let chosen =
+                                select(&questions, &rank, &view.parents, view.config.parents);
+                            progress.finish("anchor");
+                            chosen
+                        })
+                        .await?
+                    });
+                }
+                Ok((predictor, source))
             }
         }
     }

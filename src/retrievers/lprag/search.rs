@@ -1,18 +1,21 @@
 //! The query path: candidate chunks from the nearest-chunk search and the chunk graph, then
 //! the link predictor's scores.
 
-use super::{LpRag, LpRagConfig};
+use std::sync::Arc;
+
+use super::anchor::{cosines, fuse, Ranked};
+use super::{Anchor, LpRag, LpRagConfig};
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, ChunkId, Error, Filter, LinkGraph, Result, Retriever, ScoredChunk, Selection,
+    Chunk, Error, Filter, LinkGraph, LinkPredictor, Result, Retriever, ScoredChunk, Selection,
     RETRIEVE_BATCH_CONCURRENCY,
 };
 use lprag_graph::{CandidateRequest, CandidateSearch};
 
 use lprag_model::InferenceMode;
 
-use crate::retrievers::common::{blocking, embed_queries, embed_query};
+use crate::retrievers::common::{blocking, embed_queries, embed_query, Parents};
 
 /// The candidate search `config` asks for over `graph`'s chunks: exact scans, the
 /// column-wise copy from [`LpRagConfig::column_scan_from`] chunks, or the inverted-file
@@ -67,41 +70,87 @@ impl LpRag {
         selection.validate()?;
         let allowed: Option<Vec<bool>> =
             filter.map(|f| self.chunks.iter().map(|c| f.matches(c)).collect());
-        let (graph, search, predictor) = (
-            self.graph.clone(),
-            self.search.clone(),
-            self.predictor.clone(),
-        );
-        let (pool, neighbours) = (self.config.candidate_pool, self.config.candidate_neighbours);
+        let view = self.view();
+        let (weight, mode) = (self.anchor_weight(), self.config.parents);
+        let inner = span.clone();
+        let ranked = blocking(move || {
+            let mut r = view.score(&query, allowed.as_deref())?;
+            inner.record("candidates", r.candidates.len());
+            fuse(&mut r.logits, &r.cos, weight);
+            let scored = r.candidates.into_iter().zip(r.logits).collect();
+            // Documents are scored on the logits; the caller sees (and a threshold reads)
+            // their σ.
+            Ok(view.parents.rank(scored, mode, Some(selection), sigmoid))
+        })
+        .instrument(span)
+        .await?;
+        Ok(ranked
+            .into_iter()
+            .map(|(c, score)| ScoredChunk {
+                chunk: self.chunks[c].clone(),
+                score,
+            })
+            .collect())
+    }
+
+    /// The weight of the predictor against the dense order ([`LpRagConfig::anchor`]).
+    pub(super) fn anchor_weight(&self) -> f32 {
+        match self.config.anchor {
+            Anchor::Off => 1.0,
+            Anchor::Fixed { weight } => weight,
+            Anchor::Selected { .. } => self.stats.anchor.as_ref().map_or(1.0, |a| a.weight),
+        }
+    }
+
+    /// What the query path reads, shared with a blocking thread.
+    pub(super) fn view(&self) -> RankView {
+        RankView {
+            graph: self.graph.clone(),
+            search: self.search.clone(),
+            predictor: self.predictor.clone(),
+            parents: self.parents.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The parts of an index one query's ranking reads.
+pub(super) struct RankView {
+    pub(super) graph: Arc<LinkGraph>,
+    pub(super) search: Arc<CandidateSearch>,
+    pub(super) predictor: Arc<dyn LinkPredictor>,
+    pub(super) parents: Arc<Parents>,
+    pub(super) config: LpRagConfig,
+}
+
+impl RankView {
+    /// The candidate stage (restricted to `allowed`; with [`crate::ParentScoring::Mean`] every
+    /// chunk of a candidate's document added) and the predictor's logits, with each
+    /// candidate's cosine to the query.
+    pub(super) fn score(&self, query: &[f32], allowed: Option<&[bool]>) -> Result<Ranked> {
         let join = match self.config.train.inference {
             InferenceMode::JoinTopK(k) => k,
             _ => 0,
         };
-        let inner = span.clone();
-        let ranked = blocking(move || {
-            let request = CandidateRequest {
-                pool,
-                neighbours,
-                join,
-                allowed: allowed.as_deref(),
-            };
-            let (nearest, candidates) = search.candidates(&graph.features, &query, &request);
-            inner.record("candidates", candidates.len());
-            let logits = predictor.score_near(&query, &nearest, &candidates)?;
-            let mut ranked: Vec<(ChunkId, f32)> = candidates.into_iter().zip(logits).collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            Ok(ranked)
+        let request = CandidateRequest {
+            pool: self.config.candidate_pool,
+            neighbours: self.config.candidate_neighbours,
+            join,
+            allowed,
+        };
+        let (nearest, mut candidates) =
+            self.search
+                .candidates(&self.graph.features, query, &request);
+        if self.config.parents.scores_siblings() {
+            candidates = self.parents.with_siblings(&candidates, allowed);
+        }
+        let logits = self.predictor.score_near(query, &nearest, &candidates)?;
+        let cos = cosines(&self.graph, query, &candidates);
+        Ok(Ranked {
+            candidates,
+            logits,
+            cos,
         })
-        .instrument(span)
-        .await?;
-        let scored: Vec<ScoredChunk> = ranked
-            .into_iter()
-            .map(|(c, l)| ScoredChunk {
-                chunk: self.chunks[c].clone(),
-                score: sigmoid(l),
-            })
-            .collect();
-        Ok(selection.apply(scored, |s| s.score))
     }
 }
 

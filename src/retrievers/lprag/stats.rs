@@ -44,6 +44,11 @@ pub struct IndexStats {
     /// `"embed"`, `"graph"`, `"queries"`, `"query-embed"`).
     #[serde(default)]
     pub reused_stages: Vec<String>,
+    /// What [`Anchor::Selected`](super::Anchor::Selected) measured on the held-out
+    /// questions and the weight it kept (`None` for the other anchors and for indexes
+    /// saved before it existed, which rank with the predictor alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<super::AnchorSelection>,
 }
 
 /// Forwards to another [`Progress`] and keeps a copy of every warning.

@@ -27,7 +27,7 @@ use super::{search_for, PredictorSource};
 use crate::cpu::run_cpu;
 use crate::retrievers::common::{
     blocking, document_ids, embed_all, embed_queries_into, refuse_present, refuse_unknown,
-    replaced_ids, update_chunks,
+    replaced_ids, update_chunks, Parents,
 };
 use crate::{BuiltinPredictor, LpRag};
 
@@ -343,6 +343,7 @@ impl LpRag {
         self.stats.queries = queries.len();
         self.stats.query_edges = graph.edges.len() - chunk_edges;
         report.chunks = chunks.len();
+        self.parents = Arc::new(Parents::of(&chunks));
         self.chunks = chunks;
         self.queries = queries;
         self.graph = graph;

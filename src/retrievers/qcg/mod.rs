@@ -36,10 +36,12 @@ pub use state::QCG_FORMAT_VERSION;
 use state::{QcgState, QCG_DIR, QCG_FILE};
 
 use crate::retrievers::common::{
-    blocking, embed_all_queries, input_setters, select_hits, BuildInputs, Peer, PeerState, Started,
+    blocking, embed_all_queries, input_setters, pad_with_dense, select_hits, BuildInputs,
+    ParentScoring, Parents, Peer, PeerState, Started,
 };
 
-/// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting.
+/// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting, but for
+/// [`QcgConfig::parents`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct QcgConfig {
@@ -59,6 +61,11 @@ pub struct QcgConfig {
     /// Fill a top-k list that the graph cannot fill with direct dense chunk search.
     /// Default true.
     pub pad_with_dense: bool,
+    /// How the chunks of one document compete: default [`ParentScoring::Best`] (a
+    /// document ranked by its best chunk, its other ranked chunks beside it,
+    /// `Selection::TopK(k)` counting documents), a departure from the paper, which ranks
+    /// chunks ([`ParentScoring::Chunks`]).
+    pub parents: ParentScoring,
     /// The longest query, in bytes of UTF-8, that `retrieve` and `explain` embed; a longer
     /// one is [`lprag_core::Error::InvalidInput`] before any work. Default
     /// [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an encoder's
@@ -76,6 +83,7 @@ impl Default for QcgConfig {
             gamma: 1.0,
             hops: 1,
             pad_with_dense: true,
+            parents: ParentScoring::default(),
             max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
         }
     }
@@ -370,6 +378,7 @@ impl QcgRagBuilder {
                 chunk_emb,
                 neighbors,
                 stats,
+                parents: Default::default(),
             }),
             encoder,
         })
@@ -477,7 +486,30 @@ impl PeerState for QcgState {
         let state = &peer.state;
         let pad = state.config.pad_with_dense;
         let pad = pad.then_some((&state.chunk_emb, e.as_slice()));
-        Ok(select_hits(&state.chunks, scores.chunks, selection, pad))
+        let mode = state.config.parents;
+        if mode == ParentScoring::Chunks {
+            return Ok(select_hits(&state.chunks, scores.chunks, selection, pad));
+        }
+        let parents = state
+            .parents
+            .get_or_init(|| Arc::new(Parents::of(&state.chunks)));
+        let mut ranked = scores.chunks;
+        if let (Selection::TopK(k), Some((chunk_emb, query))) = (selection, pad) {
+            let docs: std::collections::HashSet<u32> =
+                ranked.iter().map(|&(c, _)| parents.parent(c)).collect();
+            if docs.len() < k {
+                let want = ranked.len() + k;
+                pad_with_dense(&mut ranked, chunk_emb, query, want);
+            }
+        }
+        Ok(parents
+            .rank(ranked, mode, Some(selection), |x| x)
+            .into_iter()
+            .map(|(c, score)| ScoredChunk {
+                chunk: state.chunks[c].clone(),
+                score,
+            })
+            .collect())
     }
 }
 

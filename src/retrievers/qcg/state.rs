@@ -26,6 +26,9 @@ pub struct QcgState {
     pub(crate) chunk_emb: Embeddings,
     pub(crate) neighbors: Vec<Vec<u32>>,
     pub(crate) stats: QcgStats,
+    /// Each chunk's document, made at the first query that needs it (not saved).
+    #[serde(skip)]
+    pub(crate) parents: std::sync::OnceLock<std::sync::Arc<crate::retrievers::common::Parents>>,
 }
 
 impl crate::retrievers::common::FloatFields for QcgState {

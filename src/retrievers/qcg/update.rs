@@ -113,6 +113,7 @@ impl PeerUpdate for QcgState {
             chunk_emb,
             neighbors,
             stats,
+            parents: Default::default(),
         });
         Ok(report)
     }
