@@ -188,7 +188,9 @@ pub struct ScoredChunk {
 /// How many chunks a retriever returns.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Selection {
-    /// The `k` best chunks.
+    /// The `k` best chunks. A retriever that ranks a document's chunks as one (LP-RAG's
+    /// and QCG-RAG's `parents`) counts documents instead and returns each one's chunks
+    /// together.
     TopK(usize),
     /// Every chunk whose score is at least the threshold (LP-RAG: τ = 0.5), best first.
     Threshold(f32),
