@@ -250,6 +250,23 @@ pub(crate) struct Ranked {
     pub(crate) cos: Vec<f32>,
 }
 
+/// [`select`] on a blocking thread, through `view` (the trained index's query path), with
+/// progress as stage `"anchor"`.
+pub(super) async fn select_weight(
+    view: super::search::RankView,
+    questions: Vec<HeldOut>,
+    progress: std::sync::Arc<dyn lprag_core::Progress>,
+) -> Result<AnchorSelection> {
+    crate::retrievers::common::blocking(move || {
+        progress.start("anchor", Some(questions.len() as u64));
+        let rank = |q: &HeldOut| view.score(view.graph.features.row(q.node), None);
+        let chosen = select(&questions, &rank, &view.parents, view.config.parents);
+        progress.finish("anchor");
+        chosen
+    })
+    .await
+}
+
 /// Rank every question at every weight of [`ANCHOR_WEIGHTS`] (passages: `parents`) and keep
 /// the weight [`choose`] picks.
 pub(crate) fn select(

@@ -1,7 +1,7 @@
 //! The ranking model of an index: the built-in predictors, a user's predictor or scorer,
 //! and where each came from.
 
-use super::anchor::{hold_out, select, HeldOut};
+use super::anchor::{hold_out, select_weight};
 use super::search::RankView;
 use super::{
     Anchor, AnchorSelection, BuiltinPredictor, CandidateSearch, IndexStats, LpRagConfig, Manifest,
@@ -233,17 +233,7 @@ impl RankModel<'_> {
                             parents: self.parents.clone(),
                             config: self.config.clone(),
                         };
-                        let progress = progress.clone();
-                        blocking(move || {
-                            progress.start("anchor", Some(questions.len() as u64));
-                            let rank =
-                                |q: &HeldOut| view.score(view.graph.features.row(q.node), None);
-                            let chosen =
-                                select(&questions, &rank, &view.parents, view.config.parents);
-                            progress.finish("anchor");
-                            chosen
-                        })
-                        .await?
+                        select_weight(view, questions, progress.clone()).await?
                     });
                 }
                 Ok((predictor, source))
