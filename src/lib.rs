@@ -117,6 +117,6 @@ pub use retrievers::common::{DefaultEncoder, Labelled, ParentScoring};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{
     choose_anchor, Anchor, AnchorSelection, BuiltinPredictor, IndexStats, LpRag, LpRagBuilder,
-    LpRagConfig, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS, DEFAULT_CANDIDATE_POOL,
+    LpRagConfig, QueryProfile, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS, DEFAULT_CANDIDATE_POOL,
     DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION,
 };

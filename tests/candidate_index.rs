@@ -1,4 +1,5 @@
-//! LP-RAG's inverted-file candidate index (`LpRagConfig::candidate_index`): exact when
+//! LP-RAG's candidate searches (the inverted file, the column scan, the proximity graph) and
+//! profiled queries. The inverted file (`LpRagConfig::candidate_index`): exact when
 //! every list is probed, kept through save/open and updates, refused when invalid.
 
 use std::sync::Arc;
@@ -234,4 +235,109 @@ async fn filtered(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
         .iter()
         .map(|h| (h.chunk.id, h.score))
         .collect()
+}
+
+/// A proximity graph over a small corpus (exact lists, a beam over every chunk) finds the
+/// row scan's chunks; kept through save/open (read back, not linked again) and updates;
+/// its beam changes in place; it and the inverted file exclude each other.
+#[tokio::test]
+async fn the_candidate_graph_finds_the_row_scans_chunks_through_save_open_and_updates() {
+    use lprag::graph::GraphParams;
+    let docs: Vec<Document> = common::corpus()
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "even" } else { "odd" }))
+        .collect();
+    let mut rag = LpRag::builder()
+        .encoder(hashing())
+        .config(LpRagConfig {
+            column_scan_from: None,
+            ..config(None)
+        })
+        .build(&docs[..docs.len() - 1])
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for q in QUERIES {
+        rows.push((hits(&rag, q).await, filtered(&rag, q).await));
+    }
+    let params = GraphParams {
+        beam: 64,
+        ..GraphParams::default()
+    };
+    rag.set_candidate_graph(Some(params)).unwrap();
+    assert_eq!(rag.config().candidate_graph, Some(params));
+    for (q, want) in QUERIES.iter().zip(&rows) {
+        assert_eq!(&(hits(&rag, q).await, filtered(&rag, q).await), want, "{q}");
+    }
+    rag.set_candidate_graph_beam(100).unwrap();
+    assert_eq!(rag.config().candidate_graph.unwrap().beam, 100);
+    assert!(rag.set_candidate_graph_beam(0).is_err());
+    let dir = tempfile::tempdir().unwrap();
+    rag.save(dir.path()).unwrap();
+    assert!(dir.path().join("candidate-graph.bin").is_file());
+    let mut reopened = LpRag::load(dir.path(), hashing()).unwrap();
+    assert_eq!(reopened.config().candidate_graph.unwrap().beam, 100);
+    for (q, want) in QUERIES.iter().zip(&rows) {
+        assert_same(&hits(&reopened, q).await, &want.0, q);
+    }
+    // A damaged links file is a typed error naming it, not a panic.
+    let other = tempfile::tempdir().unwrap();
+    rag.save(other.path()).unwrap();
+    std::fs::write(other.path().join("candidate-graph.bin"), b"not a graph").unwrap();
+    let err = LpRag::load(other.path(), hashing())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("candidate-graph.bin"), "{err}");
+    // An update links the chunks again: the added document's own text finds it.
+    let last = docs.last().unwrap().clone();
+    reopened
+        .add_documents(std::slice::from_ref(&last))
+        .await
+        .unwrap();
+    let top = reopened
+        .retrieve(&last.text, Selection::TopK(1))
+        .await
+        .unwrap();
+    assert_eq!(top[0].chunk.provenance.document_id, last.id);
+    // The inverted file replaces the graph, and both at once are refused.
+    reopened.set_candidate_index(Some(all_lists())).unwrap();
+    assert_eq!(reopened.config().candidate_graph, None);
+    let both = LpRagConfig {
+        candidate_graph: Some(GraphParams::default()),
+        ..config(Some(all_lists()))
+    };
+    let err = LpRag::builder()
+        .encoder(hashing())
+        .config(both)
+        .build(&docs)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("candidate_graph"), "{err}");
+}
+
+/// `retrieve_profiled` answers as `retrieve` does and says where the time went.
+#[tokio::test]
+async fn a_profiled_query_answers_as_retrieve_and_times_its_stages() {
+    let docs = common::corpus();
+    let rag = LpRag::builder()
+        .encoder(hashing())
+        .config(config(None))
+        .build(&docs)
+        .await
+        .unwrap();
+    for q in QUERIES {
+        let (got, profile) = rag.retrieve_profiled(q, Selection::TopK(10)).await.unwrap();
+        let got: Vec<(usize, f32)> = got.iter().map(|h| (h.chunk.id, h.score)).collect();
+        assert_eq!(got, hits(&rag, q).await, "{q}");
+        assert!(profile.candidates_scored >= 3, "{profile:?}");
+        let parts = profile.embed + profile.candidates + profile.predictor + profile.rank;
+        assert!(parts <= profile.total, "{profile:?}");
+        assert!(!profile.predictor.is_zero(), "{profile:?}");
+        assert!(profile.to_string().contains("predictor"), "{profile}");
+    }
+    assert!(rag
+        .retrieve_profiled("  ", Selection::TopK(1))
+        .await
+        .is_err());
 }

@@ -34,6 +34,52 @@ pub struct ScaleResult {
     pub peak_rss_bytes: Option<u64>,
     /// Recall, latency and index time.
     pub result: RetrievalResult,
+    /// LP-RAG rows: the median of each query stage ([`lprag::QueryProfile`]) over the
+    /// questions, asked once more through `LpRag::retrieve_profiled`.
+    #[serde(default)]
+    pub profile: Option<ProfileMedians>,
+}
+
+/// Medians over the questions of each stage of an LP-RAG query, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileMedians {
+    /// Checking and embedding the query.
+    pub embed_ms: f64,
+    /// The candidate stage.
+    pub candidates_ms: f64,
+    /// The link predictor.
+    pub predictor_ms: f64,
+    /// Cosines, the anchor, the documents' ranking, the selection, the copies.
+    pub rank_ms: f64,
+    /// The whole call.
+    pub total_ms: f64,
+    /// Chunks scored per query (median).
+    pub scored: f64,
+}
+
+/// Each question of `dataset` through [`lprag::LpRag::retrieve_profiled`] (top 10), the
+/// median of each stage.
+pub async fn profile_queries(rag: &lprag::LpRag, dataset: &Dataset) -> Result<ProfileMedians> {
+    let mut rows = Vec::with_capacity(dataset.questions.len());
+    for q in &dataset.questions {
+        let (_, p) = rag
+            .retrieve_profiled(&q.question, lprag_core::Selection::TopK(10))
+            .await?;
+        rows.push(p);
+    }
+    let med = |f: &dyn Fn(&lprag::QueryProfile) -> f64| {
+        let v: Vec<f64> = rows.iter().map(f).collect();
+        crate::metrics::percentile(&v, 50.0).unwrap_or(0.0)
+    };
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    Ok(ProfileMedians {
+        embed_ms: med(&|p| ms(p.embed)),
+        candidates_ms: med(&|p| ms(p.candidates)),
+        predictor_ms: med(&|p| ms(p.predictor)),
+        rank_ms: med(&|p| ms(p.rank)),
+        total_ms: med(&|p| ms(p.total)),
+        scored: med(&|p| p.candidates_scored as f64),
+    })
 }
 
 /// Write MuSiQue-100 padded to `passages` passages into `dir` with the shared tool
@@ -105,16 +151,27 @@ pub enum CandidateSearch {
     Columns,
     /// An inverted-file index with this many probed lists (`LpRagConfig::candidate_index`).
     Ivf(usize),
+    /// A walk on the proximity graph with this beam (`LpRagConfig::candidate_graph`).
+    Graph(usize),
 }
 
 impl std::str::FromStr for CandidateSearch {
     type Err = crate::Error;
 
-    /// `rows` (or `exact`), `columns`, or a number of probed inverted-file lists.
+    /// `rows` (or `exact`), `columns`, `graph` / `graphB` (a proximity graph walked with
+    /// beam B, default `GraphParams::default().beam`), or a number of probed inverted-file lists.
     fn from_str(s: &str) -> Result<Self> {
         match s.trim() {
             "rows" | "exact" => Ok(Self::Rows),
             "columns" => Ok(Self::Columns),
+            "graph" => Ok(Self::Graph(lprag::graph::GraphParams::default().beam)),
+            g if g.starts_with("graph") => match g["graph".len()..].parse::<usize>() {
+                Ok(b) if b > 0 => Ok(Self::Graph(b)),
+                _ => Err(crate::Error::invalid(
+                    "--candidate-search",
+                    format!("`{g}`: expected graph or graphB with a beam B of at least 1"),
+                )),
+            },
             n => match n.parse::<usize>() {
                 Ok(0) => Err(crate::Error::invalid(
                     "--candidate-search",
@@ -123,7 +180,9 @@ impl std::str::FromStr for CandidateSearch {
                 Ok(k) => Ok(Self::Ivf(k)),
                 Err(_) => Err(crate::Error::invalid(
                     "--candidate-search",
-                    format!("`{n}`: expected rows, columns or a number of probed lists"),
+                    format!(
+                        "`{n}`: expected rows, columns, graph, graphB or a number of probed lists"
+                    ),
                 )),
             },
         }
@@ -207,6 +266,17 @@ impl Turn<'_> {
                 )
                 .await?;
                 result.retriever = variant_name(pool, search, &result.retriever);
+                let profile = profile_queries(&rag, self.dataset).await?;
+                eprintln!(
+                    "  {} profile (median ms): embed {:.3}, candidates {:.3} ({} scored), predictor {:.3}, rank {:.3}, total {:.3}",
+                    result.retriever,
+                    profile.embed_ms,
+                    profile.candidates_ms,
+                    profile.scored,
+                    profile.predictor_ms,
+                    profile.rank_ms,
+                    profile.total_ms
+                );
                 let mut stages = stages.clone();
                 if let Some((stage, s)) = made {
                     stages.push((stage.into(), s));
@@ -220,6 +290,7 @@ impl Turn<'_> {
                         None
                     },
                     result,
+                    profile: Some(profile),
                 });
             }
         }
@@ -301,6 +372,7 @@ impl Turn<'_> {
             stages,
             peak_rss_bytes: peak,
             result,
+            profile: None,
         })
     }
 }
@@ -335,10 +407,25 @@ fn set_candidate_search(
         match search {
             CandidateSearch::Rows | CandidateSearch::Columns => {
                 rag.set_candidate_index(None)?;
+                rag.set_candidate_graph(None)?;
                 let columns = search == CandidateSearch::Columns;
                 rag.set_column_scan_from(columns.then_some(0))?;
                 if columns {
                     made = Some(("columns", t.elapsed().as_secs_f64()));
+                }
+            }
+            CandidateSearch::Graph(beam) => {
+                // One graph serves every beam: link once, then only change the beam.
+                let same = rag.config().candidate_graph.is_some();
+                let params = lprag::graph::GraphParams {
+                    beam,
+                    ..rag.config().candidate_graph.unwrap_or_default()
+                };
+                if same {
+                    rag.set_candidate_graph_beam(beam)?;
+                } else {
+                    rag.set_candidate_graph(Some(params))?;
+                    made = Some(("graph", t.elapsed().as_secs_f64()));
                 }
             }
             CandidateSearch::Ivf(probes) => {
@@ -367,6 +454,7 @@ fn variant_name(
     };
     match search {
         Some(CandidateSearch::Ivf(k)) => name.push_str(&format!(" ivf{k}")),
+        Some(CandidateSearch::Graph(b)) => name.push_str(&format!(" graph{b}")),
         Some(CandidateSearch::Rows) => name.push_str(" rows"),
         Some(CandidateSearch::Columns) => name.push_str(" columns"),
         None => {}
@@ -456,6 +544,7 @@ mod tests {
             passages,
             stages: vec![("build".into(), 1.5)],
             peak_rss_bytes: Some(2_000_000_000),
+            profile: None,
             result: RetrievalResult {
                 retriever: name.into(),
                 recall: BTreeMap::from([(2, 0.5), (5, 0.75)]),

@@ -2,19 +2,21 @@
 //! the link predictor scores.
 //!
 //! A [`NearestSearch`] strategy finds the nearest chunks: [`ExactScan`] (one scan with
-//! inverse norms), [`ColumnIndex`] (the same answer read column-wise) or [`IvfIndex`]
-//! (the probed lists only, with an exact scan when a filter leaves them too few hits).
+//! inverse norms), [`ColumnIndex`] (the same answer read column-wise), [`IvfIndex`]
+//! (the probed lists only) or [`GraphIndex`] (a walk on a proximity graph); the last two
+//! fall back to an exact scan when a filter leaves them too few hits.
 //! [`CandidateSearch`] owns the strategy, the chunks' inverse norms and the chunk graph's
 //! neighbour lists, and [`CandidateSearch::candidates`] turns a [`CandidateRequest`] into
 //! the nearest chunks and the candidate set (the pool and its graph neighbours, or every
 //! admitted chunk).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use lprag_core::{Embeddings, LinkGraph};
 
 use crate::kernels::{inverse_norms, nearest_by_cosine_where};
-use crate::{ColumnIndex, GraphError, IvfIndex, IvfParams};
+use crate::{ColumnIndex, GraphError, GraphIndex, GraphParams, IvfIndex, IvfParams};
 
 /// A way to find the rows nearest to a query by cosine (the candidate stage's search).
 pub trait NearestSearch: Send + Sync + Debug {
@@ -87,6 +89,20 @@ impl NearestSearch for IvfIndex {
     }
 }
 
+/// [`GraphIndex`]'s search, shared.
+impl NearestSearch for Arc<GraphIndex> {
+    fn nearest_where(
+        &self,
+        rows: &Embeddings,
+        inv_norms: &[f32],
+        query: &[f32],
+        m: usize,
+        keep: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Vec<(u32, f32)> {
+        NearestSearch::nearest_where(&**self, rows, inv_norms, query, m, keep)
+    }
+}
+
 /// Which [`NearestSearch`] a [`CandidateSearch`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchKind {
@@ -96,6 +112,8 @@ pub enum SearchKind {
     Columns,
     /// [`IvfIndex`].
     Ivf,
+    /// [`GraphIndex`].
+    Graph,
     /// A strategy given to [`CandidateSearch::with_strategy`].
     Custom,
 }
@@ -145,6 +163,8 @@ pub struct CandidateSearch {
     neighbours: Vec<Vec<u32>>,
     strategy: Box<dyn NearestSearch>,
     kind: SearchKind,
+    /// The proximity graph when it is the strategy ([`SearchKind::Graph`]).
+    proximity: Option<Arc<GraphIndex>>,
 }
 
 impl CandidateSearch {
@@ -179,6 +199,44 @@ impl CandidateSearch {
         Ok(search)
     }
 
+    /// A walk on a [`GraphIndex`] over `graph`'s chunks (built now: NN-descent lists of the
+    /// chunk rows, about linear in the chunks).
+    ///
+    /// # Errors
+    /// As [`GraphIndex::build_prefix`].
+    pub fn proximity(graph: &LinkGraph, params: &GraphParams) -> Result<Self, GraphError> {
+        let index = GraphIndex::build_prefix(&graph.features, graph.num_chunks, params)?;
+        Ok(Self::with_proximity(graph, Arc::new(index)))
+    }
+
+    /// A walk on `index`, a [`GraphIndex`] over `graph`'s chunks (built earlier, or read
+    /// back from disk).
+    ///
+    /// # Errors
+    /// [`GraphError::DimensionMismatch`] when `index` links another number of rows than
+    /// `graph` has chunks.
+    pub fn with_graph_index(graph: &LinkGraph, index: GraphIndex) -> Result<Self, GraphError> {
+        if index.rows() != graph.num_chunks {
+            return Err(GraphError::DimensionMismatch {
+                location: "CandidateSearch::with_graph_index (linked rows)".into(),
+                expected: graph.num_chunks,
+                actual: index.rows(),
+            });
+        }
+        Ok(Self::with_proximity(graph, Arc::new(index)))
+    }
+
+    fn with_proximity(graph: &LinkGraph, index: Arc<GraphIndex>) -> Self {
+        let mut search = Self::with_kind(graph, Box::new(index.clone()), SearchKind::Graph);
+        search.proximity = Some(index);
+        search
+    }
+
+    /// The proximity graph, when the strategy is a walk on one ([`SearchKind::Graph`]).
+    pub fn graph_index(&self) -> Option<&GraphIndex> {
+        self.proximity.as_deref()
+    }
+
     /// The search over `graph`'s chunks with a strategy of the caller's (built over the
     /// graph's features; [`SearchKind::Custom`]).
     pub fn with_strategy(graph: &LinkGraph, strategy: Box<dyn NearestSearch>) -> Self {
@@ -199,6 +257,7 @@ impl CandidateSearch {
             neighbours,
             strategy,
             kind,
+            proximity: None,
         }
     }
 

@@ -40,27 +40,60 @@ pub fn nearest_by_cosine(
 
 /// [`nearest_by_cosine`] among the rows `keep` admits (a metadata filter, say); rows it
 /// rejects are not scored.
+///
+/// From [`PARALLEL_SCAN_FROM`] rows on, blocks of rows are scanned on rayon's threads, each
+/// keeping its own best `m` (the answer is the serial scan's: the same rows, scores and
+/// tie rule).
 pub fn nearest_by_cosine_where(
     rows: &Embeddings,
     inv_norms: &[f32],
     query: &[f32],
     m: usize,
-    keep: &dyn Fn(usize) -> bool,
+    keep: &(dyn Fn(usize) -> bool + Sync),
 ) -> Vec<(u32, f32)> {
     let n = inv_norms.len().min(rows.rows());
     if m == 0 || n == 0 {
         return Vec::new();
     }
-    let scored: Vec<(u32, f32)> = rows
-        .iter()
-        .take(n)
-        .zip(inv_norms)
+    let d = rows.dim();
+    let data = &rows.as_slice()[..n * d];
+    let score = |i: usize, r: &[f32]| (i as u32, dot(r, query) * inv_norms[i]);
+    if n < PARALLEL_SCAN_FROM || d == 0 {
+        let scored = data
+            .chunks_exact(d.max(1))
+            .take(n)
+            .enumerate()
+            .filter(|&(i, _)| keep(i))
+            .map(|(i, r)| score(i, r))
+            .collect();
+        return best_first(scored, m);
+    }
+    // Each block keeps its best m (all of its admitted rows when m is as large as a block),
+    // then the blocks' lists are merged.
+    let block = SCAN_BLOCK_ROWS;
+    let lists: Vec<Vec<(u32, f32)>> = data
+        .par_chunks(block * d)
         .enumerate()
-        .filter(|&(i, _)| keep(i))
-        .map(|(i, (r, &inv))| (i as u32, dot(r, query) * inv))
+        .map(|(b, chunk)| {
+            let first = b * block;
+            let scored: Vec<(u32, f32)> = chunk
+                .chunks_exact(d)
+                .enumerate()
+                .map(|(j, r)| (first + j, r))
+                .filter(|&(i, _)| keep(i))
+                .map(|(i, r)| score(i, r))
+                .collect();
+            best_first(scored, m)
+        })
         .collect();
-    best_first(scored, m)
+    best_first(lists.concat(), m)
 }
+
+/// Rows from which [`nearest_by_cosine_where`] scans blocks of rows in parallel.
+pub const PARALLEL_SCAN_FROM: usize = 16_384;
+
+/// Rows per block of a parallel scan.
+const SCAN_BLOCK_ROWS: usize = 4_096;
 
 /// The best `m` of `scored`, best first: higher score, ties to the lower row (by
 /// `total_cmp`, so the order is total).
@@ -211,6 +244,47 @@ pub(crate) fn gemm_abt(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, c: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Above `PARALLEL_SCAN_FROM` rows the blocks run in parallel: the answer is every
+    /// row scored and sorted once (ties across blocks, a filter, `m` of every row).
+    #[test]
+    fn the_parallel_scan_is_the_serial_scan() {
+        use rand::{Rng, SeedableRng};
+        let n = PARALLEL_SCAN_FROM + 5_000;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut data: Vec<f32> = (0..n * 6).map(|_| rng.random_range(-1.0..1.0f32)).collect();
+        // Equal rows in different blocks: ties go to the lower row.
+        let copy = data[..6].to_vec();
+        for r in [4_100, 9_000, n - 1] {
+            data[r * 6..(r + 1) * 6].copy_from_slice(&copy);
+        }
+        let rows = Embeddings::new(6, data).unwrap();
+        let inv = inverse_norms(&rows, n);
+        let query = copy.clone();
+        let keep = |i: usize| i % 3 != 1;
+        let reference = |m: usize, keep: &dyn Fn(usize) -> bool| {
+            let scored: Vec<(u32, f32)> = (0..n)
+                .filter(|&i| keep(i))
+                .map(|i| (i as u32, dot(rows.row(i), &query) * inv[i]))
+                .collect();
+            best_first(scored, m)
+        };
+        for m in [1, 5, 20, 4_096, n] {
+            assert_eq!(
+                nearest_by_cosine(&rows, &inv, &query, m),
+                reference(m, &|_| true)
+            );
+            assert_eq!(
+                nearest_by_cosine_where(&rows, &inv, &query, m, &keep),
+                reference(m, &keep)
+            );
+        }
+        let top = nearest_by_cosine(&rows, &inv, &query, 4);
+        assert_eq!(
+            top.iter().map(|h| h.0).collect::<Vec<_>>(),
+            vec![0, 4_100, 9_000, n as u32 - 1]
+        );
+    }
 
     #[test]
     fn nearest_rows_best_first_with_ties_to_the_lower_index() {

@@ -443,7 +443,7 @@ fn nndescent_from_ivf(
 }
 
 /// Exact top-k over unit rows `x` (`n × d`), `1 <= k < n`.
-fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
+pub(crate) fn exact_knn(x: &[f32], n: usize, d: usize, k: usize) -> Vec<Vec<(u32, f32)>> {
     // Enough blocks to keep every thread busy, but at most 256 rows so a tile stays small.
     let block = n.div_ceil(rayon::current_num_threads() * 4).clamp(32, 256);
     let tile_cols = COL_TILE.min(n);

@@ -7,9 +7,11 @@
 //!   approximately with HNSW or an inverted-file index ([`KnnBackend`], [`IvfIndex`]).
 //! * **Nearest rows for one query**: [`nearest_by_cosine`] scans the rows; [`ColumnIndex`]
 //!   gives the same answer from a 16-bit column-wise copy, reading only the query's
-//!   non-zero columns and rescoring exactly every row near the cut.
+//!   non-zero columns and rescoring exactly every row near the cut; [`GraphIndex`] walks a
+//!   proximity graph (approximate, a few thousand rows read per query).
 //! * **Candidates of a query**: [`CandidateSearch`] finds a query's nearest chunks with a
-//!   [`NearestSearch`] strategy (exact scan, [`ColumnIndex`] or [`IvfIndex`]) and adds
+//!   [`NearestSearch`] strategy (exact scan, [`ColumnIndex`], [`IvfIndex`] or
+//!   [`GraphIndex`]) and adds
 //!   the pool's chunk-graph neighbours, under a filter ([`CandidateRequest`]).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
@@ -92,6 +94,7 @@ mod knn;
 mod link;
 mod nndescent;
 mod persist;
+mod proximity;
 mod sampling;
 mod typed;
 
@@ -103,7 +106,7 @@ pub use components::{cluster_knn, components};
 pub use error::GraphError;
 pub use graph::{ChunkGraph, Csr};
 pub use ivf::{IvfIndex, IvfParams};
-pub use kernels::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where};
+pub use kernels::{inverse_norms, nearest_by_cosine, nearest_by_cosine_where, PARALLEL_SCAN_FROM};
 pub use kg::{entity_key, KgBuilder, NO_RELATION};
 pub use knn::{
     knn, mutual_edges_of, mutual_knn_edges, update_knn, HnswParams, KnnBackend,
@@ -116,5 +119,6 @@ pub use persist::{
     link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph, save_chunk_graph,
     save_feature_rows, save_knn_lists, save_link_graph, FORMAT_VERSION,
 };
+pub use proximity::{GraphIndex, GraphParams};
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
 pub use typed::{contextual_chunk_graph, InEdges, KgEdges};

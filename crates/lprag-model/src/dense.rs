@@ -51,10 +51,14 @@ impl Dense {
                     o.copy_from_slice(&self.b);
                 }
             });
-            // One GEMM per block of rows, blocks in parallel; beta = 1 keeps the bias.
-            const BLOCK: usize = 256;
-            out.par_chunks_mut(BLOCK * d_out)
-                .zip(x.par_chunks(BLOCK * d_in))
+            // One GEMM per block of rows, blocks in parallel (at most 256 rows, and as many
+            // blocks as threads when there are fewer rows: 270 rows made blocks of 256 and
+            // 14); beta = 1 keeps the bias.
+            let block = rows
+                .div_ceil(rayon::current_num_threads().max(1))
+                .clamp(GEMM_ROWS / 2, 256);
+            out.par_chunks_mut(block * d_out)
+                .zip(x.par_chunks(block * d_in))
                 .for_each(|(o, xb)| {
                     let m = xb.len() / d_in;
                     // SAFETY: the slices hold m×d_in, d_in×d_out and m×d_out floats, row-major

@@ -264,18 +264,36 @@ impl DenseRetriever {
         }
         let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
         let inv = if norm > 0.0 { 1.0 / norm } else { 0.0 };
-        Ok(self
-            .vectors
-            .iter()
+        let score = |i: usize, row: &[f32]| {
+            if admitted.is_none_or(|m| m[i]) {
+                lprag_core::dot(row, query) * inv
+            } else {
+                0.0
+            }
+        };
+        let d = self.vectors.dim().max(1);
+        let rows = self.vectors.as_slice();
+        if self.vectors.rows() < lprag_graph::PARALLEL_SCAN_FROM {
+            return Ok(rows
+                .chunks_exact(d)
+                .enumerate()
+                .map(|(i, row)| score(i, row))
+                .collect());
+        }
+        // Large indexes: blocks of rows on rayon's threads, in row order.
+        use rayon::prelude::*;
+        const BLOCK: usize = 4_096;
+        let mut scores = vec![0.0f32; self.vectors.rows()];
+        scores
+            .par_chunks_mut(BLOCK)
+            .zip(rows.par_chunks(BLOCK * d))
             .enumerate()
-            .map(|(i, row)| {
-                if admitted.is_none_or(|m| m[i]) {
-                    lprag_core::dot(row, query) * inv
-                } else {
-                    0.0
+            .for_each(|(b, (out, block))| {
+                for (j, (o, row)) in out.iter_mut().zip(block.chunks_exact(d)).enumerate() {
+                    *o = score(b * BLOCK + j, row);
                 }
-            })
-            .collect())
+            });
+        Ok(scores)
     }
 
     /// The chunks `selection` keeps among the `admitted` ones, as `(chunk id, cosine)`,

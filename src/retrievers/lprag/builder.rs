@@ -188,7 +188,7 @@ impl LpRagBuilder {
     }
 
     /// The inputs a build can refuse before it pays for anything: no documents, `knn_k`
-    /// 0, a device this build cannot use.
+    /// 0, invalid candidate-search settings, a device this build cannot use.
     fn check_before_paying(&self, documents: &[Document]) -> Result<()> {
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
@@ -197,6 +197,7 @@ impl LpRagBuilder {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
         self.config.anchor.validate()?;
+        super::search::check_search(&self.config)?;
         self.device.to_burn()?;
         Ok(())
     }

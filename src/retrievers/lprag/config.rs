@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lprag_core::{Error, LinkGraph, LinkPredictor, Result};
-use lprag_graph::{BridgeConfig, IvfParams, KnnBackend};
+use lprag_graph::{BridgeConfig, GraphParams, IvfParams, KnnBackend};
 
 use lprag_model::peg::{peg_predictor, restore_peg};
 use lprag_model::seal::{restore_seal, seal_predictor};
@@ -22,9 +22,11 @@ use crate::retrievers::common::ParentScoring;
 /// neighbours are scored.
 pub const DEFAULT_CANDIDATE_POOL: usize = 20;
 
-/// Default [`LpRagConfig::column_scan_from`]: indexes of 200,000 chunks or more read the
-/// chunk embeddings column-wise in the exact candidate scan.
-pub const DEFAULT_COLUMN_SCAN_FROM: usize = 200_000;
+/// Default [`LpRagConfig::column_scan_from`]: indexes of 10,000 chunks or more read the
+/// chunk embeddings column-wise in the exact candidate scan (faster from about that size
+/// with the hashing encoder's sparse queries and with MiniLM's dense ones alike;
+/// `docs/benchmarks.md`, "Against what a user runs instead").
+pub const DEFAULT_COLUMN_SCAN_FROM: usize = 10_000;
 
 /// Settings of the LP-RAG pipeline.
 ///
@@ -73,6 +75,16 @@ pub struct LpRagConfig {
     /// recall it costs with MiniLM and with the hashing encoder, whose features do not
     /// cluster well.
     pub candidate_index: Option<IvfParams>,
+    /// Find the query's nearest chunks (the pool and the join) by a walk on a proximity
+    /// graph of the chunk embeddings ([`GraphIndex`](lprag_graph::GraphIndex): each chunk linked to its nearest
+    /// chunks by NN-descent and to the chunks that list it; the walk keeps the
+    /// [`GraphParams::beam`] best chunks it reads). Approximate: it reads a few thousand
+    /// chunks per query instead of all, and misses a nearest chunk it does not reach.
+    /// Made when the index is built, opened or updated (NN-descent over the chunks: about
+    /// a minute at 100,000 chunks on 2 cores). Default `None`; not together with
+    /// [`LpRagConfig::candidate_index`]. `docs/benchmarks.md` ("ANN candidates") measures
+    /// its recall and speed against FAISS HNSW.
+    pub candidate_graph: Option<GraphParams>,
     /// From this many chunks on, the exact candidate scan reads a column-wise copy of the
     /// chunk embeddings ([`ColumnIndex`]: unit-normalised, 16-bit, built when the index is
     /// built, opened or updated) instead of the rows: the same nearest chunks to the bit
@@ -298,6 +310,7 @@ impl Default for LpRagConfig {
             candidate_pool: Some(DEFAULT_CANDIDATE_POOL),
             candidate_neighbours: true,
             candidate_index: None,
+            candidate_graph: None,
             column_scan_from: Some(DEFAULT_COLUMN_SCAN_FROM),
             max_query_bytes: lprag_core::DEFAULT_MAX_QUERY_BYTES,
             parents: ParentScoring::Mean,

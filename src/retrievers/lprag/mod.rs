@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lprag_core::{Chunk, Encoder, LinkGraph, LinkPredictor, Result, SyntheticQuery};
-use lprag_graph::IvfParams;
+use lprag_graph::{GraphParams, IvfParams};
 
 use lprag_model::ComputeDevice;
 
@@ -31,6 +31,7 @@ use predictor::{ModelChoice, RankModel, ScorerPredictor};
 
 use lprag_graph::CandidateSearch;
 pub(crate) use search::search_for;
+pub use search::QueryProfile;
 pub use stats::IndexStats;
 use stats::RecordingProgress;
 
@@ -43,6 +44,8 @@ const QUERIES: &str = "queries.json";
 const GRAPH: &str = "graph.bin";
 const PREDICTOR_DIR: &str = "predictor";
 const KNN: &str = "knn.bin";
+/// The proximity graph of [`LpRagConfig::candidate_graph`], as k-NN lists of links.
+const CANDIDATE_GRAPH: &str = "candidate-graph.bin";
 
 /// Where [`LpRag::save`] may write: an `LpRag` index is replaced whole, so the directory
 /// must hold nothing but an index's files.
@@ -50,7 +53,18 @@ pub(crate) const INDEX_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpe
     kind: "an LpRag index",
     marker: MANIFEST,
     marker_key: Some("format_version"),
-    owns: Some(|name| [MANIFEST, CHUNKS, QUERIES, GRAPH, PREDICTOR_DIR, KNN].contains(&name)),
+    owns: Some(|name| {
+        [
+            MANIFEST,
+            CHUNKS,
+            QUERIES,
+            GRAPH,
+            PREDICTOR_DIR,
+            KNN,
+            CANDIDATE_GRAPH,
+        ]
+        .contains(&name)
+    }),
 };
 
 /// The LP-RAG retriever: chunks ranked by a link predictor trained on a graph of chunks
@@ -156,10 +170,64 @@ impl LpRag {
     /// # Errors
     /// [`Error::InvalidInput`] for invalid [`IvfParams`] (the index is left as it was).
     pub fn set_candidate_index(&mut self, index: Option<IvfParams>) -> Result<()> {
+        let graph = if index.is_some() {
+            None
+        } else {
+            self.config.candidate_graph
+        };
         self.set_search(LpRagConfig {
+            candidate_index: index,
+            candidate_graph: graph,
+            ..self.config.clone()
+        })
+    }
+
+    /// Change where the candidate stage finds the nearest chunks to a walk on a proximity
+    /// graph ([`LpRagConfig::candidate_graph`]) without rebuilding: `Some` links the chunks
+    /// now (and drops [`LpRagConfig::candidate_index`]), `None` goes back to the other
+    /// searches. Saved with the index.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for invalid [`GraphParams`] (the index is left as it was).
+    pub fn set_candidate_graph(&mut self, graph: Option<GraphParams>) -> Result<()> {
+        let index = if graph.is_some() {
+            None
+        } else {
+            self.config.candidate_index
+        };
+        self.set_search(LpRagConfig {
+            candidate_graph: graph,
             candidate_index: index,
             ..self.config.clone()
         })
+    }
+
+    /// Change the beam of the proximity-graph walk ([`GraphParams::beam`] of
+    /// [`LpRagConfig::candidate_graph`]) without linking the chunks again. Saved with the
+    /// index.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the index has no candidate graph or `beam` is 0.
+    pub fn set_candidate_graph_beam(&mut self, beam: usize) -> Result<()> {
+        let location = "LpRag::set_candidate_graph_beam";
+        if beam == 0 {
+            return Err(lprag_core::Error::invalid(
+                location,
+                "the beam must be at least 1",
+            ));
+        }
+        let (Some(params), Some(index)) = (self.config.candidate_graph, self.search.graph_index())
+        else {
+            return Err(lprag_core::Error::invalid(
+                location,
+                "the index has no candidate graph (set LpRagConfig::candidate_graph first)",
+            ));
+        };
+        let mut index = index.clone();
+        index.set_beam(beam);
+        self.search = Arc::new(CandidateSearch::with_graph_index(&self.graph, index)?);
+        self.config.candidate_graph = Some(GraphParams { beam, ..params });
+        Ok(())
     }
 
     /// Change [`LpRagConfig::column_scan_from`] without rebuilding (the column-wise copy is

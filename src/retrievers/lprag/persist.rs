@@ -2,8 +2,8 @@
 
 use super::{
     search_for, BuiltinPredictor, CandidateSearch, IndexStats, KnnLists, LpRag, LpRagConfig,
-    PredictorSource, ScorerPredictor, CHUNKS, GRAPH, INDEX_DIR, INDEX_FORMAT_VERSION, KNN,
-    MANIFEST, PREDICTOR_DIR, QUERIES,
+    PredictorSource, ScorerPredictor, CANDIDATE_GRAPH, CHUNKS, GRAPH, INDEX_DIR,
+    INDEX_FORMAT_VERSION, KNN, MANIFEST, PREDICTOR_DIR, QUERIES,
 };
 
 use std::path::Path;
@@ -78,6 +78,9 @@ impl LpRag {
         lprag_graph::save_link_graph(&self.graph, tmp.join(GRAPH))?;
         if let Some(lists) = &self.knn {
             lprag_graph::save_knn_lists(lists, tmp.join(KNN))?;
+        }
+        if let Some(index) = self.search.graph_index() {
+            lprag_graph::save_knn_lists(&index.link_lists(), tmp.join(CANDIDATE_GRAPH))?;
         }
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
         crate::durable::replace_dir(staged, dir, &INDEX_DIR)
@@ -329,7 +332,7 @@ impl Parts {
         } else {
             None
         };
-        let search = Arc::new(search_for(&graph, &manifest.config)?);
+        let search = Arc::new(open_search(dir, &graph, &manifest.config)?);
         Ok(Self {
             manifest,
             chunks,
@@ -394,6 +397,25 @@ mod erased {
 pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))
+}
+
+/// The candidate search of an index saved in `dir`: its proximity graph read back when
+/// the configuration asks for one and the file is there (a saved index made before the
+/// graph, or by an older version, links its chunks now), else made as at build time.
+fn open_search(dir: &Path, graph: &LinkGraph, config: &LpRagConfig) -> Result<CandidateSearch> {
+    let path = dir.join(CANDIDATE_GRAPH);
+    match &config.candidate_graph {
+        Some(params) if path.exists() => {
+            params.validate()?;
+            let lists = lprag_graph::load_knn_lists(&path)?;
+            let index =
+                lprag_graph::GraphIndex::from_link_lists(&lists, graph.features.dim(), params)
+                    .map_err(|e| Error::format(&path, e.to_string()))?;
+            CandidateSearch::with_graph_index(graph, index)
+                .map_err(|e| Error::format(&path, e.to_string()))
+        }
+        _ => search_for(graph, config),
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! the link predictor's scores.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::anchor::{cosines, fuse, Ranked};
 use super::{Anchor, LpRag, LpRagConfig};
@@ -17,15 +18,38 @@ use lprag_model::InferenceMode;
 
 use crate::retrievers::common::{blocking, embed_queries, embed_query, Parents};
 
-/// The candidate search `config` asks for over `graph`'s chunks: exact scans, the
-/// column-wise copy from [`LpRagConfig::column_scan_from`] chunks, or the inverted-file
-/// index of [`LpRagConfig::candidate_index`].
+/// The candidate search `config` asks for over `graph`'s chunks: the proximity graph of
+/// [`LpRagConfig::candidate_graph`], the inverted-file index of
+/// [`LpRagConfig::candidate_index`], the column-wise copy from
+/// [`LpRagConfig::column_scan_from`] chunks, or exact scans.
 pub(crate) fn search_for(graph: &LinkGraph, config: &LpRagConfig) -> Result<CandidateSearch> {
+    check_search(config)?;
+    if let Some(params) = &config.candidate_graph {
+        return Ok(CandidateSearch::proximity(graph, params)?);
+    }
     Ok(CandidateSearch::build(
         graph,
         config.candidate_index.as_ref(),
         config.column_scan_from,
     )?)
+}
+
+/// Refuse candidate-search settings that cannot be made: a proximity graph and an
+/// inverted file at once, or invalid parameters of either.
+pub(crate) fn check_search(config: &LpRagConfig) -> Result<()> {
+    if let Some(params) = &config.candidate_graph {
+        if config.candidate_index.is_some() {
+            return Err(Error::invalid(
+                "LpRagConfig.candidate_graph",
+                "set candidate_graph or candidate_index, not both",
+            ));
+        }
+        params.validate()?;
+    }
+    if let Some(params) = &config.candidate_index {
+        params.validate()?;
+    }
+    Ok(())
 }
 
 impl LpRag {
@@ -60,6 +84,42 @@ impl LpRag {
         selection: Selection,
         filter: Option<Filter>,
     ) -> Result<Vec<ScoredChunk>> {
+        Ok(self.rank_profiled(query, selection, filter).await?.0)
+    }
+
+    /// [`LpRag::retrieve`] with where the query's time went ([`QueryProfile`]): the
+    /// embedding, the candidate stage, the predictor and the ranking, each measured once on
+    /// this call.
+    ///
+    /// ```no_run
+    /// # async fn f(rag: &lprag::LpRag) -> lprag::Result<()> {
+    /// let (hits, profile) = rag.retrieve_profiled("Who founded it?", lprag::Selection::TopK(5)).await?;
+    /// println!("{} chunks; {profile}", hits.len());
+    /// # Ok(()) }
+    /// ```
+    pub async fn retrieve_profiled(
+        &self,
+        query: &str,
+        selection: Selection,
+    ) -> Result<(Vec<ScoredChunk>, QueryProfile)> {
+        let start = Instant::now();
+        lprag_core::check_query(query, self.config.max_query_bytes)?;
+        let q = embed_query(&*self.encoder, query).await?;
+        let embed = start.elapsed();
+        let (hits, mut profile) = self.rank_profiled(q, selection, None).await?;
+        profile.embed = embed;
+        profile.total = start.elapsed();
+        Ok((hits, profile))
+    }
+
+    /// [`LpRag::rank_embedded`] with its stages' times (`embed` and `total` left for the
+    /// caller).
+    async fn rank_profiled(
+        &self,
+        query: Vec<f32>,
+        selection: Selection,
+        filter: Option<Filter>,
+    ) -> Result<(Vec<ScoredChunk>, QueryProfile)> {
         use tracing::Instrument;
         let span = tracing::info_span!(
             "lprag.retrieve",
@@ -73,24 +133,31 @@ impl LpRag {
         let view = self.view();
         let (weight, mode) = (self.anchor_weight(), self.config.parents);
         let inner = span.clone();
-        let ranked = blocking(move || {
-            let mut r = view.score(&query, allowed.as_deref())?;
+        let (ranked, mut profile) = blocking(move || {
+            let mut profile = QueryProfile::default();
+            let mut r = view.score_timed(&query, allowed.as_deref(), &mut profile)?;
             inner.record("candidates", r.candidates.len());
+            let t = Instant::now();
             fuse(&mut r.logits, &r.cos, weight);
             let scored = r.candidates.into_iter().zip(r.logits).collect();
             // Documents are scored on the logits; the caller sees (and a threshold reads)
             // their σ.
-            Ok(view.parents.rank(scored, mode, Some(selection), sigmoid))
+            let ranked = view.parents.rank(scored, mode, Some(selection), sigmoid);
+            profile.rank += t.elapsed();
+            Ok((ranked, profile))
         })
         .instrument(span)
         .await?;
-        Ok(ranked
+        let t = Instant::now();
+        let hits = ranked
             .into_iter()
             .map(|(c, score)| ScoredChunk {
                 chunk: self.chunks[c].clone(),
                 score,
             })
-            .collect())
+            .collect();
+        profile.rank += t.elapsed();
+        Ok((hits, profile))
     }
 
     /// The weight of the predictor against the dense order ([`LpRagConfig::anchor`]).
@@ -128,6 +195,18 @@ impl RankView {
     /// chunk of a candidate's document added) and the predictor's logits, with each
     /// candidate's cosine to the query.
     pub(super) fn score(&self, query: &[f32], allowed: Option<&[bool]>) -> Result<Ranked> {
+        self.score_timed(query, allowed, &mut QueryProfile::default())
+    }
+
+    /// [`RankView::score`], adding its stages' times to `profile` (the cosines count as
+    /// ranking).
+    fn score_timed(
+        &self,
+        query: &[f32],
+        allowed: Option<&[bool]>,
+        profile: &mut QueryProfile,
+    ) -> Result<Ranked> {
+        let t = Instant::now();
         let join = match self.config.train.inference {
             InferenceMode::JoinTopK(k) => k,
             _ => 0,
@@ -144,13 +223,55 @@ impl RankView {
         if self.config.parents.scores_siblings() {
             candidates = self.parents.with_siblings(&candidates, allowed);
         }
+        profile.candidates += t.elapsed();
+        profile.candidates_scored = candidates.len();
+        let t = Instant::now();
         let logits = self.predictor.score_near(query, &nearest, &candidates)?;
+        profile.predictor += t.elapsed();
+        let t = Instant::now();
         let cos = cosines(&self.graph, query, &candidates);
+        profile.rank += t.elapsed();
         Ok(Ranked {
             candidates,
             logits,
             cos,
         })
+    }
+}
+
+/// Where one LP-RAG query's time went ([`LpRag::retrieve_profiled`]); `Display` prints
+/// each stage in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryProfile {
+    /// Checking and embedding the query text.
+    pub embed: Duration,
+    /// The candidate stage: the nearest-chunk search, the pool's chunk-graph neighbours
+    /// and, when documents rank as one, their other chunks.
+    pub candidates: Duration,
+    /// The link predictor's scores of the candidates.
+    pub predictor: Duration,
+    /// The candidates' cosines, the anchor's mix, the documents' ranking, the selection
+    /// and the copies of the selected chunks.
+    pub rank: Duration,
+    /// The whole call, waits for a blocking thread included.
+    pub total: Duration,
+    /// How many chunks the predictor scored.
+    pub candidates_scored: usize,
+}
+
+impl std::fmt::Display for QueryProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "embed {:.3} ms, candidates {:.3} ms ({} scored), predictor {:.3} ms, rank {:.3} ms, total {:.3} ms",
+            ms(self.embed),
+            ms(self.candidates),
+            self.candidates_scored,
+            ms(self.predictor),
+            ms(self.rank),
+            ms(self.total)
+        )
     }
 }
 

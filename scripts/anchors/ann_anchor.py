@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Query-latency anchors: what a user would run instead of LP-RAG's candidate stage.
+
+Reads the vectors `lprag-eval retrieval --embedding-cache DIR` wrote (LPEMBC01 records) for
+a padded MuSiQue corpus, then times, per question and on THREADS threads, a numpy flat
+inner-product scan and FAISS HNSW (M 32, efConstruction 200, efSearch 64 and 256), with
+passage Recall@2/@5 (HippoRAG protocol: passage string = title + "\\n" + text).
+
+With --lprag JSON (the file of `lprag-eval scale --json`, run just before on the same
+corpus) it prints each LP-RAG row's p50 as a ratio to the anchors of this run.
+
+Usage:
+    python scripts/anchors/ann_anchor.py CACHE.bin DATASET_DIR [--threads N] [--lprag JSON]
+Needs (PyPI): numpy, faiss-cpu.
+"""
+import argparse
+import json
+import os
+import struct
+import time
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("cache")
+ap.add_argument("dataset")
+ap.add_argument("--threads", type=int, default=1)
+ap.add_argument("--lprag", help="lprag-eval scale --json output to compare with")
+args = ap.parse_args()
+# Thread counts must be set before numpy and faiss load their BLAS / OpenMP.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(args.threads)
+import numpy as np  # noqa: E402
+import faiss  # noqa: E402
+
+faiss.omp_set_num_threads(args.threads)
+corpus = json.load(open(f"{args.dataset}/corpus.json"))
+questions = json.load(open(f"{args.dataset}/questions.json"))
+passages = [f"{d['title']}\n{d['text']}" for d in corpus]
+want = set(passages) | {q["question"] for q in questions}
+vec = {}
+with open(args.cache, "rb") as f:
+    head = f.read(12)
+    assert head[:8] == b"LPEMBC01", "not an lprag-eval embedding cache"
+    dim = struct.unpack("<I", head[8:])[0]
+    while True:
+        h = f.read(4)
+        if len(h) < 4:
+            break
+        n = struct.unpack("<I", h)[0]
+        t = f.read(n)
+        v = f.read(4 * dim)
+        if len(v) < 4 * dim:
+            break
+        s = t.decode("utf-8", "replace")
+        if s in want:
+            vec[s] = np.frombuffer(v, dtype="<f4")
+missing = sum(p not in vec for p in passages)
+X = np.stack([vec.get(p, np.zeros(dim, np.float32)) for p in passages]).astype(np.float32)
+index_of = {p: i for i, p in enumerate(passages)}
+
+
+def passage_of(p):
+    return f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
+
+
+Q, gold = [], []
+for q in questions:
+    if q["question"] not in vec:
+        continue
+    Q.append(vec[q["question"]])
+    gold.append({index_of[passage_of(p)] for p in q["paragraphs"]
+                 if p.get("is_supporting") and passage_of(p) in index_of})
+Q = np.stack(Q).astype(np.float32)
+
+
+def recall(ranked):
+    return {k: 100 * np.mean([len(set(ranked[i][:k]) & g) / max(len(g), 1)
+                              for i, g in enumerate(gold)]) for k in (2, 5)}
+
+
+def timed(fn):
+    ts, out = [], []
+    for q in Q:
+        t = time.perf_counter()
+        out.append(fn(q))
+        ts.append(time.perf_counter() - t)
+    ts = np.array(ts) * 1000
+    return out, float(np.percentile(ts, 50)), float(np.percentile(ts, 95))
+
+
+def row(out, p50, p95):
+    return {"p50_ms": round(p50, 3), "p95_ms": round(p95, 3),
+            **{f"R@{k}": round(v, 2) for k, v in recall(out).items()}}
+
+
+res = {"passages": len(passages), "dim": dim, "missing_vectors": missing,
+       "questions": len(Q), "threads": args.threads}
+res["numpy_flat"] = row(*timed(lambda q: np.argsort(-(X @ q))[:20].tolist()))
+t = time.perf_counter()
+hnsw = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+hnsw.hnsw.efConstruction = 200
+hnsw.add(X)
+res["faiss_hnsw_build_s"] = round(time.perf_counter() - t, 1)
+for ef in (64, 256):
+    hnsw.hnsw.efSearch = ef
+    res[f"faiss_hnsw_ef{ef}"] = row(*timed(lambda q: hnsw.search(q[None, :], 20)[1][0].tolist()))
+print(json.dumps(res))
+
+if args.lprag:
+    rows = json.load(open(args.lprag))
+    rows = rows.get("results", rows) if isinstance(rows, dict) else rows
+    anchors = [("numpy flat", res["numpy_flat"]["p50_ms"]),
+               ("FAISS HNSW ef256", res["faiss_hnsw_ef256"]["p50_ms"]),
+               ("FAISS HNSW ef64", res["faiss_hnsw_ef64"]["p50_ms"])]
+    print("\n| row | R@2 | R@5 | p50 (ms) | " + " | ".join(f"÷ {a}" for a, _ in anchors) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(anchors))
+    for name, a in [("numpy flat", res["numpy_flat"]), ("FAISS HNSW ef64", res["faiss_hnsw_ef64"]),
+                    ("FAISS HNSW ef256", res["faiss_hnsw_ef256"])]:
+        print(f"| {name} | {a['R@2']:.2f} | {a['R@5']:.2f} | {a['p50_ms']:.2f} | "
+              + " | ".join(f"{a['p50_ms'] / v:.2f}×" for _, v in anchors) + " |")
+    for r in rows:
+        if r.get("passages") != len(passages):
+            continue
+        rr = r["result"]
+        p50 = rr["query_ms_p50"]
+        rec = rr["recall"]
+        print(f"| {rr['retriever']} | {100 * rec['2']:.2f} | {100 * rec['5']:.2f} | {p50:.2f} | "
+              + " | ".join(f"{p50 / v:.2f}×" for _, v in anchors) + " |")
