@@ -177,20 +177,7 @@ async fn updates_rebuild_the_index_and_invalid_parameters_are_refused() {
 
 #[tokio::test]
 async fn the_column_scan_finds_the_row_scans_chunks_through_save_open_and_updates() {
-    let docs: Vec<Document> = common::corpus()
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "even" } else { "odd" }))
-        .collect();
-    let mut rag = LpRag::builder()
-        .encoder(hashing())
-        .config(LpRagConfig {
-            column_scan_from: None,
-            ..config(None)
-        })
-        .build(&docs[..docs.len() - 1])
-        .await
-        .unwrap();
+    let (docs, mut rag) = row_scan_index().await;
     assert!(!rag.scans_columns());
     let mut rows = Vec::new();
     for q in QUERIES {
@@ -228,6 +215,26 @@ async fn the_column_scan_finds_the_row_scans_chunks_through_save_open_and_update
     assert!(!reopened.scans_columns());
 }
 
+/// The corpus with a `half` tag (even / odd), and a row-scan index of all but its last
+/// document.
+async fn row_scan_index() -> (Vec<Document>, LpRag) {
+    let docs: Vec<Document> = common::corpus()
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "even" } else { "odd" }))
+        .collect();
+    let rag = LpRag::builder()
+        .encoder(hashing())
+        .config(LpRagConfig {
+            column_scan_from: None,
+            ..config(None)
+        })
+        .build(&docs[..docs.len() - 1])
+        .await
+        .unwrap();
+    (docs, rag)
+}
+
 async fn filtered(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
     rag.retrieve_filtered(query, Selection::TopK(10), &Filter::eq("half", "even"))
         .await
@@ -243,20 +250,7 @@ async fn filtered(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
 #[tokio::test]
 async fn the_candidate_graph_finds_the_row_scans_chunks_through_save_open_and_updates() {
     use lprag::graph::GraphParams;
-    let docs: Vec<Document> = common::corpus()
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "even" } else { "odd" }))
-        .collect();
-    let mut rag = LpRag::builder()
-        .encoder(hashing())
-        .config(LpRagConfig {
-            column_scan_from: None,
-            ..config(None)
-        })
-        .build(&docs[..docs.len() - 1])
-        .await
-        .unwrap();
+    let (docs, mut rag) = row_scan_index().await;
     let mut rows = Vec::new();
     for q in QUERIES {
         rows.push((hits(&rag, q).await, filtered(&rag, q).await));

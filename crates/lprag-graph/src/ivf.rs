@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::kernels::{gemm_abt, normalized_rows, TopK, COL_TILE};
+use crate::kernels::{gemm_abt, unit_prefix, TopK, COL_TILE};
 use crate::GraphError;
 use lprag_core::{dot, Embeddings};
 
@@ -118,20 +118,8 @@ impl IvfIndex {
     ) -> Result<Self, GraphError> {
         params.validate()?;
         let (n, d) = (rows, emb.dim());
-        if n > emb.rows() {
-            return Err(GraphError::arg(
-                "rows",
-                format!("{n} rows asked of a matrix with {}", emb.rows()),
-            ));
-        }
-        if n > u32::MAX as usize {
-            return Err(GraphError::arg(
-                "emb",
-                format!("{n} rows do not fit u32 node ids"),
-            ));
-        }
-        let x = normalized_rows(emb, "embeddings")?;
-        Ok(build_unit(&x[..n * d], n, d, params))
+        let x = unit_prefix(emb, n)?;
+        Ok(build_unit(&x, n, d, params))
     }
 
     /// Number of lists.
@@ -485,7 +473,7 @@ mod tests {
     #[test]
     fn knn_lists_recall_most_exact_neighbours_and_exact_when_all_lists_are_probed() {
         let emb = clustered(4_000, 24, 40, 3);
-        let x = normalized_rows(&emb, "e").unwrap();
+        let x = crate::kernels::normalized_rows(&emb, "e").unwrap();
         // The exact backend's lists of the same unit rows.
         let exact = crate::knn(&emb, 5, &crate::KnnBackend::Exact).unwrap();
         let p = IvfParams::default();

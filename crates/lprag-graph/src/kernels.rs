@@ -149,6 +149,38 @@ pub(crate) fn normalized_rows<'a>(
     Ok(std::borrow::Cow::Owned(out))
 }
 
+/// The unit rows of the first `rows` rows of `emb` (see [`normalized_rows`]), for an index
+/// over a prefix of a matrix (LP-RAG's graph holds the chunks first, then the synthetic
+/// queries).
+///
+/// # Errors
+/// [`GraphError::InvalidArgument`] when `rows` exceeds the matrix or `u32` node ids;
+/// [`GraphError::NonFinite`] naming the first row with a NaN or infinity.
+pub(crate) fn unit_prefix(
+    emb: &Embeddings,
+    rows: usize,
+) -> Result<std::borrow::Cow<'_, [f32]>, GraphError> {
+    if rows > emb.rows() {
+        return Err(GraphError::arg(
+            "rows",
+            format!("{rows} rows asked of a matrix with {}", emb.rows()),
+        ));
+    }
+    if rows > u32::MAX as usize {
+        return Err(GraphError::arg(
+            "emb",
+            format!("{rows} rows do not fit u32 node ids"),
+        ));
+    }
+    Ok(match normalized_rows(emb, "embeddings")? {
+        std::borrow::Cow::Borrowed(x) => std::borrow::Cow::Borrowed(&x[..rows * emb.dim()]),
+        std::borrow::Cow::Owned(mut x) => {
+            x.truncate(rows * emb.dim());
+            std::borrow::Cow::Owned(x)
+        }
+    })
+}
+
 /// [`GraphError::NonFinite`] for the first row with a NaN or infinity.
 pub(crate) fn check_finite(emb: &Embeddings, matrix: &'static str) -> Result<(), GraphError> {
     match emb.iter().position(|r| r.iter().any(|v| !v.is_finite())) {

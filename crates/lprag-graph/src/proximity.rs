@@ -14,7 +14,7 @@ use std::collections::BinaryHeap;
 use lprag_core::{dot, Embeddings};
 use serde::{Deserialize, Serialize};
 
-use crate::kernels::{best_first, gemm_abt, nearest_by_cosine_where, normalized_rows};
+use crate::kernels::{best_first, gemm_abt, nearest_by_cosine_where, unit_prefix};
 use crate::nndescent::nndescent_knn;
 use crate::{GraphError, NnDescentParams};
 
@@ -124,20 +124,8 @@ impl GraphIndex {
     ) -> Result<Self, GraphError> {
         params.validate()?;
         let (n, d) = (rows, emb.dim());
-        if n > emb.rows() {
-            return Err(GraphError::arg(
-                "rows",
-                format!("{n} rows asked of a matrix with {}", emb.rows()),
-            ));
-        }
-        if n > u32::MAX as usize {
-            return Err(GraphError::arg(
-                "emb",
-                format!("{n} rows do not fit u32 node ids"),
-            ));
-        }
-        let x = normalized_rows(emb, "embeddings")?;
-        let x = &x[..n * d];
+        let x = unit_prefix(emb, n)?;
+        let x = &x[..];
         let k = params.degree.min(n.saturating_sub(1));
         let lists = if k == 0 {
             vec![Vec::new(); n]
