@@ -89,8 +89,9 @@ impl NearestSearch for IvfIndex {
     }
 }
 
-/// [`GraphIndex`]'s search, shared.
-impl NearestSearch for Arc<GraphIndex> {
+/// A shared strategy searches as the strategy does (a [`CandidateSearch`] keeps its
+/// [`GraphIndex`] this way, to hand it back for saving).
+impl<T: NearestSearch + ?Sized> NearestSearch for Arc<T> {
     fn nearest_where(
         &self,
         rows: &Embeddings,
