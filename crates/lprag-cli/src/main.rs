@@ -153,6 +153,12 @@ struct ServeArgs {
     port_file: Option<PathBuf>,
 }
 
+/// mimalloc (feature `mimalloc`, a default): it keeps training's large per-step tensors
+/// instead of unmapping and faulting them in again at every step as glibc's allocator does.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = if cli.quiet { "warn" } else { "info" };

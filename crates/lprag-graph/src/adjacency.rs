@@ -7,6 +7,7 @@
 //! does with its target links).
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 
 use crate::GraphError;
 
@@ -130,10 +131,10 @@ impl WeightedAdjacency {
     }
 
     /// The neighbours of `i` except through `masked` edges (keys from [`pair_key`]).
-    pub fn unmasked<'a>(
+    pub fn unmasked<'a, S: BuildHasher>(
         &'a self,
         i: u32,
-        masked: &'a HashSet<(u32, u32)>,
+        masked: &'a HashSet<(u32, u32), S>,
     ) -> impl Iterator<Item = (u32, f32)> + 'a {
         self.neighbors(i)
             .iter()
@@ -142,11 +143,11 @@ impl WeightedAdjacency {
     }
 
     /// [`WeightedAdjacency::common_neighbors`] except through `masked` edges.
-    pub fn common_neighbors_masked(
+    pub fn common_neighbors_masked<S: BuildHasher>(
         &self,
         i: u32,
         j: u32,
-        masked: &HashSet<(u32, u32)>,
+        masked: &HashSet<(u32, u32), S>,
         out: &mut Vec<u32>,
     ) {
         let start = out.len();

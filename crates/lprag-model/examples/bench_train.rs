@@ -16,9 +16,15 @@
 //! The references (PyTorch Geometric, 1-layer GCN + Hadamard predictor, one negative per
 //! positive, on the project's 2-core machine): 0.128 s/epoch full batch on the MuSiQue-size
 //! graph, 14 s/epoch on a 150k-node, 450k-edge graph; the printed ratios compare against
-//! those recorded figures.
+//! those recorded figures unless `--pyg SECONDS` gives the figure that
+//! `scripts/anchors/pyg_anchor.py` measured on this machine. `--only gcn|ncn` times one model.
 
 use std::time::Instant;
+
+/// The allocator a binary that trains should have (docs/guide.md): with glibc's, each
+/// step's large tensors are mapped and faulted in afresh.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph, LinkPredictor, NoProgress};
 use lprag_model::{
@@ -118,10 +124,20 @@ fn time(
 
 fn main() {
     let mut device = None;
+    let mut pyg_measured = None;
+    let mut only: Option<String> = None;
     let mut args = Vec::new();
     let mut raw = std::env::args().skip(1);
     while let Some(a) = raw.next() {
-        if a == "--device" {
+        if a == "--pyg" {
+            let s: f64 = raw
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("--pyg needs seconds per epoch, as pyg_anchor.py prints them");
+            pyg_measured = Some(s);
+        } else if a == "--only" {
+            only = Some(raw.next().expect("--only needs a model: gcn or ncn"));
+        } else if a == "--device" {
             let d: ComputeDevice = raw
                 .next()
                 .expect("--device needs a value: cuda:N or wgpu:N")
@@ -131,7 +147,9 @@ fn main() {
         } else {
             args.push(
                 a.parse::<usize>()
-                    .expect("arguments are numbers: [--device D] EPOCHS [NODES EDGES]"),
+                    .expect(
+                        "arguments are numbers: [--device D] [--pyg S] [--only gcn|ncn] EPOCHS [NODES EDGES]",
+                    ),
             );
         }
     }
@@ -143,6 +161,8 @@ fn main() {
         ),
         _ => (Shape(1890, 3780, 2739, 0), 0.128),
     };
+    let pyg = pyg_measured.unwrap_or(pyg);
+    let runs = |model: &str| only.as_deref().is_none_or(|o| o == model);
     let g = graph(&shape);
     println!(
         "graph: {} nodes, {} edges, {DIM}-d features, hidden 256, {} threads",
@@ -167,7 +187,7 @@ fn main() {
         inference: InferenceMode::Isolated,
         ..TrainConfig::default()
     };
-    if shape.0 < 10_000 {
+    if shape.0 < 10_000 && runs("gcn") {
         time(
             "GCN + Hadamard (PyG reference setting, full batch)",
             ModelConfig::gae(),
@@ -183,15 +203,17 @@ fn main() {
         inference: InferenceMode::Isolated,
         ..TrainConfig::default()
     };
-    time(
-        "GCN + Hadamard (batch 2048, target masking, neighbourhood steps)",
-        ModelConfig::gae(),
-        batched.clone(),
-        &g,
-        pyg,
-        device,
-    );
-    if shape.0 < 10_000 {
+    if runs("gcn") {
+        time(
+            "GCN + Hadamard (batch 2048, target masking, neighbourhood steps)",
+            ModelConfig::gae(),
+            batched.clone(),
+            &g,
+            pyg,
+            device,
+        );
+    }
+    if shape.0 < 10_000 && runs("gcn") {
         time(
             "GCN + Hadamard (batch 2048, target masking, full-graph steps)",
             ModelConfig::gae(),
@@ -204,16 +226,18 @@ fn main() {
             device,
         );
     }
-    time(
-        "NCN (SAGE, target masking, batch 2048, 1 negative, neighbourhood steps)",
-        ModelConfig::ncn(),
-        TrainConfig {
-            epochs,
-            validation_fraction: 0.0,
-            ..TrainConfig::default()
-        },
-        &g,
-        pyg,
-        device,
-    );
+    if runs("ncn") {
+        time(
+            "NCN (SAGE, target masking, batch 2048, 1 negative, neighbourhood steps)",
+            ModelConfig::ncn(),
+            TrainConfig {
+                epochs,
+                validation_fraction: 0.0,
+                ..TrainConfig::default()
+            },
+            &g,
+            pyg,
+            device,
+        );
+    }
 }

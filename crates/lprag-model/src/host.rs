@@ -1,13 +1,18 @@
 //! Host-side graph structures: adjacency for common-neighbour look-ups and the message-passing
 //! coefficients that are uploaded to the device.
 
-use std::collections::HashSet;
-
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::Aggregation;
 
 pub(crate) use lprag_graph::{pair_key, WeightedAdjacency as HostGraph};
+
+/// A set of undirected edges (keys from [`pair_key`]), hashed with FxHash: a training step
+/// looks up every neighbour of its neighbourhood in its masked targets.
+pub(crate) type EdgeSet = rustc_hash::FxHashSet<(u32, u32)>;
+
+/// A map from graph node ids to local ids, hashed with FxHash.
+type LocalIds = rustc_hash::FxHashMap<u32, u32>;
 
 /// Message passing over a [`HostGraph`]: its coefficients uploaded whole, or a training
 /// step's neighbourhood with its target edges masked.
@@ -20,7 +25,7 @@ pub(crate) trait MessagePassing {
     fn subgraph(
         &self,
         wsum: &[f32],
-        masked: &HashSet<(u32, u32)>,
+        masked: &EdgeSet,
         seeds: &[u32],
         hops: usize,
         aggregation: Aggregation,
@@ -68,13 +73,12 @@ impl MessagePassing for HostGraph {
     fn subgraph(
         &self,
         wsum: &[f32],
-        masked: &HashSet<(u32, u32)>,
+        masked: &EdgeSet,
         seeds: &[u32],
         hops: usize,
         aggregation: Aggregation,
     ) -> Subgraph {
-        use std::collections::HashMap;
-        let mut local: HashMap<u32, u32> = HashMap::with_capacity(seeds.len() * 4);
+        let mut local = LocalIds::with_capacity_and_hasher(seeds.len() * 4, Default::default());
         let mut nodes: Vec<u32> = Vec::with_capacity(seeds.len() * 4);
         for &s in seeds {
             if let std::collections::hash_map::Entry::Vacant(e) = local.entry(s) {
@@ -98,7 +102,7 @@ impl MessagePassing for HostGraph {
         }
         // Masked edges no longer count towards degrees. Summed in sorted order: a hash
         // set's iteration order differs between processes, and float sums with it.
-        let mut less: HashMap<u32, f32> = HashMap::new();
+        let mut less: rustc_hash::FxHashMap<u32, f32> = Default::default();
         let mut sorted: Vec<(u32, u32)> = masked.iter().copied().collect();
         sorted.sort_unstable();
         for &(a, b) in &sorted {
@@ -153,7 +157,7 @@ impl MessagePassing for HostGraph {
 pub(crate) struct Subgraph {
     /// Global ids of the local nodes, seeds first.
     pub nodes: Vec<u32>,
-    local: std::collections::HashMap<u32, u32>,
+    local: LocalIds,
     src: Vec<i64>,
     dst: Vec<i64>,
     coef: Vec<f32>,
@@ -256,12 +260,58 @@ pub(crate) struct PairBatch {
     pub len: usize,
     pub src: Tensor<1, Int>,
     pub dst: Tensor<1, Int>,
-    /// For each common-neighbour entry: the pair it belongs to and the neighbour node.
-    pub cn_pair: Option<(Tensor<1, Int>, Tensor<1, Int>)>,
+    /// The pairs with at least one common neighbour, and those neighbours.
+    pub cn: Option<CommonNeighbours>,
+}
+
+/// The common neighbours of a batch's pairs, compacted to the pairs that have any: NCN's
+/// common-neighbour MLP runs on those rows only, and once on a zero row for the rest.
+#[derive(Debug, Clone)]
+pub(crate) struct CommonNeighbours {
+    /// Pairs with at least one common neighbour, in increasing order, `[C]`.
+    pub rows: Tensor<1, Int>,
+    /// Number of such pairs `C`.
+    pub count: usize,
+    /// For each (pair, neighbour) entry: the pair's position in `rows`, `[M]`.
+    pub slot: Tensor<1, Int>,
+    /// For each entry: the neighbour node, `[M]`.
+    pub node: Tensor<1, Int>,
+}
+
+impl CommonNeighbours {
+    /// Upload `(pair index, node)` entries, grouped by pair in increasing pair order (as
+    /// every builder emits them); `None` when there are none.
+    fn upload(pair: Vec<i64>, node: Vec<i64>, device: &Device) -> Option<Self> {
+        if pair.is_empty() {
+            return None;
+        }
+        let mut rows: Vec<i64> = Vec::new();
+        let slot: Vec<i64> = pair
+            .iter()
+            .map(|&p| {
+                if rows.last() != Some(&p) {
+                    debug_assert!(rows.last().is_none_or(|&l| l < p), "entries out of order");
+                    rows.push(p);
+                }
+                rows.len() as i64 - 1
+            })
+            .collect();
+        let (m, count) = (pair.len(), rows.len());
+        let int = |v: Vec<i64>, len: usize| {
+            Tensor::<1, Int>::from_data(TensorData::new(v, [len]), device)
+        };
+        Some(Self {
+            rows: int(rows, count),
+            count,
+            slot: int(slot, m),
+            node: int(node, m),
+        })
+    }
 }
 
 impl PairBatch {
-    /// Upload `pairs` with their common neighbours given as `(pair index, node)` entries.
+    /// Upload `pairs` with their common neighbours given as `(pair index, node)` entries,
+    /// grouped by pair in increasing pair order.
     pub(crate) fn from_parts(
         pairs: &[(u32, u32)],
         cn: Option<(Vec<i64>, Vec<i64>)>,
@@ -270,18 +320,11 @@ impl PairBatch {
         let len = pairs.len();
         let src: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
         let dst: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
-        let cn_pair = cn.filter(|(pi, _)| !pi.is_empty()).map(|(pi, node)| {
-            let m = pi.len();
-            (
-                Tensor::<1, Int>::from_data(TensorData::new(pi, [m]), device),
-                Tensor::<1, Int>::from_data(TensorData::new(node, [m]), device),
-            )
-        });
         Self {
             len,
             src: Tensor::<1, Int>::from_data(TensorData::new(src, [len]), device),
             dst: Tensor::<1, Int>::from_data(TensorData::new(dst, [len]), device),
-            cn_pair,
+            cn: cn.and_then(|(pair, node)| CommonNeighbours::upload(pair, node, device)),
         }
     }
 
@@ -292,10 +335,7 @@ impl PairBatch {
         with_cn: bool,
         device: &Device,
     ) -> Self {
-        let len = pairs.len();
-        let src: Vec<i64> = pairs.iter().map(|p| p.0 as i64).collect();
-        let dst: Vec<i64> = pairs.iter().map(|p| p.1 as i64).collect();
-        let cn_pair = if with_cn {
+        let cn = with_cn.then(|| {
             let (mut pi, mut node, mut buf) = (Vec::new(), Vec::new(), Vec::new());
             for (k, &(a, b)) in pairs.iter().enumerate() {
                 buf.clear();
@@ -305,29 +345,16 @@ impl PairBatch {
                     node.push(u as i64);
                 }
             }
-            let m = pi.len();
-            (m > 0).then(|| {
-                (
-                    Tensor::<1, Int>::from_data(TensorData::new(pi, [m]), device),
-                    Tensor::<1, Int>::from_data(TensorData::new(node, [m]), device),
-                )
-            })
-        } else {
-            None
-        };
-        Self {
-            len,
-            src: Tensor::<1, Int>::from_data(TensorData::new(src, [len]), device),
-            dst: Tensor::<1, Int>::from_data(TensorData::new(dst, [len]), device),
-            cn_pair,
-        }
+            (pi, node)
+        });
+        Self::from_parts(pairs, cn, device)
     }
 }
 
 #[cfg(test)]
 mod subgraph_tests {
     use super::*;
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
 
     fn coefs(
         src: &[i64],
@@ -360,7 +387,7 @@ mod subgraph_tests {
             (8, 0, 1.0),
         ];
         let full = HostGraph::from_edges(9, edges.iter().copied()).unwrap();
-        let masked: HashSet<(u32, u32)> = [pair_key(6, 0), pair_key(7, 3)].into_iter().collect();
+        let masked: EdgeSet = [pair_key(6, 0), pair_key(7, 3)].into_iter().collect();
         let m = HostGraph::from_edges(
             9,
             edges

@@ -287,14 +287,20 @@ impl LinkNet {
             had.sum_dim(1)
         } else if let (Some(cn), Some(out)) = (&self.cn_mlp, &self.out_mlp) {
             let [p, d] = had.dims();
-            let mut z = Tensor::<2>::zeros([p, d], &had.device());
-            if let Some((pair, node)) = &pairs.cn_pair {
-                z = z.select_assign(
+            let device = had.device();
+            // The MLP of the common neighbours' sum: on the pairs that have any, and once
+            // on the zero row that every other pair's sum is.
+            let at_zero = cn.forward(Tensor::<2>::zeros([1, d], &device));
+            let mut cn_out = at_zero.clone().repeat_dim(0, p);
+            if let Some(c) = &pairs.cn {
+                let sums = Tensor::<2>::zeros([c.count, d], &device).select_assign(
                     0,
-                    pair.clone(),
-                    h.select(0, node.clone()),
+                    c.slot.clone(),
+                    h.select(0, c.node.clone()),
                     IndexingUpdateOp::Add,
                 );
+                let shift = cn.forward(sums) - at_zero.repeat_dim(0, c.count);
+                cn_out = cn_out.select_assign(0, c.rows.clone(), shift, IndexingUpdateOp::Add);
             }
             let beta = self
                 .beta
@@ -303,7 +309,7 @@ impl LinkNet {
                 .val()
                 .unsqueeze::<2>();
             let pair_mlp = self.pair_mlp.as_ref().expect("NCN has a pair MLP");
-            out.forward(cn.forward(z) * beta + pair_mlp.forward(had))
+            out.forward(cn_out * beta + pair_mlp.forward(had))
         } else {
             self.pair_mlp.as_ref().expect("decoder").forward(had)
         };
@@ -425,6 +431,72 @@ mod tests {
                 assert!((a - b).abs() < 1e-5, "{dims:?}: {a} vs {b}");
             }
         }
+    }
+
+    /// NCN's common-neighbour MLP run on the pairs that have common neighbours (and once
+    /// on the zero row) gives the logits and gradients of running it on every pair's sum.
+    #[test]
+    fn compacted_common_neighbours_match_the_mlp_on_every_pair() {
+        let device = Device::flex().autodiff();
+        let cfg = ModelConfig {
+            hidden: 8,
+            ..ModelConfig::ncn()
+        };
+        let (n, d_in) = (6, 4);
+        let values = |len: usize, k: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * k % 13) as f32 - 6.0) / 5.0)
+                .collect()
+        };
+        let pairs = [(0u32, 1u32), (2, 3), (4, 5), (1, 2)];
+        // Pair 0 has common neighbours 2 and 3, pair 2 has 0; pairs 1 and 3 have none.
+        let (cn_pair, cn_node) = (vec![0i64, 0, 2], vec![2i64, 3, 0]);
+        // One network for both ways (its parameters are drawn at their first use).
+        let net = LinkNet::new(&cfg, d_in, &device);
+        let run = |compact: bool| {
+            let h = Tensor::<2>::from_data(TensorData::new(values(n * 8, 7), [n, 8]), &device);
+            let x =
+                Tensor::<2>::from_data(TensorData::new(values(n * d_in, 5), [n, d_in]), &device);
+            let logits = if compact {
+                let batch = PairBatch::from_parts(
+                    &pairs,
+                    Some((cn_pair.clone(), cn_node.clone())),
+                    &device,
+                );
+                net.score_pairs_parts(h, &x, &batch).1
+            } else {
+                // Every pair's sum of common-neighbour rows, zero where there are none.
+                let mut z = vec![0f32; pairs.len() * 8];
+                let hv = values(n * 8, 7);
+                for (&p, &u) in cn_pair.iter().zip(&cn_node) {
+                    for k in 0..8 {
+                        z[p as usize * 8 + k] += hv[u as usize * 8 + k];
+                    }
+                }
+                let z = Tensor::<2>::from_data(TensorData::new(z, [pairs.len(), 8]), &device);
+                let batch = PairBatch::from_parts(&pairs, None, &device);
+                let hi = h.clone().select(0, batch.src.clone());
+                let hj = h.select(0, batch.dst.clone());
+                let beta = net.beta.as_ref().unwrap().val().unsqueeze::<2>();
+                let out = net.out_mlp.as_ref().unwrap();
+                out.forward(
+                    net.cn_mlp.as_ref().unwrap().forward(z) * beta
+                        + net.pair_mlp.as_ref().unwrap().forward(hi * hj),
+                )
+                .reshape([pairs.len()])
+            };
+            let grads = logits.clone().sum().backward();
+            let w = net.cn_mlp.as_ref().unwrap().layers()[0].weight.val();
+            let grad = to_vec(w.grad(&grads).expect("the MLP's weight has a gradient")).unwrap();
+            (to_vec(logits).unwrap(), grad)
+        };
+        let (got, got_grad) = run(true);
+        let (want, want_grad) = run(false);
+        assert_eq!(got.len(), pairs.len());
+        for (a, b) in got.iter().zip(&want).chain(got_grad.iter().zip(&want_grad)) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+        assert!(want_grad.iter().any(|g| g.abs() > 1e-6), "a gradient flows");
     }
 
     /// The bound the loader checks weights files against is a true lower bound, and a

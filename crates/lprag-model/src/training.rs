@@ -19,7 +19,7 @@ use rand::SeedableRng;
 use crate::checkpoint::Checkpoints;
 use crate::config::{Targets, TrainConfig};
 use crate::early_stop::EarlyStopping;
-use crate::host::pair_key;
+use crate::host::{pair_key, EdgeSet};
 use crate::seeding::Draws;
 use crate::shared::{scalar, NegativeDraw};
 
@@ -170,11 +170,11 @@ pub(crate) fn step_pairs(
     tc: &TrainConfig,
     sampler: &NegativeDraw,
     rng: &mut StdRng,
-) -> (PairList, HashSet<(u32, u32)>) {
-    let masked: HashSet<(u32, u32)> = if tc.mask_targets {
+) -> (PairList, EdgeSet) {
+    let masked: EdgeSet = if tc.mask_targets {
         batch.iter().map(|&(a, b)| pair_key(a, b)).collect()
     } else {
-        HashSet::new()
+        EdgeSet::default()
     };
     let mut pairs: Vec<(u32, u32)> = batch.to_vec();
     for &(a, b) in batch {
@@ -407,7 +407,7 @@ pub(crate) struct Step<'a> {
     pub pairs: &'a [(u32, u32)],
     /// Targets removed from the message graph for this step (empty without
     /// `mask_targets`).
-    pub masked: &'a HashSet<(u32, u32)>,
+    pub masked: &'a EdgeSet,
 }
 
 /// What [`run_link_epochs`] runs on.
