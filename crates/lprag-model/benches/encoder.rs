@@ -8,7 +8,9 @@
 //!
 //! Environment: `LPRAG_BENCH_BATCH` (batch size, default 32), `LPRAG_BENCH_LIMIT` (use
 //! only the first N passages), `LPRAG_BENCH_CORPUS` (another corpus.json), and
-//! `LPRAG_REQUIRE_MODEL=1` to fail rather than skip when no model is found. The model is
+//! `LPRAG_REQUIRE_MODEL=1` to fail rather than skip when no model is found,
+//! `LPRAG_BENCH_VECTORS=FILE` to write the passages' vectors (a JSON list of rows, for
+//! `scripts/anchors/encoder_anchor.py --compare FILE`). The model is
 //! found like `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face
 //! cache). Threads follow rayon (`RAYON_NUM_THREADS`).
 
@@ -90,6 +92,11 @@ fn main() {
     let e = encoder.encode(&texts).expect("encode");
     let secs = t.elapsed().as_secs_f64();
     assert_eq!(e.rows(), texts.len());
+    if let Ok(path) = std::env::var("LPRAG_BENCH_VECTORS") {
+        let rows: Vec<&[f32]> = (0..e.rows()).map(|i| e.row(i)).collect();
+        std::fs::write(&path, serde_json::to_vec(&rows).expect("vectors as JSON"))
+            .unwrap_or_else(|err| panic!("cannot write {path}: {err}"));
+    }
 
     println!(
         "encoder: {} ({} dims) from {}",

@@ -197,9 +197,16 @@ impl Subgraph {
             starts[i + 1] += starts[i];
         }
         let mut agg = vec![0f32; r * d];
+        let source = |e: usize| self.nodes[self.src[e] as usize] as usize;
         agg.par_chunks_mut(d).enumerate().for_each(|(li, row)| {
             for e in starts[li]..starts[li + 1] {
-                let g = self.nodes[self.src[e] as usize] as usize;
+                // The rows are scattered over the feature matrix: ask for the next edge's
+                // row (this receiver's or the next one's) while this one is summed.
+                if e + 1 < self.src.len() {
+                    let next = source(e + 1);
+                    prefetch_row(&x[next * d..(next + 1) * d]);
+                }
+                let g = source(e);
                 let c = self.coef[e];
                 for (o, &v) in row.iter_mut().zip(&x[g * d..(g + 1) * d]) {
                     *o += c * v;
@@ -240,6 +247,22 @@ impl Subgraph {
             ),
         }
     }
+}
+
+/// Ask the CPU to bring `row` into its caches (a hint; nothing on other architectures).
+#[inline(always)]
+fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // One hint per 64-byte line; the pointers stay inside `row`.
+        for k in (0..row.len()).step_by(16) {
+            // SAFETY: prefetching is a hint that never faults, and the address is in `row`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().add(k).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
 }
 
 /// Message-passing structure on a device: messages flow `src → dst` scaled by `coef`.
