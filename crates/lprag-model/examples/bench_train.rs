@@ -21,11 +21,6 @@
 
 use std::time::Instant;
 
-/// The allocator a binary that trains should have (docs/guide.md): with glibc's, each
-/// step's large tensors are mapped and faulted in afresh.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph, LinkPredictor, NoProgress};
 use lprag_model::{
     ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, StepGraph, TrainConfig,
@@ -34,6 +29,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const DIM: usize = 384;
+
+/// The allocator a binary that trains should have (docs/guide.md): with glibc's, each
+/// step's large tensors are mapped and faulted in afresh.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Chunks, queries, chunk–chunk edges, query–chunk edges.
 struct Shape(usize, usize, usize, usize);

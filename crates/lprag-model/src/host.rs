@@ -255,10 +255,11 @@ fn prefetch_row(row: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // One hint per 64-byte line; the pointers stay inside `row`.
-        for k in (0..row.len()).step_by(16) {
-            // SAFETY: prefetching is a hint that never faults, and the address is in `row`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().add(k).cast()) };
+        // One hint per 64-byte line of `row`.
+        for value in row.iter().step_by(16) {
+            let line: *const f32 = value;
+            // SAFETY: a prefetch is a hint that never faults; `line` points into `row`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.cast()) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
