@@ -73,9 +73,9 @@ pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
 pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, Filter, LinkGraph,
-    LinkPredictor, LinkScorer, LiveIndex, NoProgress, Progress, QueryGenerator, Reranker, Result,
-    Retriever, ScoredChunk, Selection, SyntheticQuery, TrainReport, UpsertReport,
+    Chunk, ChunkBatch, ChunkId, ChunkStore, Chunker, Document, Embeddings, Encoder, Error, Filter,
+    LinkGraph, LinkPredictor, LinkScorer, LiveIndex, NoProgress, Progress, QueryGenerator,
+    Reranker, Result, Retriever, ScoredChunk, Selection, SyntheticQuery, TrainReport, UpsertReport,
     DEFAULT_MAX_QUERY_BYTES, DOCUMENT_HASH_KEY,
 };
 pub use lprag_model::bert::{CrossEncoder, SentenceEncoder};

@@ -5,7 +5,8 @@
 //! the traits users implement to plug in their own components ([`Chunker`],
 //! [`QueryGenerator`], [`Encoder`], [`LinkPredictor`], [`Retriever`]), one error type
 //! ([`Error`], which tells transient failures from permanent ones), the contracts of sparse
-//! relevance ([`SparseEncoder`]) and triple extraction ([`TripleExtractor`]), and small
+//! relevance ([`SparseEncoder`]) and triple extraction ([`TripleExtractor`]), where a
+//! corpus' chunks and vectors live ([`ChunkStore`]), and small
 //! shared helpers ([`dot`], [`cosine`], [`blocking`]). The implementations live in the
 //! sibling crates: offline text components in `lprag-text`, LLM-backed ones in `lprag-llm`,
 //! burn models in `lprag-model`.
@@ -28,6 +29,7 @@ mod live;
 mod query;
 mod rerank;
 pub mod sparse;
+mod store;
 mod task;
 mod traits;
 mod types;
@@ -40,6 +42,7 @@ pub use live::{LiveIndex, UpsertReport};
 pub use query::{check_query, check_query_len, DEFAULT_MAX_QUERY_BYTES};
 pub use rerank::{check_rerank_scores, Reranker};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
+pub use store::{check_store_ids, check_store_query, ChunkBatch, ChunkStore, StoreVersion};
 pub use task::{blocking, panic_message};
 pub use traits::{
     check_score_args, Chunker, Encoder, LinkPredictor, LinkScorer, NoProgress, Progress,

@@ -13,6 +13,8 @@
 //!   [`NearestSearch`] strategy (exact scan, [`ColumnIndex`], [`IvfIndex`] or
 //!   [`GraphIndex`]) and adds
 //!   the pool's chunk-graph neighbours, under a filter ([`CandidateRequest`]).
+//! * **Chunk store**: [`MemoryStore`], the in-memory [`lprag_core::ChunkStore`] (records,
+//!   vectors, representations; exact nearest chunks under a filter).
 //! * **Adjacency**: [`ChunkGraph`] (sorted neighbour lists) on top of a compact [`Csr`]
 //!   with a COO export, for message passing without petgraph in the hot loop;
 //!   [`WeightedAdjacency`], growable by query nodes, with common-neighbour merges for the
@@ -96,6 +98,7 @@ mod nndescent;
 mod persist;
 mod proximity;
 mod sampling;
+mod store;
 mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
@@ -121,4 +124,5 @@ pub use persist::{
 };
 pub use proximity::{GraphIndex, GraphParams};
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};
+pub use store::MemoryStore;
 pub use typed::{contextual_chunk_graph, InEdges, KgEdges};
