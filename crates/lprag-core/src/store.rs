@@ -2,9 +2,8 @@
 //! nearest-chunk search, behind one trait.
 //!
 //! A [`ChunkStore`] is what a query and a training step read. `lprag-graph`'s
-//! `MemoryStore` keeps everything in RAM (the structures an index holds today);
-//! `lprag-lance`'s `LanceStore` keeps it in a versioned Lance table, on a local disk or an
-//! object store, that other processes can read. Chunk ids are dense: a store of `n` chunks
+//! `MemoryStore` keeps everything in RAM; `lprag-lance`'s `LanceStore` keeps it in a
+//! versioned Lance table on disk that other processes can read. Chunk ids are dense: a store of `n` chunks
 //! holds ids `0..n`, and [`ChunkStore::append`] gives the next ones.
 //!
 //! Every handle reads one [`ChunkStore::version`]: a write makes a new version whole, and

@@ -375,11 +375,7 @@ impl LanceStore {
     }
 
     async fn connect(uri: &str, conn: Connection, name: String) -> Result<Self> {
-        let table = conn
-            .open_table(&name)
-            .execute()
-            .await
-            .map_err(lance_err("open table"))?;
+        let table = open_latest(&conn, &name).await?;
         let schema = table.schema().await.map_err(lance_err("read schema"))?;
         if schema.metadata().get(MARK_KEY).map(String::as_str) != Some(MARK_VALUE) {
             return Err(format_err(
@@ -459,12 +455,7 @@ impl LanceStore {
     /// LanceDB's (too few rows to train the index's partitions, say).
     pub async fn build_index(&self, index: VectorIndex) -> Result<StoreVersion> {
         let _w = self.writer.lock().await;
-        let table = self
-            .conn
-            .open_table(&self.name)
-            .execute()
-            .await
-            .map_err(lance_err("open table"))?;
+        let table = open_latest(&self.conn, &self.name).await?;
         let vector = match index {
             VectorIndex::IvfHnswSq {
                 partitions,
@@ -638,13 +629,17 @@ fn fixed_list(m: &Embeddings, null_rows: Option<usize>) -> Result<FixedSizeListA
         .map_err(arrow_err("build a vector column"))
 }
 
-/// Open table `name` at `version` (the newest when `None`) and pin it there.
-async fn pin(conn: &Connection, name: &str, version: Option<StoreVersion>) -> Result<Pinned> {
-    let table = conn
-        .open_table(name)
+/// Table `name` at its newest version (a handle that writes, or that [`pin`] checks out).
+async fn open_latest(conn: &Connection, name: &str) -> Result<Table> {
+    conn.open_table(name)
         .execute()
         .await
-        .map_err(lance_err("open table"))?;
+        .map_err(lance_err("open table"))
+}
+
+/// Open table `name` at `version` (the newest when `None`) and pin it there.
+async fn pin(conn: &Connection, name: &str, version: Option<StoreVersion>) -> Result<Pinned> {
+    let table = open_latest(conn, name).await?;
     let version = match version {
         Some(v) => v,
         None => table
@@ -810,12 +805,7 @@ impl ChunkStore for LanceStore {
             return Ok(start..start);
         }
         let rb = self.record_batch(&batch, start)?;
-        let table = self
-            .conn
-            .open_table(&self.name)
-            .execute()
-            .await
-            .map_err(lance_err("open table"))?;
+        let table = open_latest(&self.conn, &self.name).await?;
         let added = table.add(rb).execute().await.map_err(lance_err("append"))?;
         let version = if added.version > 0 {
             Some(added.version)
