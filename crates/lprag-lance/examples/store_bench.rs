@@ -336,7 +336,8 @@ async fn main() -> Result<(), BoxError> {
     );
 
     // A second process that only answers, on the same table.
-    let qfile = format!("{db}.queries");
+    // In a temporary file of our own (removed when dropped), never beside the user's files.
+    let qfile = tempfile::NamedTempFile::new()?;
     let mut raw = (dim as u32).to_le_bytes().to_vec();
     raw.extend(
         data.questions
@@ -344,16 +345,15 @@ async fn main() -> Result<(), BoxError> {
             .iter()
             .flat_map(|x| x.to_le_bytes()),
     );
-    std::fs::write(&qfile, raw)?;
+    std::fs::write(qfile.path(), raw)?;
     let mut child = std::process::Command::new(std::env::current_exe()?);
-    child.args(["answer", db, &qfile]);
+    child.arg("answer").arg(db).arg(qfile.path());
     for f in ["--nprobes", "--ef", "--refine"] {
         if let Some(v) = flag(&args, f) {
             child.args([f, &v]);
         }
     }
     let status = child.status()?;
-    std::fs::remove_file(&qfile)?;
     if !status.success() {
         return Err(format!("the answering process failed: {status}").into());
     }

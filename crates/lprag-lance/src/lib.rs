@@ -535,17 +535,9 @@ impl LanceStore {
         offsets.dedup();
         let mut cols = vec!["id"];
         cols.extend_from_slice(columns);
-        let batches: Vec<RecordBatch> = p
-            .table
-            .take_offsets(offsets.clone())
-            .select(Select::columns(&cols))
-            .execute()
-            .await
-            .map_err(lance_err("read rows"))?
-            .try_collect()
-            .await
-            .map_err(lance_err("read rows"))?;
         let mut at = HashMap::with_capacity(offsets.len());
+        let take = p.table.take_offsets(offsets).select(Select::columns(&cols));
+        let batches = collect(&take, "read rows").await?;
         for (b, batch) in batches.iter().enumerate() {
             let idc: &UInt64Array = column(batch, "id")?;
             for r in 0..batch.num_rows() {
@@ -627,6 +619,17 @@ fn fixed_list(m: &Embeddings, null_rows: Option<usize>) -> Result<FixedSizeListA
     let nulls = null_rows.map(NullBuffer::new_null);
     FixedSizeListArray::try_new(item, m.dim() as i32, values, nulls)
         .map_err(arrow_err("build a vector column"))
+}
+
+/// Every batch `query` returns.
+async fn collect(query: &impl ExecutableQuery, what: &str) -> Result<Vec<RecordBatch>> {
+    query
+        .execute()
+        .await
+        .map_err(lance_err(what))?
+        .try_collect()
+        .await
+        .map_err(lance_err(what))
 }
 
 /// Table `name` at its newest version (a handle that writes, or that [`pin`] checks out).
@@ -774,13 +777,7 @@ impl ChunkStore for LanceStore {
         if let Some(sql) = filter_sql(filter) {
             q = q.only_if(sql);
         }
-        let batches: Vec<RecordBatch> = q
-            .execute()
-            .await
-            .map_err(lance_err("vector query"))?
-            .try_collect()
-            .await
-            .map_err(lance_err("vector query"))?;
+        let batches = collect(&q, "vector query").await?;
         let mut hits = Vec::with_capacity(k);
         for batch in &batches {
             let ids: &UInt64Array = column(batch, "id")?;
