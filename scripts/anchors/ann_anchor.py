@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import struct
+import sys
 import time
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -35,6 +36,10 @@ ap.add_argument("--ef-search", default="64,256", help="comma-separated efSearch 
 ap.add_argument("--faiss-index", help="write the built index here, or read it if it exists")
 args = ap.parse_args()
 efs = [int(e) for e in args.ef_search.split(",")]
+if args.faiss_index and not os.path.exists(args.faiss_index):
+    where = os.path.dirname(os.path.abspath(args.faiss_index))
+    if not os.path.isdir(where):  # found out before the build, not after it
+        sys.exit(f"--faiss-index {args.faiss_index}: no directory {where}")
 # Thread counts must be set before numpy and faiss load their BLAS / OpenMP.
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(args.threads)
@@ -109,7 +114,9 @@ res["numpy_flat"] = row(*timed(lambda q: np.argsort(-(X @ q))[:20].tolist()))
 t = time.perf_counter()
 if args.faiss_index and os.path.exists(args.faiss_index):
     hnsw = faiss.read_index(args.faiss_index)
-    assert hnsw.ntotal == len(passages) and hnsw.d == dim, f"{args.faiss_index}: another corpus"
+    if hnsw.ntotal != len(passages) or hnsw.d != dim:
+        sys.exit(f"--faiss-index {args.faiss_index}: {hnsw.ntotal} vectors of {hnsw.d}, "
+                 f"not this corpus's {len(passages)} of {dim}")
     res["faiss_hnsw_read_s"] = round(time.perf_counter() - t, 1)
 else:
     faiss.omp_set_num_threads(args.build_threads or args.threads)
