@@ -4,7 +4,8 @@
 Embeds every passage of a corpus.json ("title\\ntext", at most 256 tokens) the way
 `cargo bench -p lprag-model --bench encoder` does with lprag's burn encoder: batches of 32,
 mean pooling, L2 norm (sentence-transformers sorts by length, as lprag does), on N threads.
-Prints passages/s (median of --repeats runs after a warm-up run); with --compare FILE (a
+Prints passages/s (median of --repeats runs after a warm-up run); --device cuda runs it on
+the GPU in fp32 (TF32 off, PyTorch's default), to set beside `LPRAG_BENCH_DEVICE=wgpu:0`; with --compare FILE (a
 JSON list of lprag's vectors, `LPRAG_BENCH_VECTORS=FILE cargo bench ...`) also the lowest
 cosine between the two encoders' vector for each passage.
 
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="only the first N passages")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compare", help="lprag's vectors (JSON list of lists), same order")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU")
     args = ap.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,7 +44,8 @@ def main():
     texts = [f"{d['title']}\n{d['text']}" for d in corpus]
     if args.limit:
         texts = texts[: args.limit]
-    model = SentenceTransformer(args.model_dir, device="cpu")
+    model = SentenceTransformer(args.model_dir, device=args.device)
+    dtypes = sorted({str(p.dtype) for p in model.parameters()})
     model.max_seq_length = 256
 
     def run():
@@ -61,9 +64,13 @@ def main():
               flush=True)
     median = statistics.median(times)
     print(
-        f"sentence-transformers on torch {torch.__version__}, {args.threads} threads, "
-        f"batch {args.batch}: {len(texts) / median:.1f} passages/s (median of {len(times)})"
+        f"sentence-transformers on torch {torch.__version__}, {args.device}, {'/'.join(dtypes)}, "
+        f"{args.threads} threads, batch {args.batch}: {len(texts) / median:.1f} passages/s "
+        f"(median of {len(times)})"
     )
+    if args.device.startswith("cuda"):
+        print(f"GPU: {torch.cuda.get_device_name()}, TF32 matmul "
+              f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}")
     if args.compare:
         import numpy as np
 

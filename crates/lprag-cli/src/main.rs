@@ -20,7 +20,24 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use lprag::ComputeDevice;
 use settings::{EncoderChoice, RetrieverKind};
+
+/// `--device`: a device name this build can run on (its cargo feature is built).
+fn parse_device(text: &str) -> Result<ComputeDevice, String> {
+    let device = text.parse::<ComputeDevice>().map_err(|e| e.to_string())?;
+    device.to_burn().map_err(|e| e.to_string())?;
+    Ok(device)
+}
+
+/// `--device`, taken by every command.
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct DeviceArg {
+    /// Where the MiniLM encoder and LP-RAG's, LeSeGR's and GFM-RAG's networks run: `cpu`
+    /// (default), `wgpu:N` or `cuda:N` (a build with the `wgpu` or `cuda` feature).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = parse_device)]
+    device: ComputeDevice,
+}
 
 /// Graph RAG over your files: index a folder, keep it in sync, query it, serve it.
 #[derive(Parser, Debug)]
@@ -84,6 +101,8 @@ struct IndexArgs {
     /// Training epochs of LP-RAG's link predictor (default: the library's).
     #[arg(long)]
     epochs: Option<usize>,
+    #[command(flatten)]
+    on: DeviceArg,
 }
 
 /// `lprag sync`.
@@ -97,6 +116,8 @@ struct SyncArgs {
     /// Fail on the first file that cannot be read or parsed.
     #[arg(long)]
     strict: bool,
+    #[command(flatten)]
+    on: DeviceArg,
 }
 
 /// `lprag query`.
@@ -115,6 +136,8 @@ struct QueryArgs {
     /// Print JSON: a list of hits with `score`, `text`, `document` and `metadata`.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    on: DeviceArg,
 }
 
 /// `lprag serve`.
@@ -151,6 +174,8 @@ struct ServeArgs {
     /// scripts, with `--addr 127.0.0.1:0` to let the system choose the port.
     #[arg(long)]
     port_file: Option<PathBuf>,
+    #[command(flatten)]
+    on: DeviceArg,
 }
 
 /// mimalloc (feature `mimalloc`, a default): it keeps training's large per-step tensors

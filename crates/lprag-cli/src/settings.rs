@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lprag::core::dirs::{write_atomic, DirSpec, TMP_PREFIX};
-use lprag::{Encoder, Error, HashingEncoder, HashingEncoderConfig, Result, SentenceEncoder};
+use lprag::{
+    ComputeDevice, Encoder, Error, HashingEncoder, HashingEncoderConfig, Result, SentenceEncoder,
+};
 use serde::{Deserialize, Serialize};
 
 /// The settings file of an index directory.
@@ -82,12 +84,17 @@ pub enum EncoderSpec {
 
 impl EncoderSpec {
     /// Resolve a command-line choice: `auto` becomes whichever encoder is available now.
+    /// A sentence-transformers model runs on `device` (the device is not part of the spec:
+    /// an index built on a GPU opens on the CPU and the other way round).
     pub fn choose(
         choice: EncoderChoice,
         model: Option<String>,
+        device: ComputeDevice,
     ) -> Result<(Self, Arc<dyn Encoder>)> {
+        // A device this build cannot run on is an error, not a reason to fall back.
+        let device = device.to_burn()?;
         let minilm = |model: Option<String>| -> Result<(Self, Arc<dyn Encoder>)> {
-            let enc = SentenceEncoder::load(model.as_deref())?;
+            let enc = SentenceEncoder::load_on(model.as_deref(), &device)?;
             Ok((EncoderSpec::SentenceTransformer { model }, Arc::new(enc)))
         };
         match choice {
@@ -112,12 +119,13 @@ impl EncoderSpec {
         Ok((EncoderSpec::Hashing { config }, Arc::new(enc)))
     }
 
-    /// The encoder again, on this machine.
-    pub fn build(&self) -> Result<Arc<dyn Encoder>> {
+    /// The encoder again, on this machine (a sentence-transformers model on `device`).
+    pub fn build(&self, device: ComputeDevice) -> Result<Arc<dyn Encoder>> {
         Ok(match self {
-            EncoderSpec::SentenceTransformer { model } => {
-                Arc::new(SentenceEncoder::load(model.as_deref())?)
-            }
+            EncoderSpec::SentenceTransformer { model } => Arc::new(SentenceEncoder::load_on(
+                model.as_deref(),
+                &device.to_burn()?,
+            )?),
             EncoderSpec::Hashing { config } => Arc::new(HashingEncoder::new(config.clone())?),
         })
     }

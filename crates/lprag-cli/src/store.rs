@@ -8,8 +8,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use lprag::llm::{ChatModel, LlmChunker, LlmEnv, LlmQueryGenerator, OpenAiChat, OpenAiConfig};
 use lprag::{
-    Bm25Retriever, Chunk, Chunker, Document, Encoder, Error, Filter, G2Rag, GfmRag, LesegrRag,
-    LpRag, LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk, Selection,
+    Bm25Retriever, Chunk, Chunker, ComputeDevice, Document, Encoder, Error, Filter, G2Rag, GfmRag,
+    LesegrRag, LpRag, LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk, Selection,
     StderrProgress, Updatable, UpdateInputs, UpdateReport,
 };
 use lprag::{DenseRetriever, HybridRetriever, NoProgress, QueryGenerator};
@@ -154,11 +154,11 @@ fn inputs(settings: &Settings, encoder: &Arc<dyn Encoder>) -> Result<UpdateInput
     Ok(inputs)
 }
 
-/// Open the index in `dir`.
+/// Open the index in `dir`, its encoder and network on `device`.
 ///
 /// # Errors
 /// When `dir` is not a complete index of the command, or its encoder cannot be rebuilt.
-pub fn open(dir: &Path) -> Result<Opened> {
+pub fn open(dir: &Path, device: ComputeDevice) -> Result<Opened> {
     let settings = Settings::read(dir)?;
     let path = index_path(dir);
     if !path.is_dir() {
@@ -167,12 +167,14 @@ pub fn open(dir: &Path) -> Result<Opened> {
             "the index was never completed (no index/); run `lprag index` again to resume",
         ));
     }
-    let encoder = settings.encoder.build()?;
+    let encoder = settings.encoder.build(device)?;
     let index = match settings.retriever {
-        RetrieverKind::Lprag => AnyIndex::Lprag(Box::new(LpRag::load(&path, encoder.clone())?)),
+        RetrieverKind::Lprag => {
+            AnyIndex::Lprag(Box::new(LpRag::load_on(&path, encoder.clone(), device)?))
+        }
         RetrieverKind::Qcg => AnyIndex::Qcg(QcgRag::load(&path, encoder.clone())?),
         RetrieverKind::Lesegr => AnyIndex::Lesegr(LesegrRag::load(&path, encoder.clone())?),
-        RetrieverKind::Gfm => AnyIndex::Gfm(GfmRag::load(&path, encoder.clone())?),
+        RetrieverKind::Gfm => AnyIndex::Gfm(GfmRag::load_on(&path, encoder.clone(), device)?),
         RetrieverKind::G2 => AnyIndex::G2(G2Rag::load(&path, encoder.clone())?),
         RetrieverKind::Dense => AnyIndex::Dense(DenseRetriever::load(&path, encoder.clone())?),
         RetrieverKind::Bm25 => AnyIndex::Bm25(Bm25Retriever::open(&path)?),
@@ -187,20 +189,22 @@ pub fn open(dir: &Path) -> Result<Opened> {
     })
 }
 
-/// Build `kind` over `docs`.
+/// Build `kind` over `docs`, its network (LP-RAG, LeSeGR, GFM-RAG) trained on `device`.
 async fn build(
     settings: &Settings,
     dir: &Path,
     docs: &[Document],
     encoder: Arc<dyn Encoder>,
     progress: Arc<dyn Progress>,
+    device: ComputeDevice,
 ) -> Result<AnyIndex> {
     let inputs = inputs(settings, &encoder)?;
     let chunker = inputs.chunker.clone();
     Ok(match settings.retriever {
         RetrieverKind::Lprag => {
             let work_dir = dir.join(WORK_SUBDIR);
-            build_lprag(settings, work_dir, docs, chunker, encoder, progress).await?
+            let parts = (chunker, encoder, progress);
+            build_lprag(settings, work_dir, docs, parts, device).await?
         }
         RetrieverKind::Qcg => {
             let generator = inputs.query_generator;
@@ -208,6 +212,7 @@ async fn build(
         }
         RetrieverKind::Lesegr => AnyIndex::Lesegr(
             LesegrRag::builder()
+                .device(device)
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
@@ -216,6 +221,7 @@ async fn build(
         ),
         RetrieverKind::Gfm => AnyIndex::Gfm(
             GfmRag::builder()
+                .device(device)
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
@@ -256,14 +262,14 @@ async fn build(
     })
 }
 
-/// Build LP-RAG over `docs` with the settings' epochs and LLM, working in `work_dir`.
+/// Build LP-RAG over `docs` with the settings' epochs and LLM, working in `work_dir`,
+/// training on `device`.
 async fn build_lprag(
     settings: &Settings,
     work_dir: PathBuf,
     docs: &[Document],
-    chunker: Arc<dyn Chunker>,
-    encoder: Arc<dyn Encoder>,
-    progress: Arc<dyn Progress>,
+    (chunker, encoder, progress): (Arc<dyn Chunker>, Arc<dyn Encoder>, Arc<dyn Progress>),
+    device: ComputeDevice,
 ) -> Result<AnyIndex> {
     let mut config = LpRagConfig::default();
     if let Some(e) = settings.epochs {
@@ -271,6 +277,7 @@ async fn build_lprag(
     }
     let mut b = LpRag::builder()
         .config(config)
+        .device(device)
         .chunker(chunker)
         .encoder(encoder)
         .progress(progress)
@@ -366,7 +373,8 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
             ));
         }
     }
-    let (encoder_spec, encoder) = EncoderSpec::choose(args.encoder, args.model.clone())?;
+    let (encoder_spec, encoder) =
+        EncoderSpec::choose(args.encoder, args.model.clone(), args.on.device)?;
     let settings = Settings {
         lprag_index_version: SETTINGS_VERSION,
         retriever: args.retriever,
@@ -392,7 +400,15 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     if !quiet {
         print_load(&report);
     }
-    let index = build(&settings, dir, &docs, encoder, progress(quiet)).await?;
+    let index = build(
+        &settings,
+        dir,
+        &docs,
+        encoder,
+        progress(quiet),
+        args.on.device,
+    )
+    .await?;
     let path = index_path(dir);
     let saved = index.clone();
     lprag::core::blocking(move || saved.save_index(&path)).await?;
@@ -431,7 +447,7 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         mut index,
         inputs,
         encoder,
-    } = open(dir)?;
+    } = open(dir, args.on.device)?;
     let (docs, load_report) = load(&args.dir, &settings, args.strict, quiet)?;
     if !quiet {
         print_load(&load_report);
@@ -443,7 +459,15 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         let plan = lprag::SyncPlan::new(&index.document_hashes(), &docs)?;
         let rebuild = !plan.is_empty();
         if rebuild {
-            index = build(&settings, dir, &docs, encoder, progress(quiet)).await?;
+            index = build(
+                &settings,
+                dir,
+                &docs,
+                encoder,
+                progress(quiet),
+                args.on.device,
+            )
+            .await?;
         }
         (plan, None, rebuild)
     };
@@ -526,7 +550,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
         return Err(Error::invalid("-k", "must be at least 1"));
     }
     let filter = parse_filters(&args.filters)?;
-    let Opened { index, .. } = open(&args.index)?;
+    let Opened { index, .. } = open(&args.index, args.on.device)?;
     let hits = index
         .retrieve_filtered(&args.query, Selection::TopK(args.k), &filter)
         .await?;

@@ -638,3 +638,48 @@ fn a_failed_rebuild_keeps_the_index_and_its_settings() {
     let h = query(&idx, "Where was Marie Curie born?", &["-k", "1"]);
     assert_eq!(docs_of(&h), ["people/curie.html"]);
 }
+
+/// `--device`: `cpu` builds and answers as the default does; a device this build cannot
+/// run on (or a misspelt one) is refused before the index directory is created.
+#[test]
+fn the_device_is_chosen_and_a_missing_feature_refused_before_any_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, idx, other) = (
+        tmp.path().join("notes"),
+        tmp.path().join("idx"),
+        tmp.path().join("other"),
+    );
+    notes(&src);
+    index_hashing(&src, &idx, &["--retriever", "lprag", "--device", "cpu"]);
+    let h = query(
+        &idx,
+        "Where was Marie Curie born?",
+        &["-k", "1", "--device", "cpu"],
+    );
+    assert_eq!(docs_of(&h), ["people/curie.html"]);
+
+    let mut refused = vec![("gpu:0", "gpu")];
+    if cfg!(not(feature = "wgpu")) {
+        refused.push(("wgpu:0", "wgpu"));
+    }
+    for (device, named) in refused {
+        let src = src.to_str().unwrap();
+        let out = lprag(&[
+            "index",
+            src,
+            "--index",
+            other.to_str().unwrap(),
+            "--device",
+            device,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{device}: {stderr}");
+        assert!(
+            stderr.contains("--device") && stderr.contains(named),
+            "{stderr}"
+        );
+        assert!(!other.exists(), "{device}: {other:?} was created");
+        let out = lprag(&["query", idx.to_str().unwrap(), "q", "--device", device]);
+        assert!(!out.status.success(), "{device}");
+    }
+}

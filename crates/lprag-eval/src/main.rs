@@ -26,7 +26,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lprag_core::{NoProgress, Progress};
 use lprag_eval::datasets::{load_dir, DatasetFormat};
 use lprag_eval::harness::{run_retrieval, EvalOptions};
-use lprag_eval::registry::{build_encoder_sized, parse_retriever_list, EncoderKind, RETRIEVERS};
+use lprag_eval::registry::{build_encoder_on, parse_retriever_list, EncoderKind, RETRIEVERS};
 use lprag_eval::{Error, Result};
 
 /// Benchmark lprag retrievers on multi-hop QA data (HippoRAG protocol).
@@ -251,8 +251,8 @@ struct RetrievalArgs {
     /// would; without it, passages are not split.
     #[arg(long, requires = "embedding_cache")]
     embedding_cache_only: bool,
-    /// Where LP-RAG trains and scores: `cpu` (default), `cuda:N` (a build with the `cuda`
-    /// feature) or `wgpu:N` (the `wgpu` feature).
+    /// Where LP-RAG trains and scores and the MiniLM encoder embeds: `cpu` (default),
+    /// `cuda:N` (a build with the `cuda` feature) or `wgpu:N` (the `wgpu` feature).
     #[arg(long, value_name = "DEVICE", default_value = "cpu")]
     device: String,
     /// Print LP-RAG's, LeSeGR's, G²RAG's and GFM-RAG's indexing and training progress.
@@ -490,7 +490,13 @@ async fn scale_size(
     if let Some(limit) = args.limit {
         dataset.truncate_questions(limit);
     }
-    let encoder = build_encoder_sized(encoder_kind, &dataset.corpus, None, args.hashing_dim)?;
+    let encoder = build_encoder_on(
+        encoder_kind,
+        &dataset.corpus,
+        None,
+        args.hashing_dim,
+        options.retrievers.device,
+    )?;
     options.retrievers.lprag_work_dir = args
         .lprag_work_dir
         .as_ref()
@@ -672,7 +678,7 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
 
     let t = Instant::now();
     let device: lprag::ComputeDevice = args.device.parse()?;
-    let encoder = open_encoder(args, encoder_kind, &dataset)?;
+    let encoder = open_encoder(args, encoder_kind, &dataset, device)?;
     eprintln!(
         "encoder {} (dimension {}) ready in {:.2} s",
         encoder_kind,
@@ -772,6 +778,7 @@ fn open_encoder(
     args: &RetrievalArgs,
     encoder_kind: EncoderKind,
     dataset: &lprag_eval::datasets::Dataset,
+    device: lprag::ComputeDevice,
 ) -> Result<std::sync::Arc<dyn lprag_core::Encoder>> {
     // Checked before the cache-only path, which builds no encoder.
     lprag_eval::registry::check_hashing_dim(encoder_kind, args.hashing_dim)?;
@@ -795,11 +802,12 @@ fn open_encoder(
             }
             std::sync::Arc::new(only)
         }
-        _ => build_encoder_sized(
+        _ => build_encoder_on(
             encoder_kind,
             &dataset.corpus,
             args.model_dir.as_deref(),
             args.hashing_dim,
+            device,
         )?,
     };
     if let Some(file) = &cache_file {

@@ -643,6 +643,26 @@ pub fn build_encoder_sized(
     model_dir: Option<&Path>,
     hashing_dim: Option<usize>,
 ) -> Result<Arc<dyn Encoder>> {
+    build_encoder_on(
+        kind,
+        docs,
+        model_dir,
+        hashing_dim,
+        lprag::ComputeDevice::Cpu,
+    )
+}
+
+/// [`build_encoder_sized`] with MiniLM's forward passes on `device` (`lprag-eval --device
+/// wgpu:0 --encoder minilm`; a build with the `wgpu` or `cuda` feature). The hashing
+/// encoders have no network and run on the CPU whatever the device. A device whose feature
+/// is not built is an error before any model file is read.
+pub fn build_encoder_on(
+    kind: EncoderKind,
+    docs: &[Document],
+    model_dir: Option<&Path>,
+    hashing_dim: Option<usize>,
+    device: lprag::ComputeDevice,
+) -> Result<Arc<dyn Encoder>> {
     check_hashing_dim(kind, hashing_dim)?;
     let hashing = || {
         let mut config = HashingEncoderConfig::default();
@@ -661,8 +681,12 @@ pub fn build_encoder_sized(
         }
         EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::new(hashing())?)),
         EncoderKind::MiniLm => {
+            let device = device.to_burn()?;
             let model = model_dir.map(|d| d.display().to_string());
-            Ok(Arc::new(lprag::SentenceEncoder::load(model.as_deref())?))
+            Ok(Arc::new(lprag::SentenceEncoder::load_on(
+                model.as_deref(),
+                &device,
+            )?))
         }
     }
 }
@@ -732,6 +756,16 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("minilm-dir"), "{e}");
+        // A GPU device without its feature is refused before the (missing) model is read.
+        #[cfg(not(feature = "wgpu"))]
+        {
+            let device = lprag::ComputeDevice::Wgpu(0);
+            let e = build_encoder_on(EncoderKind::MiniLm, &[], Some(missing), None, device)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("wgpu"), "{e}");
+            assert!(!e.to_string().contains("minilm-dir"), "{e}");
+        }
         let docs = vec![Document::new("0", "T", "apple pie")];
         assert_eq!(
             build_encoder(EncoderKind::HashingUnfitted, &docs, None)

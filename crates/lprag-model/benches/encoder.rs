@@ -10,13 +10,19 @@
 //! only the first N passages), `LPRAG_BENCH_CORPUS` (another corpus.json), and
 //! `LPRAG_REQUIRE_MODEL=1` to fail rather than skip when no model is found,
 //! `LPRAG_BENCH_VECTORS=FILE` to write the passages' vectors (a JSON list of rows, for
-//! `scripts/anchors/encoder_anchor.py --compare FILE`). The model is
-//! found like `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face
-//! cache). Threads follow rayon (`RAYON_NUM_THREADS`).
+//! `scripts/anchors/encoder_anchor.py --compare FILE`), `LPRAG_BENCH_DEVICE` (`cpu`,
+//! `wgpu:N` or `cuda:N`, with the crate built `--features wgpu` or `cuda`),
+//! `LPRAG_BENCH_REPEATS` (timed runs over the whole corpus, default 1: on a GPU the first
+//! run includes compiling and tuning kernels for each batch shape) and
+//! `LPRAG_BENCH_PARITY=N` (also embed the first N passages on the CPU and print the
+//! largest difference from the chosen device). The model is found like
+//! `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face cache).
+//! Threads follow rayon (`RAYON_NUM_THREADS`).
 
 use std::time::Instant;
 
 use lprag_model::bert::SentenceEncoder;
+use lprag_model::{ComputeDevice, Device};
 
 fn env_usize(key: &str) -> Option<usize> {
     std::env::var(key).ok().and_then(|v| v.parse().ok())
@@ -39,8 +45,17 @@ fn main() {
     });
     let require =
         std::env::var_os("LPRAG_REQUIRE_MODEL").is_some_and(|v| !v.is_empty() && v != "0");
+    let device: ComputeDevice = match std::env::var("LPRAG_BENCH_DEVICE") {
+        Ok(d) => d
+            .parse()
+            .unwrap_or_else(|e| panic!("LPRAG_BENCH_DEVICE: {e}")),
+        Err(_) => ComputeDevice::Cpu,
+    };
+    let burn_device = device
+        .to_burn()
+        .unwrap_or_else(|e| panic!("device {device}: {e}"));
     let t_load = Instant::now();
-    let encoder = match SentenceEncoder::load(None) {
+    let encoder = match SentenceEncoder::load_on(None, &burn_device) {
         Ok(e) => e,
         Err(e) if !require => {
             println!("encoder bench skipped: {e}");
@@ -88,10 +103,26 @@ fn main() {
         .encode(&texts[..texts.len().min(8)])
         .expect("warm-up");
 
-    let t = Instant::now();
-    let e = encoder.encode(&texts).expect("encode");
-    let secs = t.elapsed().as_secs_f64();
+    let repeats = env_usize("LPRAG_BENCH_REPEATS").unwrap_or(1).max(1);
+    let mut runs = Vec::with_capacity(repeats);
+    let mut e = None;
+    for run in 1..=repeats {
+        let t = Instant::now();
+        let out = encoder.encode(&texts).expect("encode");
+        let secs = t.elapsed().as_secs_f64();
+        if repeats > 1 {
+            println!(
+                "run {run}: {:.1} passages/s ({secs:.2} s)",
+                texts.len() as f64 / secs
+            );
+        }
+        runs.push(secs);
+        e = Some(out);
+    }
+    let e = e.expect("at least one run");
     assert_eq!(e.rows(), texts.len());
+    // The last run: on a GPU the earlier ones compile and tune kernels.
+    let secs = *runs.last().expect("at least one run");
     if let Ok(path) = std::env::var("LPRAG_BENCH_VECTORS") {
         let rows: Vec<&[f32]> = (0..e.rows()).map(|i| e.row(i)).collect();
         std::fs::write(&path, serde_json::to_vec(&rows).expect("vectors as JSON"))
@@ -99,7 +130,7 @@ fn main() {
     }
 
     println!(
-        "encoder: {} ({} dims) from {}",
+        "encoder: {} ({} dims) on {device} from {}",
         encoder_name(&encoder),
         e.dim(),
         encoder.model_dir().display()
@@ -119,6 +150,29 @@ fn main() {
         encoder.batch_size(),
         rayon::current_num_threads()
     );
+    if let Some(n) = env_usize("LPRAG_BENCH_PARITY").filter(|_| device != ComputeDevice::Cpu) {
+        let n = n.min(texts.len());
+        let cpu = SentenceEncoder::from_dir(encoder.model_dir(), &Device::flex())
+            .expect("the same model on the CPU")
+            .with_batch_size(encoder.batch_size());
+        let reference = cpu.encode(&texts[..n]).expect("encode on the CPU");
+        let (mut max_abs, mut min_cos) = (0f32, f32::INFINITY);
+        for i in 0..n {
+            let (a, b) = (e.row(i), reference.row(i));
+            let d = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            max_abs = max_abs.max(d);
+            let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            min_cos = min_cos.min(dot / (norm(a) * norm(b)).max(1e-12));
+        }
+        println!(
+            "parity with the CPU over {n} passages: max abs difference {max_abs:.2e}, lowest cosine {min_cos:.7}"
+        );
+    }
     // Short texts: the questions next to the corpus, when there are any.
     let questions_path = std::path::Path::new(&corpus_path).with_file_name("questions.json");
     if let Ok(raw) = std::fs::read_to_string(&questions_path) {

@@ -35,7 +35,7 @@ impl ComputeDevice {
             other => Err(Error::invalid(
                 "ComputeDevice",
                 format!(
-                    "{other:?} needs lprag built with the `{}` cargo feature",
+                    "`{other}` needs lprag built with the `{}` cargo feature",
                     match other {
                         ComputeDevice::Cuda(_) => "cuda",
                         _ => "wgpu",
