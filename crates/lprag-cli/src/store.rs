@@ -189,22 +189,23 @@ pub fn open(dir: &Path, device: ComputeDevice) -> Result<Opened> {
     })
 }
 
-/// Build `kind` over `docs`, its network (LP-RAG, LeSeGR, GFM-RAG) trained on `device`.
+/// Build `kind` over `docs` (progress on stderr unless `quiet`), its network (LP-RAG,
+/// LeSeGR, GFM-RAG) trained on `device`.
 async fn build(
     settings: &Settings,
     dir: &Path,
     docs: &[Document],
     encoder: Arc<dyn Encoder>,
-    progress: Arc<dyn Progress>,
+    quiet: bool,
     device: ComputeDevice,
 ) -> Result<AnyIndex> {
+    let progress = progress(quiet);
     let inputs = inputs(settings, &encoder)?;
     let chunker = inputs.chunker.clone();
     Ok(match settings.retriever {
         RetrieverKind::Lprag => {
             let work_dir = dir.join(WORK_SUBDIR);
-            let parts = (chunker, encoder, progress);
-            build_lprag(settings, work_dir, docs, parts, device).await?
+            build_lprag(settings, work_dir, docs, chunker, encoder, progress, device).await?
         }
         RetrieverKind::Qcg => {
             let generator = inputs.query_generator;
@@ -268,7 +269,9 @@ async fn build_lprag(
     settings: &Settings,
     work_dir: PathBuf,
     docs: &[Document],
-    (chunker, encoder, progress): (Arc<dyn Chunker>, Arc<dyn Encoder>, Arc<dyn Progress>),
+    chunker: Arc<dyn Chunker>,
+    encoder: Arc<dyn Encoder>,
+    progress: Arc<dyn Progress>,
     device: ComputeDevice,
 ) -> Result<AnyIndex> {
     let mut config = LpRagConfig::default();
@@ -400,15 +403,7 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     if !quiet {
         print_load(&report);
     }
-    let index = build(
-        &settings,
-        dir,
-        &docs,
-        encoder,
-        progress(quiet),
-        args.on.device,
-    )
-    .await?;
+    let index = build(&settings, dir, &docs, encoder, quiet, args.on.device).await?;
     let path = index_path(dir);
     let saved = index.clone();
     lprag::core::blocking(move || saved.save_index(&path)).await?;
@@ -459,15 +454,7 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         let plan = lprag::SyncPlan::new(&index.document_hashes(), &docs)?;
         let rebuild = !plan.is_empty();
         if rebuild {
-            index = build(
-                &settings,
-                dir,
-                &docs,
-                encoder,
-                progress(quiet),
-                args.on.device,
-            )
-            .await?;
+            index = build(&settings, dir, &docs, encoder, quiet, args.on.device).await?;
         }
         (plan, None, rebuild)
     };
