@@ -15,7 +15,9 @@
 //! `LPRAG_BENCH_REPEATS` (timed runs over the whole corpus, default 1: on a GPU the first
 //! run includes compiling and tuning kernels for each batch shape) and
 //! `LPRAG_BENCH_PARITY=N` (also embed the first N passages on the CPU and print the
-//! largest difference from the chosen device). The model is found like
+//! largest difference from the chosen device; on the CPU itself, the other engine's
+//! vectors: burn's ops against lprag's CPU kernels), `LPRAG_BENCH_BURN_OPS=1` (run the
+//! CPU encoder on burn's ops rather than lprag's CPU kernels). The model is found like
 //! `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face cache).
 //! Threads follow rayon (`RAYON_NUM_THREADS`).
 
@@ -64,7 +66,11 @@ fn main() {
         Err(e) => panic!("no model: {e}"),
     };
     let load_s = t_load.elapsed().as_secs_f64();
-    let encoder = encoder.with_batch_size(env_usize("LPRAG_BENCH_BATCH").unwrap_or(32));
+    let burn_ops =
+        std::env::var_os("LPRAG_BENCH_BURN_OPS").is_some_and(|v| !v.is_empty() && v != "0");
+    let encoder = encoder
+        .with_batch_size(env_usize("LPRAG_BENCH_BATCH").unwrap_or(32))
+        .with_cpu_kernels(!burn_ops);
 
     let raw = match std::fs::read_to_string(&corpus_path) {
         Ok(r) => r,
@@ -142,6 +148,14 @@ fn main() {
         cut,
         encoder.max_seq_length()
     );
+    println!(
+        "engine: {}",
+        if encoder.uses_cpu_kernels() {
+            "lprag's CPU kernels"
+        } else {
+            "burn's ops"
+        }
+    );
     println!("load: {load_s:.2} s");
     println!(
         "throughput: {:.1} passages/s ({:.2} s total), batch {}, threads {}",
@@ -150,11 +164,26 @@ fn main() {
         encoder.batch_size(),
         rayon::current_num_threads()
     );
-    if let Some(n) = env_usize("LPRAG_BENCH_PARITY").filter(|_| device != ComputeDevice::Cpu) {
+    if let Some(n) = env_usize("LPRAG_BENCH_PARITY") {
         let n = n.min(texts.len());
+        // Another device: the CPU's vectors; the CPU: the other engine's.
+        let other = if device == ComputeDevice::Cpu {
+            !encoder.uses_cpu_kernels()
+        } else {
+            true
+        };
         let cpu = SentenceEncoder::from_dir(encoder.model_dir(), &Device::flex())
             .expect("the same model on the CPU")
-            .with_batch_size(encoder.batch_size());
+            .with_batch_size(encoder.batch_size())
+            .with_cpu_kernels(other);
+        println!(
+            "parity reference: the CPU on {}",
+            if cpu.uses_cpu_kernels() {
+                "lprag's CPU kernels"
+            } else {
+                "burn's ops"
+            }
+        );
         let reference = cpu.encode(&texts[..n]).expect("encode on the CPU");
         let (mut max_abs, mut min_cos) = (0f32, f32::INFINITY);
         for i in 0..n {

@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use burn::nn::Linear;
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor, TensorData};
 use lprag_core::{Error, Reranker, Result};
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 
 use super::config::BertConfig;
+use super::cpu::CpuBert;
 use super::model::BertModel;
 
 /// Query–text pairs per forward pass unless [`CrossEncoder::with_batch_size`] says
@@ -31,10 +32,14 @@ pub struct CrossEncoder {
     inner: Arc<Inner>,
     batch_size: usize,
     name: String,
+    /// Use [`Inner::cpu`] when there is one.
+    cpu_kernels: bool,
 }
 
 struct Inner {
     model: BertModel,
+    /// The model packed for lprag's CPU kernels (flex backend on an AVX-512F CPU).
+    cpu: Option<CpuBert>,
     pooler: Linear,
     classifier: Linear,
     labels: usize,
@@ -92,8 +97,14 @@ impl CrossEncoder {
             ));
         }
         let on_cpu = *device == Device::flex();
+        let cpu = if on_cpu {
+            CpuBert::from_model(&model, &config)
+        } else {
+            None
+        };
         Ok(Self {
             inner: Arc::new(Inner {
+                cpu,
                 model: model.with_cpu_tuning(on_cpu),
                 pooler,
                 classifier,
@@ -105,6 +116,7 @@ impl CrossEncoder {
             }),
             batch_size: CROSS_ENCODER_BATCH_SIZE,
             name: super::encoder::model_name(dir),
+            cpu_kernels: true,
         })
     }
 
@@ -112,6 +124,19 @@ impl CrossEncoder {
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
         self
+    }
+
+    /// Run the transformer on lprag's CPU kernels (`true`, the default, where they apply:
+    /// `Device::flex()` on an AVX-512F CPU) or on burn's ops (`false`), as
+    /// [`super::SentenceEncoder::with_cpu_kernels`].
+    pub fn with_cpu_kernels(mut self, on: bool) -> Self {
+        self.cpu_kernels = on;
+        self
+    }
+
+    /// Whether pairs are scored with lprag's CPU kernels.
+    pub fn uses_cpu_kernels(&self) -> bool {
+        self.cpu_kernels && self.inner.cpu.is_some()
     }
 
     /// Rename (the default is the model's id from the Hugging Face cache layout, else the
@@ -146,7 +171,8 @@ impl CrossEncoder {
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].0.len()));
         let mut out = vec![0f32; tokens.len()];
         for batch in order.chunks(self.batch_size) {
-            let scores = self.inner.forward(batch.iter().map(|&i| &tokens[i]));
+            let cpu = self.inner.cpu.as_ref().filter(|_| self.cpu_kernels);
+            let scores = self.inner.forward(cpu, batch.iter().map(|&i| &tokens[i]))?;
             for (&i, s) in batch.iter().zip(scores) {
                 out[i] = s;
             }
@@ -158,17 +184,38 @@ impl CrossEncoder {
 impl Inner {
     fn forward<'a>(
         &self,
+        cpu: Option<&CpuBert>,
         batch: impl ExactSizeIterator<Item = &'a (Vec<u32>, Vec<u32>)> + Clone,
-    ) -> Vec<f32> {
+    ) -> Result<Vec<f32>> {
         let b = batch.len();
-        let [ids, types, mask] = super::encoder::padded_inputs(
-            batch.map(|(ids, types)| (ids.as_slice(), types.as_slice())),
-            self.pad,
-            &self.device,
-        );
-        let hidden = self.model.forward(ids, types, mask);
         let h = self.model.hidden_size();
-        let cls = hidden.narrow(1, 0, 1).reshape([b, h]);
+        let cls = match cpu {
+            Some(cpu) => {
+                // The first token's row of each sequence, from the unpadded hidden states.
+                let seqs: Vec<(&[u32], &[u32])> = batch
+                    .map(|(ids, types)| (ids.as_slice(), types.as_slice()))
+                    .collect();
+                let hidden = cpu
+                    .forward(&seqs)
+                    .map_err(|m| Error::backend("cross-encoder", m))?;
+                let mut rows = Vec::with_capacity(b * h);
+                let mut start = 0;
+                for (ids, _) in &seqs {
+                    rows.extend_from_slice(&hidden[start * h..(start + 1) * h]);
+                    start += ids.len();
+                }
+                Tensor::<2>::from_data(TensorData::new(rows, [b, h]), &self.device)
+            }
+            None => {
+                let [ids, types, mask] = super::encoder::padded_inputs(
+                    batch.map(|(ids, types)| (ids.as_slice(), types.as_slice())),
+                    self.pad,
+                    &self.device,
+                );
+                let hidden = self.model.forward(ids, types, mask);
+                hidden.narrow(1, 0, 1).reshape([b, h])
+            }
+        };
         let pooled = self.pooler.forward(cls).tanh();
         let logits = self.classifier.forward(pooled);
         let logits = if self.labels == 2 {
@@ -176,11 +223,11 @@ impl Inner {
         } else {
             logits
         };
-        logits
+        Ok(logits
             .reshape([b])
             .into_data()
             .try_into_vec_as::<f32>()
-            .expect("float tensor converts to f32")
+            .expect("float tensor converts to f32"))
     }
 }
 

@@ -151,6 +151,16 @@ fn cross_encoder_batches_agree_with_single_pairs_in_input_order() {
             "{t:?}: {one} alone vs {b} in a batch"
         );
     }
+    // lprag's CPU kernels (where this CPU has them) and burn's ops score alike.
+    let burn_ops = single.clone().with_cpu_kernels(false);
+    assert!(!burn_ops.uses_cpu_kernels());
+    let other = burn_ops
+        .with_batch_size(2)
+        .score_sync("the cat", &texts)
+        .unwrap();
+    for ((t, a), b) in texts.iter().zip(&batched).zip(&other) {
+        assert!((a - b).abs() < 1e-5, "{t:?}: {a} vs {b} on burn's ops");
+    }
 }
 
 #[test]

@@ -9,6 +9,7 @@ use lprag_core::{Embeddings, Encoder, Error, Result};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::config::{BertConfig, Pipeline, PoolingConfig};
+use super::cpu::CpuBert;
 use super::model::BertModel;
 use super::resolve::{resolve_model_dir, DEFAULT_MODEL_ID};
 use super::tokens::TokenCounter;
@@ -28,6 +29,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 ///
 /// Texts are encoded in batches of [`SentenceEncoder::batch_size`], sorted by token count
 /// so each batch is padded only to its own longest text; rows come back in input order.
+/// On `Device::flex()` with a CPU that has AVX-512F, the transformer runs on lprag's own
+/// f32 kernels (no padding at all, weights packed for the CPU; about 1.5× burn's ops,
+/// same vectors to about 1e-6): see [`SentenceEncoder::with_cpu_kernels`].
 /// [`Encoder::embed`] runs the computation on tokio's blocking pool, so it does not stall
 /// an async runtime; [`SentenceEncoder::encode`] is the synchronous entry point. Clones
 /// share the model.
@@ -40,6 +44,8 @@ pub struct SentenceEncoder {
     /// ([`Encoder::embed`]); empty for symmetric models such as MiniLM.
     query_prefix: String,
     document_prefix: String,
+    /// Use [`Inner::cpu`] when there is one.
+    cpu_kernels: bool,
 }
 
 struct Inner {
@@ -55,6 +61,8 @@ struct Inner {
     normalize: bool,
     /// Run several batches at once (the flex CPU backend).
     parallel_batches: bool,
+    /// The model packed for lprag's CPU kernels (flex backend on an AVX-512F CPU).
+    cpu: Option<CpuBert>,
 }
 
 impl std::fmt::Debug for SentenceEncoder {
@@ -68,6 +76,7 @@ impl std::fmt::Debug for SentenceEncoder {
             .field("normalize", &self.inner.normalize)
             .field("batch_size", &self.batch_size)
             .field("device", &self.inner.device)
+            .field("cpu_kernels", &self.uses_cpu_kernels())
             .finish()
     }
 }
@@ -149,6 +158,11 @@ impl SentenceEncoder {
         let on_cpu = *device == Device::flex();
         let model =
             BertModel::from_safetensors(&weights_path, &config, device)?.with_cpu_tuning(on_cpu);
+        let cpu = if on_cpu {
+            CpuBert::from_model(&model, &config)
+        } else {
+            None
+        };
 
         Ok(Self {
             inner: Arc::new(Inner {
@@ -161,11 +175,13 @@ impl SentenceEncoder {
                 pooling,
                 normalize,
                 parallel_batches: on_cpu,
+                cpu,
             }),
             batch_size: DEFAULT_BATCH_SIZE,
             name: model_name(dir),
             query_prefix: String::new(),
             document_prefix: String::new(),
+            cpu_kernels: true,
         })
     }
 
@@ -199,10 +215,10 @@ impl SentenceEncoder {
             return Ok(Embeddings::empty(self.dimension()));
         }
         let inner = Arc::clone(&self.inner);
-        let batch_size = self.batch_size;
+        let (batch_size, cpu_kernels) = (self.batch_size, self.cpu_kernels);
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => handle
-                .spawn_blocking(move || inner.encode(&texts, batch_size))
+                .spawn_blocking(move || inner.encode(&texts, batch_size, cpu_kernels))
                 .await
                 .map_err(|e| {
                     if e.is_cancelled() {
@@ -212,7 +228,7 @@ impl SentenceEncoder {
                     }
                 })?,
             // Not inside tokio (another executor): compute in place.
-            Err(_) => inner.encode(&texts, batch_size),
+            Err(_) => inner.encode(&texts, batch_size, cpu_kernels),
         }
     }
 
@@ -248,6 +264,21 @@ impl SentenceEncoder {
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
         self
+    }
+
+    /// Run the transformer on lprag's CPU kernels (`true`, the default) or on burn's ops
+    /// (`false`). The kernels are used only where they apply: on `Device::flex()` with a
+    /// CPU that has AVX-512F (x86-64); elsewhere this changes nothing. Both compute in
+    /// f32 and agree to about 1e-6; `false` is there to compare them, and as a way back.
+    pub fn with_cpu_kernels(mut self, on: bool) -> Self {
+        self.cpu_kernels = on;
+        self
+    }
+
+    /// Whether texts are embedded with lprag's CPU kernels (see
+    /// [`SentenceEncoder::with_cpu_kernels`]).
+    pub fn uses_cpu_kernels(&self) -> bool {
+        self.cpu_kernels && self.inner.cpu.is_some()
     }
 
     /// Replace the name reported by [`Encoder::name`] (by default the model id, or the
@@ -307,7 +338,7 @@ impl SentenceEncoder {
     /// # Errors
     /// [`Error::Backend`] when the tokenizer fails.
     pub fn encode<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Embeddings> {
-        self.inner.encode(texts, self.batch_size)
+        self.inner.encode(texts, self.batch_size, self.cpu_kernels)
     }
 }
 
@@ -357,7 +388,12 @@ impl Inner {
         self.config.hidden_size * self.pooling.modes()
     }
 
-    fn encode<S: AsRef<str> + Sync>(&self, texts: &[S], batch_size: usize) -> Result<Embeddings> {
+    fn encode<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        batch_size: usize,
+        cpu_kernels: bool,
+    ) -> Result<Embeddings> {
         let dim = self.dimension();
         if texts.is_empty() {
             return Ok(Embeddings::empty(dim));
@@ -369,16 +405,20 @@ impl Inner {
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].ids.len()));
         let mut out = vec![0f32; texts.len() * dim];
         let batches: Vec<&[usize]> = order.chunks(batch_size).collect();
-        let run = |batch: &&[usize]| self.forward_batch(batch.iter().map(|&i| &tokens[i]));
+        let cpu = self.cpu.as_ref().filter(|_| cpu_kernels);
+        let run = |batch: &&[usize]| match cpu {
+            Some(cpu) => self.forward_cpu(cpu, batch.iter().map(|&i| &tokens[i])),
+            None => Ok(self.forward_batch(batch.iter().map(|&i| &tokens[i]))),
+        };
         let results: Vec<Vec<f32>> = if self.parallel_batches && batches.len() > 1 {
             // CPU: batches run side by side on rayon's pool. Most of the time goes to
             // matrix products, which are parallel anyway, but much of the rest (the
             // softmax inside attention, layer norms, copies) is single-threaded per
             // batch; two batches in flight keep every core busy (+40% on two cores).
             use rayon::prelude::*;
-            batches.par_iter().map(run).collect()
+            batches.par_iter().map(run).collect::<Result<_>>()?
         } else {
-            batches.iter().map(run).collect()
+            batches.iter().map(run).collect::<Result<_>>()?
         };
         for (batch, rows) in batches.iter().zip(results) {
             for (r, &i) in batch.iter().enumerate() {
@@ -392,6 +432,27 @@ impl Inner {
             }
         }
         Embeddings::new(dim, out)
+    }
+
+    /// Pooled rows (`[batch, dimension]`, flat) of one batch on lprag's CPU kernels.
+    fn forward_cpu<'a>(
+        &self,
+        cpu: &CpuBert,
+        batch: impl ExactSizeIterator<Item = &'a Tokens>,
+    ) -> Result<Vec<f32>> {
+        let seqs: Vec<(&[u32], &[u32])> = batch
+            .map(|t| (t.ids.as_slice(), t.type_ids.as_slice()))
+            .collect();
+        let hidden = cpu
+            .forward(&seqs)
+            .map_err(|m| Error::backend("bert encoder", m))?;
+        let lens: Vec<usize> = seqs.iter().map(|s| s.0.len()).collect();
+        Ok(pool_rows(
+            &hidden,
+            &lens,
+            self.config.hidden_size,
+            &self.pooling,
+        ))
     }
 
     /// Pooled rows (`[batch, dimension]`, flat) of one padded batch.
@@ -475,6 +536,43 @@ fn pool(hidden: Tensor<3>, mask: Tensor<2, Int>, cfg: &PoolingConfig) -> Tensor<
     } else {
         Tensor::cat(parts, 1)
     }
+}
+
+/// [`pool`] over unpadded sequences: `hidden` holds each sequence's `lens[i]` token rows
+/// (`[Σ lens, width]`) back to back; the output is `[lens.len(), modes * width]`.
+fn pool_rows(hidden: &[f32], lens: &[usize], width: usize, cfg: &PoolingConfig) -> Vec<f32> {
+    let mut out = Vec::with_capacity(lens.len() * cfg.modes() * width);
+    let mut start = 0;
+    for &len in lens {
+        let rows = &hidden[start * width..(start + len) * width];
+        start += len;
+        if cfg.pooling_mode_cls_token {
+            let mut cls = rows[..width.min(rows.len())].to_vec();
+            cls.resize(width, 0.0);
+            out.extend(cls);
+        }
+        if cfg.pooling_mode_max_tokens {
+            let mut max = vec![if len == 0 { -1e9 } else { f32::NEG_INFINITY }; width];
+            for row in rows.chunks_exact(width) {
+                max.iter_mut().zip(row).for_each(|(m, &x)| *m = m.max(x));
+            }
+            out.extend(max);
+        }
+        if cfg.pooling_mode_mean_tokens || cfg.pooling_mode_mean_sqrt_len_tokens {
+            let mut sum = vec![0f32; width];
+            for row in rows.chunks_exact(width) {
+                sum.iter_mut().zip(row).for_each(|(s, &x)| *s += x);
+            }
+            let count = (len as f32).max(1e-9);
+            if cfg.pooling_mode_mean_tokens {
+                out.extend(sum.iter().map(|s| s / count));
+            }
+            if cfg.pooling_mode_mean_sqrt_len_tokens {
+                out.extend(sum.iter().map(|s| s / count.sqrt()));
+            }
+        }
+    }
+    out
 }
 
 #[async_trait]

@@ -29,6 +29,7 @@
 //! [`lprag_core::Error::Format`], each naming the file.
 
 mod config;
+mod cpu;
 mod cross;
 mod encoder;
 mod model;

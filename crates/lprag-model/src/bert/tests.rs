@@ -416,6 +416,42 @@ fn bert_tiny_concatenates_pooling_modes() {
     }
 }
 
+/// lprag's CPU kernels and burn's ops give the same vectors: every pooling mode, every
+/// activation, batches of mixed lengths (the kernels pack sequences without padding).
+#[test]
+fn bert_cpu_kernels_agree_with_burns_ops() {
+    for act in ["gelu", "gelu_new", "relu"] {
+        let dir = tiny_model_dir();
+        let d = dir.path();
+        let mut config = bert_config();
+        config["hidden_act"] = json!(act);
+        write_json(&d.join("config.json"), &config);
+        write_json(
+            &d.join("1_Pooling/config.json"),
+            &json!({"word_embedding_dimension": HIDDEN, "pooling_mode_cls_token": true,
+                    "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": true,
+                    "pooling_mode_mean_sqrt_len_tokens": true}),
+        );
+        let enc = SentenceEncoder::from_dir(d, &cpu())
+            .unwrap()
+            .with_batch_size(3);
+        let burn_ops = enc.clone().with_cpu_kernels(false);
+        assert!(!burn_ops.uses_cpu_kernels());
+        if !enc.uses_cpu_kernels() {
+            println!("skipping: this CPU has no AVX-512F, so both are burn's ops");
+            return;
+        }
+        let texts = sentences();
+        let a = enc.encode(&texts).unwrap();
+        let b = burn_ops.encode(&texts).unwrap();
+        assert_eq!(a.dim(), 4 * HIDDEN);
+        for i in 0..texts.len() {
+            let diff = max_abs_diff(a.row(i), b.row(i));
+            assert!(diff < 1e-5, "{act}, text {i}: {diff}");
+        }
+    }
+}
+
 #[test]
 fn bert_tiny_accepts_a_prefixed_checkpoint() {
     let dir = tiny_model_dir();
@@ -847,6 +883,22 @@ fn bert_minilm_matches_sentence_transformers() {
         "min cosine vs sentence-transformers over {} texts: {min_cos:.7}",
         texts.len()
     );
+    // The other engine (burn's ops where lprag's CPU kernels ran, or the reverse).
+    let other = enc
+        .clone()
+        .with_batch_size(5)
+        .with_cpu_kernels(!enc.uses_cpu_kernels())
+        .encode(&texts)
+        .unwrap();
+    for i in 0..texts.len() {
+        let d = got
+            .row(i)
+            .iter()
+            .zip(other.row(i))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(d < 1e-5, "text {i}: the two engines differ by {d}");
+    }
 }
 
 /// Flat-cosine passage recall on MuSiQue-100 (HippoRAG protocol): passages are

@@ -1,0 +1,938 @@
+//! The BERT forward pass on the CPU in plain Rust, which [`super::SentenceEncoder`] uses
+//! on `Device::flex()` when the CPU has AVX-512F (others keep burn's ops).
+//!
+//! How: each dense layer's weights are packed once into panels of 48 columns for an
+//! 8 × 48 register-blocked f32 kernel (bias, activation, residual and layer norm applied
+//! as each block of rows is written); a batch's sequences are laid back to back without
+//! padding (a token is a row); attention runs per sequence and head over that sequence's
+//! own tokens. Everything is f32, like the burn model; only the order of the sums
+//! differs (outputs agree to about 1e-6).
+
+use rayon::prelude::*;
+
+use super::config::{BertConfig, HiddenAct};
+use super::model::{erf_f32, BertModel};
+
+/// Output columns per packed panel: three 16-lane registers.
+const NR: usize = 48;
+/// Rows per kernel call (8 × 3 accumulators of the 32 registers).
+const MR: usize = 8;
+/// Rows per parallel task of a dense layer.
+const ROW_BLOCK: usize = 128;
+
+/// A dense layer `[in, out]` packed as `[panel][in][NR]` (zero past `out`) with its bias
+/// (zero-padded to whole panels).
+struct Packed {
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Packed {
+    fn new(w: &[f32], k: usize, n: usize, bias: Option<Vec<f32>>) -> Self {
+        let panels = n.div_ceil(NR);
+        let mut data = vec![0f32; panels * k * NR];
+        for p in 0..panels {
+            let cols = (n - p * NR).min(NR);
+            for q in 0..k {
+                let dst = (p * k + q) * NR;
+                data[dst..dst + cols].copy_from_slice(&w[q * n + p * NR..q * n + p * NR + cols]);
+            }
+        }
+        let mut b = bias.unwrap_or_else(|| vec![0f32; n]);
+        b.resize(panels * NR, 0.0);
+        Self {
+            k,
+            n,
+            data,
+            bias: b,
+        }
+    }
+}
+
+/// A layer norm's scale and shift.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+/// One transformer layer's weights.
+struct Layer {
+    qkv: Packed,
+    attention_out: Packed,
+    attention_norm: Norm,
+    intermediate: Packed,
+    out: Packed,
+    out_norm: Norm,
+    act: HiddenAct,
+}
+
+/// What a dense layer does to its rows after `x · W + b`, in order.
+#[derive(Clone, Copy)]
+struct Epilogue<'a> {
+    act: Option<HiddenAct>,
+    residual: Option<&'a [f32]>,
+    norm: Option<&'a Norm>,
+}
+
+/// A BERT encoder's weights laid out for [`CpuBert::forward`].
+pub(crate) struct CpuBert {
+    word: Vec<f32>,
+    position: Vec<f32>,
+    token_type: Vec<f32>,
+    embedding_norm: Norm,
+    layers: Vec<Layer>,
+    hidden: usize,
+    heads: usize,
+    eps: f32,
+}
+
+impl std::fmt::Debug for CpuBert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBert")
+            .field("hidden", &self.hidden)
+            .field("heads", &self.heads)
+            .field("layers", &self.layers.len())
+            .finish()
+    }
+}
+
+/// A tensor's values as f32 (`None` when it holds another type).
+fn values<const D: usize>(t: burn::tensor::Tensor<D>) -> Option<Vec<f32>> {
+    t.into_data().try_into_vec::<f32>().ok()
+}
+
+fn linear(l: &burn::nn::Linear) -> Option<Packed> {
+    let [k, n] = l.weight.dims();
+    let w = values(l.weight.val())?;
+    let b = match &l.bias {
+        Some(b) => Some(values(b.val())?),
+        None => None,
+    };
+    Some(Packed::new(&w, k, n, b))
+}
+
+fn norm(l: &burn::nn::LayerNorm, width: usize) -> Option<Norm> {
+    let gamma = values(l.gamma.val())?;
+    let beta = match &l.beta {
+        Some(b) => values(b.val())?,
+        None => vec![0.0; width],
+    };
+    Some(Norm { gamma, beta })
+}
+
+impl CpuBert {
+    /// Whether this CPU runs these kernels (x86-64 with AVX-512F).
+    pub(crate) fn available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// `model`'s weights, copied and packed; `None` when this CPU cannot run the kernels
+    /// or the weights are not f32.
+    pub(crate) fn from_model(model: &BertModel, config: &BertConfig) -> Option<Self> {
+        if !Self::available() {
+            return None;
+        }
+        let hidden = model.hidden_size();
+        let e = &model.embeddings;
+        let layers = model
+            .layers
+            .iter()
+            .map(|l| {
+                Some(Layer {
+                    qkv: linear(&l.attention.qkv)?,
+                    attention_out: linear(&l.attention.output)?,
+                    attention_norm: norm(&l.attention.layer_norm, hidden)?,
+                    intermediate: linear(&l.intermediate)?,
+                    out: linear(&l.output)?,
+                    out_norm: norm(&l.layer_norm, hidden)?,
+                    act: l.act,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            word: values(e.word_embeddings.weight.val())?,
+            position: values(e.position_embeddings.weight.val())?,
+            token_type: values(e.token_type_embeddings.weight.val())?,
+            embedding_norm: norm(&e.layer_norm, hidden)?,
+            layers,
+            hidden,
+            heads: model.num_heads,
+            eps: config.layer_norm_eps as f32,
+        })
+    }
+
+    /// The last hidden states of each sequence (`(token ids, token type ids)`), back to
+    /// back: `[total tokens, hidden]`, row-major.
+    ///
+    /// # Errors
+    /// A message naming the id when a token, token type or position is outside the
+    /// model's tables (a tokenizer that does not belong to the model).
+    pub(crate) fn forward(&self, seqs: &[(&[u32], &[u32])]) -> Result<Vec<f32>, String> {
+        let h = self.hidden;
+        let lens: Vec<usize> = seqs.iter().map(|s| s.0.len()).collect();
+        let total: usize = lens.iter().sum();
+        let (vocab, types, positions) = (
+            self.word.len() / h,
+            self.token_type.len() / h,
+            self.position.len() / h,
+        );
+        let mut x = Vec::with_capacity(total * h);
+        for (ids, tys) in seqs {
+            if ids.len() > positions {
+                return Err(format!(
+                    "a sequence of {} tokens is longer than the model's {positions} positions",
+                    ids.len()
+                ));
+            }
+            for (j, (&id, &ty)) in ids.iter().zip(tys.iter()).enumerate() {
+                let (id, ty) = (id as usize, ty as usize);
+                if id >= vocab {
+                    return Err(format!(
+                        "token id {id} is outside the vocabulary of {vocab}"
+                    ));
+                }
+                if ty >= types {
+                    return Err(format!(
+                        "token type {ty} is outside the model's {types} types"
+                    ));
+                }
+                let w = &self.word[id * h..(id + 1) * h];
+                let t = &self.token_type[ty * h..(ty + 1) * h];
+                let p = &self.position[j * h..(j + 1) * h];
+                x.extend(w.iter().zip(t).zip(p).map(|((w, t), p)| w + t + p));
+            }
+        }
+        let norm_only = Epilogue {
+            act: None,
+            residual: None,
+            norm: Some(&self.embedding_norm),
+        };
+        x.par_chunks_mut(ROW_BLOCK * h)
+            .for_each(|block| finish(block, 0, h, norm_only, self.eps));
+        // One set of buffers for every layer: no allocation, zeroing or page faults
+        // past the first layer (every element is written before it is read).
+        let mut bufs = Buffers::default();
+        for layer in &self.layers {
+            self.layer(layer, &mut x, &lens, total, &mut bufs);
+        }
+        Ok(x)
+    }
+
+    /// One layer over `x` (`[m, hidden]`), in place.
+    fn layer(&self, l: &Layer, x: &mut [f32], lens: &[usize], m: usize, b: &mut Buffers) {
+        let none = Epilogue {
+            act: None,
+            residual: None,
+            norm: None,
+        };
+        let h = self.hidden;
+        let qkv = sized(&mut b.qkv, m * 3 * h);
+        dense(x, m, &l.qkv, none, self.eps, qkv);
+        let ctx = sized(&mut b.ctx, m * h);
+        attention(qkv, lens, h, self.heads, ctx);
+        let a = sized(&mut b.a, m * h);
+        dense(
+            ctx,
+            m,
+            &l.attention_out,
+            Epilogue {
+                residual: Some(x),
+                norm: Some(&l.attention_norm),
+                ..none
+            },
+            self.eps,
+            a,
+        );
+        let f = sized(&mut b.f, m * l.intermediate.n);
+        dense(
+            a,
+            m,
+            &l.intermediate,
+            Epilogue {
+                act: Some(l.act),
+                ..none
+            },
+            self.eps,
+            f,
+        );
+        dense(
+            f,
+            m,
+            &l.out,
+            Epilogue {
+                residual: Some(a),
+                norm: Some(&l.out_norm),
+                ..none
+            },
+            self.eps,
+            x,
+        );
+    }
+}
+
+/// Scratch space of [`CpuBert::forward`], reused by every layer.
+#[derive(Default)]
+struct Buffers {
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    a: Vec<f32>,
+    f: Vec<f32>,
+}
+
+/// The first `len` values of `buf`, grown (with zeros) when it is shorter.
+fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
+}
+
+/// `x · W + b` for the `m` rows of `x` (`[m, w.k]`), then the epilogue, into `out`
+/// (`[m, w.n]`; every element is written).
+fn dense(x: &[f32], m: usize, w: &Packed, epi: Epilogue<'_>, eps: f32, out: &mut [f32]) {
+    let (k, n) = (w.k, w.n);
+    assert_eq!(x.len(), m * k, "dense input is [m, k]");
+    assert_eq!(out.len(), m * n, "dense output is [m, n]");
+    if m == 0 {
+        return;
+    }
+    let panels = n.div_ceil(NR);
+    out.par_chunks_mut(ROW_BLOCK * n)
+        .enumerate()
+        .for_each(|(bi, block)| {
+            let r0 = bi * ROW_BLOCK;
+            let rows = block.len() / n;
+            let a = &x[r0 * k..(r0 + rows) * k];
+            for p in 0..panels {
+                let cols = (n - p * NR).min(NR);
+                let panel = &w.data[p * k * NR..(p + 1) * k * NR];
+                let bias = &w.bias[p * NR..(p + 1) * NR];
+                let mut t = 0;
+                while t < rows {
+                    let tile_rows = (rows - t).min(MR);
+                    tile(
+                        &a[t * k..(t + tile_rows) * k],
+                        k,
+                        k,
+                        panel,
+                        bias,
+                        &mut block[t * n + p * NR..],
+                        n,
+                        tile_rows,
+                        cols,
+                    );
+                    t += tile_rows;
+                }
+            }
+            finish(block, r0, n, epi, eps);
+        });
+}
+
+/// The epilogue over a block of output rows starting at row `r0`.
+fn finish(block: &mut [f32], r0: usize, n: usize, epi: Epilogue<'_>, eps: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: only reached through a `CpuBert`, which exists where AVX-512F is.
+        unsafe { avx512::finish(block, r0, n, epi, eps) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    finish_body(block, r0, n, epi, eps)
+}
+
+/// The body of [`finish`], inlined into its AVX-512 instance so the loops vectorise.
+#[inline(always)]
+fn finish_body(block: &mut [f32], r0: usize, n: usize, epi: Epilogue<'_>, eps: f32) {
+    for (r, row) in block.chunks_exact_mut(n).enumerate() {
+        if let Some(act) = epi.act {
+            activate(row, act);
+        }
+        if let Some(res) = epi.residual {
+            let res = &res[(r0 + r) * n..(r0 + r + 1) * n];
+            row.iter_mut().zip(res).for_each(|(y, r)| *y += r);
+        }
+        if let Some(nm) = epi.norm {
+            layer_norm(row, nm, eps);
+        }
+    }
+}
+
+/// One `rows × cols` tile (`rows ≤ MR`, `cols ≤ NR`) of `a · panel + bias` into `c`
+/// (row stride `ldc`): `a` is `[rows, k]` with row stride `lda`, `panel` `[k, NR]`,
+/// `bias` `[NR]`.
+#[allow(clippy::too_many_arguments)]
+fn tile(
+    a: &[f32],
+    lda: usize,
+    k: usize,
+    panel: &[f32],
+    bias: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    assert!(rows <= MR && cols <= NR && rows > 0 && k <= lda);
+    assert!(a.len() >= (rows - 1) * lda + k && panel.len() >= k * NR && bias.len() >= NR);
+    assert!(c.len() >= (rows - 1) * ldc + cols);
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `CpuBert` exists only where `available()` saw AVX-512F, and the
+        // asserts above keep every access the kernel makes inside the slices.
+        unsafe { avx512::tile(a, lda, k, panel, bias, c, ldc, rows, cols) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        unreachable!("CpuBert is only built on x86-64 with AVX-512F")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{MR, NR};
+
+    /// See [`super::tile`], whose asserts this relies on.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `a` reaches `(rows - 1) · lda + k`, `panel` holds `k × NR`
+    /// and `bias` `NR` values, and `c` reaches `(rows - 1) · ldc + cols`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn tile(
+        a: &[f32],
+        lda: usize,
+        k: usize,
+        panel: &[f32],
+        bias: &[f32],
+        c: &mut [f32],
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 3]; MR];
+        let ap = a.as_ptr();
+        let bp = panel.as_ptr();
+        if rows == MR {
+            for q in 0..k {
+                // SAFETY: q < k, so the panel's row q (NR values) is inside `panel`.
+                let b = unsafe {
+                    let row = bp.add(q * NR);
+                    [
+                        _mm512_loadu_ps(row),
+                        _mm512_loadu_ps(row.add(16)),
+                        _mm512_loadu_ps(row.add(32)),
+                    ]
+                };
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: r < MR = rows and q < k: inside `a`.
+                    let x = _mm512_set1_ps(unsafe { *ap.add(r * lda + q) });
+                    for v in 0..3 {
+                        acc[v] = _mm512_fmadd_ps(x, b[v], acc[v]);
+                    }
+                }
+            }
+        } else {
+            for q in 0..k {
+                // SAFETY: as above.
+                let b = unsafe {
+                    let row = bp.add(q * NR);
+                    [
+                        _mm512_loadu_ps(row),
+                        _mm512_loadu_ps(row.add(16)),
+                        _mm512_loadu_ps(row.add(32)),
+                    ]
+                };
+                for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+                    // SAFETY: r < rows and q < k: inside `a`.
+                    let x = _mm512_set1_ps(unsafe { *ap.add(r * lda + q) });
+                    for v in 0..3 {
+                        acc[v] = _mm512_fmadd_ps(x, b[v], acc[v]);
+                    }
+                }
+            }
+        }
+        let cp = c.as_mut_ptr();
+        for (r, acc) in acc.iter().enumerate().take(rows) {
+            for (v, &sum) in acc.iter().enumerate() {
+                let c0 = v * 16;
+                if c0 >= cols {
+                    break;
+                }
+                let left = cols - c0;
+                let mask: __mmask16 = if left >= 16 {
+                    0xffff
+                } else {
+                    ((1u32 << left) - 1) as u16
+                };
+                // SAFETY: the bias has NR values; the store writes the `left` columns
+                // from c0 of row r, inside `c` by the caller's bound.
+                unsafe {
+                    let b = _mm512_loadu_ps(bias.as_ptr().add(c0));
+                    _mm512_mask_storeu_ps(cp.add(r * ldc + c0), mask, _mm512_add_ps(sum, b));
+                }
+            }
+        }
+    }
+
+    /// See [`super::finish`].
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn finish(
+        block: &mut [f32],
+        r0: usize,
+        n: usize,
+        epi: super::Epilogue<'_>,
+        eps: f32,
+    ) {
+        super::finish_body(block, r0, n, epi, eps)
+    }
+
+    /// See [`super::attend`].
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn attend(
+        qkv: &[f32],
+        len: usize,
+        hidden: usize,
+        heads: usize,
+        ctx: &mut [f32],
+        bufs: &mut super::AttentionBuffers,
+    ) {
+        super::attend_body(qkv, len, hidden, heads, ctx, bufs)
+    }
+}
+
+/// Self-attention of every sequence (`lens`, back to back) over the fused projections
+/// `qkv` (`[tokens, 3 · hidden]`: queries, keys, values, each head after head):
+/// the context `[tokens, hidden]` into `ctx` (every element is written).
+fn attention(qkv: &[f32], lens: &[usize], hidden: usize, heads: usize, ctx: &mut [f32]) {
+    let mut parts = Vec::with_capacity(lens.len());
+    let (mut rest, mut q) = (ctx, qkv);
+    for &len in lens {
+        let (mine, tail) = rest.split_at_mut(len * hidden);
+        let (qmine, qtail) = q.split_at(len * 3 * hidden);
+        parts.push((qmine, len, mine));
+        rest = tail;
+        q = qtail;
+    }
+    parts
+        .into_par_iter()
+        .for_each_init(AttentionBuffers::default, |bufs, (q, len, out)| {
+            attend(q, len, hidden, heads, out, bufs);
+        });
+}
+
+/// Scratch space of [`attend`], reused across the sequences one thread takes.
+#[derive(Default)]
+struct AttentionBuffers {
+    q: Vec<f32>,
+    kt: Vec<f32>,
+    vp: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+/// `buf` cleared to `len` zeros.
+fn zeroed(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    buf.clear();
+    buf.resize(len, 0.0);
+    buf
+}
+
+/// One sequence's attention, every head (see [`attention`]).
+fn attend(
+    qkv: &[f32],
+    len: usize,
+    hidden: usize,
+    heads: usize,
+    ctx: &mut [f32],
+    bufs: &mut AttentionBuffers,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: only reached through a `CpuBert`, which exists where AVX-512F is.
+        unsafe { avx512::attend(qkv, len, hidden, heads, ctx, bufs) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    attend_body(qkv, len, hidden, heads, ctx, bufs)
+}
+
+/// The body of [`attend`], inlined into its AVX-512 instance so the loops vectorise.
+///
+/// Per head, both products go through [`tile`]: scores `Q · Kᵀ` with the keys packed as
+/// panels (the scale folded into the queries), a row softmax, then `P · V` with the values
+/// packed, written straight into the head's columns of `ctx`.
+#[inline(always)]
+fn attend_body(
+    qkv: &[f32],
+    len: usize,
+    hidden: usize,
+    heads: usize,
+    ctx: &mut [f32],
+    bufs: &mut AttentionBuffers,
+) {
+    if len == 0 {
+        return;
+    }
+    let dh = hidden / heads;
+    let stride = 3 * hidden;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let key_panels = len.div_ceil(NR);
+    let value_panels = dh.div_ceil(NR);
+    let q = zeroed(&mut bufs.q, len * dh);
+    // Zero past the last key / value column, so whole panels can be read.
+    let kt = zeroed(&mut bufs.kt, key_panels * dh * NR);
+    let vp = zeroed(&mut bufs.vp, value_panels * len * NR);
+    let scores = zeroed(&mut bufs.scores, len * len);
+    let zero = [0f32; NR];
+    for h in 0..heads {
+        for j in 0..len {
+            let row = &qkv[j * stride..(j + 1) * stride];
+            q[j * dh..(j + 1) * dh]
+                .iter_mut()
+                .zip(&row[h * dh..(h + 1) * dh])
+                .for_each(|(q, &x)| *q = x * scale);
+            let (p, c) = (j / NR, j % NR);
+            for (d, &k) in row[hidden + h * dh..hidden + (h + 1) * dh]
+                .iter()
+                .enumerate()
+            {
+                kt[(p * dh + d) * NR + c] = k;
+            }
+            let value = &row[2 * hidden + h * dh..2 * hidden + (h + 1) * dh];
+            for (vpanel, part) in value.chunks(NR).enumerate() {
+                let at = (vpanel * len + j) * NR;
+                vp[at..at + part.len()].copy_from_slice(part);
+            }
+        }
+        for p in 0..key_panels {
+            let cols = (len - p * NR).min(NR);
+            let panel = &kt[p * dh * NR..(p + 1) * dh * NR];
+            let mut t = 0;
+            while t < len {
+                let rows = (len - t).min(MR);
+                tile(
+                    &q[t * dh..],
+                    dh,
+                    dh,
+                    panel,
+                    &zero,
+                    &mut scores[t * len + p * NR..],
+                    len,
+                    rows,
+                    cols,
+                );
+                t += rows;
+            }
+        }
+        for row in scores.chunks_exact_mut(len) {
+            softmax(row);
+        }
+        for p in 0..value_panels {
+            let cols = (dh - p * NR).min(NR);
+            let panel = &vp[p * len * NR..(p + 1) * len * NR];
+            let mut t = 0;
+            while t < len {
+                let rows = (len - t).min(MR);
+                tile(
+                    &scores[t * len..],
+                    len,
+                    len,
+                    panel,
+                    &zero,
+                    &mut ctx[t * hidden + h * dh + p * NR..],
+                    hidden,
+                    rows,
+                    cols,
+                );
+                t += rows;
+            }
+        }
+    }
+}
+
+/// In-place softmax of one row.
+#[inline(always)]
+fn softmax(row: &mut [f32]) {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let chunks = row.chunks_exact(16);
+    let mut max = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l = if x > *l { x } else { *l };
+        }
+    }
+    for l in lanes {
+        max = if l > max { l } else { max };
+    }
+    row.iter_mut().for_each(|s| *s = exp_f32(*s - max));
+    let inv = 1.0 / sum_f32(row);
+    row.iter_mut().for_each(|s| *s *= inv);
+}
+
+/// A sum in 16 running lanes (so it vectorises).
+#[inline(always)]
+fn sum_f32(xs: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let chunks = xs.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail.iter().sum::<f32>()
+}
+
+/// `e^x` for f32, branch-free (Cephes' polynomial after a power-of-two range
+/// reduction; within 2 ulp over the range softmax uses). Saturates below `e^-87`.
+#[inline(always)]
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.3, 88.3);
+    let n = (x * LOG2E + 0.5).floor();
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+}
+
+/// In-place layer norm of one row.
+#[inline(always)]
+fn layer_norm(row: &mut [f32], nm: &Norm, eps: f32) {
+    let n = row.len() as f32;
+    let mean = sum_f32(row) / n;
+    let mut lanes = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += (x - mean) * (x - mean);
+        }
+    }
+    let var =
+        (lanes.iter().sum::<f32>() + tail.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>()) / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for ((x, g), b) in row.iter_mut().zip(&nm.gamma).zip(&nm.beta) {
+        *x = (*x - mean) * inv * g + b;
+    }
+}
+
+/// The feed-forward activation, in place.
+#[inline(always)]
+fn activate(row: &mut [f32], act: HiddenAct) {
+    match act {
+        HiddenAct::Gelu => row
+            .iter_mut()
+            .for_each(|x| *x = 0.5 * *x * (1.0 + erf_f32(*x * std::f32::consts::FRAC_1_SQRT_2))),
+        HiddenAct::GeluTanh => row.iter_mut().for_each(|x| {
+            let y = 0.797_884_6 * (*x + 0.044_715 * *x * *x * *x);
+            // tanh(y) = 1 - 2 / (e^{2y} + 1)
+            let t = 1.0 - 2.0 / (exp_f32(2.0 * y) + 1.0);
+            *x = 0.5 * *x * (1.0 + t);
+        }),
+        HiddenAct::Relu => row.iter_mut().for_each(|x| *x = x.max(0.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    /// Shapes that are not whole tiles or panels (37 rows: 4 tiles and 5; 100 columns:
+    /// panels of 48, 48 and 4), with each epilogue, against a plain triple loop.
+    #[test]
+    fn dense_matches_a_plain_product_with_every_epilogue() {
+        if !CpuBert::available() {
+            println!("skipping: this CPU has no AVX-512F (the kernels are not used here)");
+            return;
+        }
+        let (m, k, n) = (37, 50, 100);
+        let x = values(m * k, 1);
+        let w = values(k * n, 2);
+        let bias = values(n, 3);
+        let residual = values(m * n, 4);
+        let nm = Norm {
+            gamma: values(n, 5).iter().map(|g| g + 1.0).collect(),
+            beta: values(n, 6),
+        };
+        let packed = Packed::new(&w, k, n, Some(bias.clone()));
+        let mut plain = vec![0f32; m * n];
+        for r in 0..m {
+            for c in 0..n {
+                let mut acc = 0f64;
+                for q in 0..k {
+                    acc += x[r * k + q] as f64 * w[q * n + c] as f64;
+                }
+                plain[r * n + c] = acc as f32 + bias[c];
+            }
+        }
+        let none = Epilogue {
+            act: None,
+            residual: None,
+            norm: None,
+        };
+        let mut out = vec![f32::NAN; m * n];
+        dense(&x, m, &packed, none, 1e-12, &mut out);
+        assert!(max_diff(&out, &plain) < 1e-5, "{}", max_diff(&out, &plain));
+
+        for act in [HiddenAct::Gelu, HiddenAct::GeluTanh, HiddenAct::Relu] {
+            let mut want = plain.clone();
+            for y in &mut want {
+                let v = *y as f64;
+                *y = match act {
+                    // erf_f32 itself is checked against burn's erf in bert::tests.
+                    HiddenAct::Gelu => {
+                        0.5 * *y * (1.0 + erf_f32(*y * std::f32::consts::FRAC_1_SQRT_2))
+                    }
+                    HiddenAct::GeluTanh => {
+                        let t = (0.797_884_560_8 * (v + 0.044_715 * v * v * v)).tanh();
+                        (0.5 * v * (1.0 + t)) as f32
+                    }
+                    HiddenAct::Relu => v.max(0.0) as f32,
+                };
+            }
+            dense(
+                &x,
+                m,
+                &packed,
+                Epilogue {
+                    act: Some(act),
+                    ..none
+                },
+                1e-12,
+                &mut out,
+            );
+            assert!(
+                max_diff(&out, &want) < 1e-5,
+                "{act:?}: {}",
+                max_diff(&out, &want)
+            );
+        }
+
+        let mut want = plain.clone();
+        for (r, row) in want.chunks_exact_mut(n).enumerate() {
+            row.iter_mut()
+                .zip(&residual[r * n..(r + 1) * n])
+                .for_each(|(y, r)| *y += r);
+            let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+            for (c, y) in row.iter_mut().enumerate() {
+                *y = ((*y as f64 - mean) / (var + 1e-12).sqrt() * nm.gamma[c] as f64
+                    + nm.beta[c] as f64) as f32;
+            }
+        }
+        dense(
+            &x,
+            m,
+            &packed,
+            Epilogue {
+                residual: Some(&residual),
+                norm: Some(&nm),
+                ..none
+            },
+            1e-12,
+            &mut out,
+        );
+        assert!(max_diff(&out, &want) < 1e-4, "{}", max_diff(&out, &want));
+    }
+
+    /// Attention over sequences of 1, 5 and 53 tokens (two key panels) with heads of 60
+    /// (two value panels) and of 8, against softmax(q·k/√d)·v computed plainly.
+    #[test]
+    fn attention_matches_plain_softmax_attention() {
+        if !CpuBert::available() {
+            println!("skipping: this CPU has no AVX-512F (the kernels are not used here)");
+            return;
+        }
+        for (hidden, heads) in [(120, 2), (24, 3)] {
+            let lens = [1usize, 5, 53];
+            let total: usize = lens.iter().sum();
+            let qkv = values(total * 3 * hidden, hidden as u64);
+            let mut ctx = vec![f32::NAN; total * hidden];
+            attention(&qkv, &lens, hidden, heads, &mut ctx);
+            let dh = hidden / heads;
+            let mut want = vec![0f32; total * hidden];
+            let mut start = 0;
+            for &len in &lens {
+                for h in 0..heads {
+                    for i in 0..len {
+                        let at = |t: usize, part: usize, d: usize| {
+                            qkv[(start + t) * 3 * hidden + part * hidden + h * dh + d] as f64
+                        };
+                        let s: Vec<f64> = (0..len)
+                            .map(|j| {
+                                (0..dh).map(|d| at(i, 0, d) * at(j, 1, d)).sum::<f64>()
+                                    / (dh as f64).sqrt()
+                            })
+                            .collect();
+                        let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                        let e: Vec<f64> = s.iter().map(|v| (v - max).exp()).collect();
+                        let z: f64 = e.iter().sum();
+                        for d in 0..dh {
+                            let v: f64 = (0..len).map(|j| e[j] / z * at(j, 2, d)).sum();
+                            want[(start + i) * hidden + h * dh + d] = v as f32;
+                        }
+                    }
+                }
+                start += len;
+            }
+            let d = max_diff(&ctx, &want);
+            assert!(d < 1e-5, "hidden {hidden}, heads {heads}: {d}");
+        }
+    }
+
+    #[test]
+    fn exp_is_within_a_few_ulp() {
+        let mut worst = 0f64;
+        for i in 0..=20_000 {
+            let x = -87.0 + i as f32 * (87.0 + 10.0) / 20_000.0;
+            let want = (x as f64).exp();
+            worst = worst.max(((exp_f32(x) as f64) - want).abs() / want);
+        }
+        assert!(worst < 4.0 * f32::EPSILON as f64, "relative error {worst}");
+    }
+}
