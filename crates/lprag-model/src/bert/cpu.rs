@@ -316,22 +316,8 @@ fn dense(x: &[f32], m: usize, w: &Packed, epi: Epilogue<'_>, eps: f32, out: &mut
                 let cols = (n - p * NR).min(NR);
                 let panel = &w.data[p * k * NR..(p + 1) * k * NR];
                 let bias = &w.bias[p * NR..(p + 1) * NR];
-                let mut t = 0;
-                while t < rows {
-                    let tile_rows = (rows - t).min(MR);
-                    tile(
-                        &a[t * k..(t + tile_rows) * k],
-                        k,
-                        k,
-                        panel,
-                        bias,
-                        &mut block[t * n + p * NR..],
-                        n,
-                        tile_rows,
-                        cols,
-                    );
-                    t += tile_rows;
-                }
+                let c = &mut block[p * NR..];
+                panel_product(a, k, k, panel, bias, c, n, rows, cols);
             }
             finish(block, r0, n, epi, eps);
         });
@@ -365,6 +351,30 @@ fn finish_body(block: &mut [f32], r0: usize, n: usize, epi: Epilogue<'_>, eps: f
     }
 }
 
+/// `rows × cols` of `a · panel + bias` into `c`, [`tile`] after tile: `a` is
+/// `[rows, k]` with row stride `lda`, `c` has row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn panel_product(
+    a: &[f32],
+    lda: usize,
+    k: usize,
+    panel: &[f32],
+    bias: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    let mut t = 0;
+    while t < rows {
+        let tile_rows = (rows - t).min(MR);
+        let (a, c) = (&a[t * lda..], &mut c[t * ldc..]);
+        tile(a, lda, k, panel, bias, c, ldc, tile_rows, cols);
+        t += tile_rows;
+    }
+}
+
 /// One `rows × cols` tile (`rows ≤ MR`, `cols ≤ NR`) of `a · panel + bias` into `c`
 /// (row stride `ldc`): `a` is `[rows, k]` with row stride `lda`, `panel` `[k, NR]`,
 /// `bias` `[NR]`.
@@ -391,6 +401,7 @@ fn tile(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = (a, lda, k, panel, bias, c, ldc, rows, cols);
         unreachable!("CpuBert is only built on x86-64 with AVX-512F")
     }
 }
@@ -621,22 +632,8 @@ fn attend_body(
         for p in 0..key_panels {
             let cols = (len - p * NR).min(NR);
             let panel = &kt[p * dh * NR..(p + 1) * dh * NR];
-            let mut t = 0;
-            while t < len {
-                let rows = (len - t).min(MR);
-                tile(
-                    &q[t * dh..],
-                    dh,
-                    dh,
-                    panel,
-                    &zero,
-                    &mut scores[t * len + p * NR..],
-                    len,
-                    rows,
-                    cols,
-                );
-                t += rows;
-            }
+            let c = &mut scores[p * NR..];
+            panel_product(q, dh, dh, panel, &zero, c, len, len, cols);
         }
         for row in scores.chunks_exact_mut(len) {
             softmax(row);
@@ -644,22 +641,8 @@ fn attend_body(
         for p in 0..value_panels {
             let cols = (dh - p * NR).min(NR);
             let panel = &vp[p * len * NR..(p + 1) * len * NR];
-            let mut t = 0;
-            while t < len {
-                let rows = (len - t).min(MR);
-                tile(
-                    &scores[t * len..],
-                    len,
-                    len,
-                    panel,
-                    &zero,
-                    &mut ctx[t * hidden + h * dh + p * NR..],
-                    hidden,
-                    rows,
-                    cols,
-                );
-                t += rows;
-            }
+            let c = &mut ctx[h * dh + p * NR..];
+            panel_product(scores, len, len, panel, &zero, c, hidden, len, cols);
         }
     }
 }
@@ -763,23 +746,12 @@ mod tests {
     use super::*;
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-            })
-            .collect()
+        super::super::tests::values(n, seed, 1.0)
     }
 
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
+        super::super::tests::max_abs_diff(a, b)
     }
 
     /// Shapes that are not whole tiles or panels (37 rows: 4 tiles and 5; 100 columns:

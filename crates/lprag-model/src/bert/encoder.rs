@@ -30,8 +30,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// Texts are encoded in batches of [`SentenceEncoder::batch_size`], sorted by token count
 /// so each batch is padded only to its own longest text; rows come back in input order.
 /// On `Device::flex()` with a CPU that has AVX-512F, the transformer runs on lprag's own
-/// f32 kernels (no padding at all, weights packed for the CPU; about 1.5× burn's ops,
-/// same vectors to about 1e-6): see [`SentenceEncoder::with_cpu_kernels`].
+/// f32 kernels (no padding at all, weights packed for the CPU; about 1.25× burn's ops on
+/// two cores, the same vectors to about 1e-6): see [`SentenceEncoder::with_cpu_kernels`].
 /// [`Encoder::embed`] runs the computation on tokio's blocking pool, so it does not stall
 /// an async runtime; [`SentenceEncoder::encode`] is the synchronous entry point. Clones
 /// share the model.

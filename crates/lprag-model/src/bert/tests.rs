@@ -85,7 +85,7 @@ pub(super) fn tokenizer_json() -> serde_json::Value {
 }
 
 /// Deterministic pseudo-random values in [-scale, scale].
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -234,7 +234,7 @@ fn sentences() -> Vec<String> {
     .collect()
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
