@@ -30,13 +30,18 @@ fn parse_device(text: &str) -> Result<ComputeDevice, String> {
     Ok(device)
 }
 
-/// `--device`, taken by every command.
+/// `--device` and `--fp16`, taken by every command.
 #[derive(clap::Args, Debug, Clone, Copy)]
-struct DeviceArg {
+pub(crate) struct DeviceArg {
     /// Where the MiniLM encoder and LP-RAG's, LeSeGR's and GFM-RAG's networks run: `cpu`
     /// (default), `wgpu:N` or `cuda:N` (a build with the `wgpu` or `cuda` feature).
     #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = parse_device)]
-    device: ComputeDevice,
+    pub(crate) device: ComputeDevice,
+    /// Run the MiniLM encoder's dense layers in fp16 on a CPU with AVX-512-FP16 (about
+    /// 1.4× faster; vectors within a cosine of 0.99999 of f32, so an index built either
+    /// way answers either way). Elsewhere it changes nothing.
+    #[arg(long)]
+    pub(crate) fp16: bool,
 }
 
 /// Graph RAG over your files: index a folder, keep it in sync, query it, serve it.

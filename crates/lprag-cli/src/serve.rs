@@ -381,7 +381,7 @@ pub async fn serve(args: ServeArgs) -> lprag::Result<()> {
     }
     // One writer of the index directory at a time: `lprag sync` waits for the service.
     let _lock = DirLock::acquire(&args.index, "lprag serve")?;
-    let Opened { index, inputs, .. } = open(&args.index, args.on.device)?;
+    let Opened { index, inputs, .. } = open(&args.index, args.on)?;
     let live = Live::new(index).saving_to(index_path(&args.index));
     let app = App {
         live: Arc::new(live),

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lprag::core::dirs::{write_atomic, DirSpec, TMP_PREFIX};
-use lprag::{
-    ComputeDevice, Encoder, Error, HashingEncoder, HashingEncoderConfig, Result, SentenceEncoder,
-};
+use lprag::{Encoder, Error, HashingEncoder, HashingEncoderConfig, Result, SentenceEncoder};
 use serde::{Deserialize, Serialize};
+
+use crate::DeviceArg;
 
 /// The settings file of an index directory.
 pub const SETTINGS_FILE: &str = "lprag.json";
@@ -84,17 +84,19 @@ pub enum EncoderSpec {
 
 impl EncoderSpec {
     /// Resolve a command-line choice: `auto` becomes whichever encoder is available now.
-    /// A sentence-transformers model runs on `device` (the device is not part of the spec:
-    /// an index built on a GPU opens on the CPU and the other way round).
+    /// A sentence-transformers model runs on `on.device`, in fp16 with `on.fp16` where the
+    /// CPU has it (neither is part of the spec: an index built on a GPU opens on the CPU,
+    /// one built in fp16 opens in f32, and the other way round).
     pub fn choose(
         choice: EncoderChoice,
         model: Option<String>,
-        device: ComputeDevice,
+        on: DeviceArg,
     ) -> Result<(Self, Arc<dyn Encoder>)> {
         // A device this build cannot run on is an error, not a reason to fall back.
-        let device = device.to_burn()?;
+        let device = on.device.to_burn()?;
         let minilm = |model: Option<String>| -> Result<(Self, Arc<dyn Encoder>)> {
-            let enc = SentenceEncoder::load_on(model.as_deref(), &device)?;
+            let enc =
+                SentenceEncoder::load_on(model.as_deref(), &device)?.with_fp16_kernels(on.fp16);
             Ok((EncoderSpec::SentenceTransformer { model }, Arc::new(enc)))
         };
         match choice {
@@ -119,13 +121,14 @@ impl EncoderSpec {
         Ok((EncoderSpec::Hashing { config }, Arc::new(enc)))
     }
 
-    /// The encoder again, on this machine (a sentence-transformers model on `device`).
-    pub fn build(&self, device: ComputeDevice) -> Result<Arc<dyn Encoder>> {
+    /// The encoder again, on this machine (a sentence-transformers model on `on.device`,
+    /// in fp16 with `on.fp16` where the CPU has it).
+    pub fn build(&self, on: DeviceArg) -> Result<Arc<dyn Encoder>> {
         Ok(match self {
-            EncoderSpec::SentenceTransformer { model } => Arc::new(SentenceEncoder::load_on(
-                model.as_deref(),
-                &device.to_burn()?,
-            )?),
+            EncoderSpec::SentenceTransformer { model } => Arc::new(
+                SentenceEncoder::load_on(model.as_deref(), &on.device.to_burn()?)?
+                    .with_fp16_kernels(on.fp16),
+            ),
             EncoderSpec::Hashing { config } => Arc::new(HashingEncoder::new(config.clone())?),
         })
     }

@@ -20,7 +20,7 @@ use crate::settings::{
     index_path, EncoderSpec, LlmSettings, RetrieverKind, Settings, INDEX_DIR, SETTINGS_VERSION,
     WORK_SUBDIR,
 };
-use crate::{IndexArgs, QueryArgs, SyncArgs};
+use crate::{DeviceArg, IndexArgs, QueryArgs, SyncArgs};
 
 /// A retriever of any kind the command builds.
 #[derive(Clone)]
@@ -154,11 +154,12 @@ fn inputs(settings: &Settings, encoder: &Arc<dyn Encoder>) -> Result<UpdateInput
     Ok(inputs)
 }
 
-/// Open the index in `dir`, its encoder and network on `device`.
+/// Open the index in `dir`, its encoder and network on `on.device`.
 ///
 /// # Errors
 /// When `dir` is not a complete index of the command, or its encoder cannot be rebuilt.
-pub fn open(dir: &Path, device: ComputeDevice) -> Result<Opened> {
+pub fn open(dir: &Path, on: DeviceArg) -> Result<Opened> {
+    let device = on.device;
     let settings = Settings::read(dir)?;
     let path = index_path(dir);
     if !path.is_dir() {
@@ -167,7 +168,7 @@ pub fn open(dir: &Path, device: ComputeDevice) -> Result<Opened> {
             "the index was never completed (no index/); run `lprag index` again to resume",
         ));
     }
-    let encoder = settings.encoder.build(device)?;
+    let encoder = settings.encoder.build(on)?;
     let index = match settings.retriever {
         RetrieverKind::Lprag => {
             AnyIndex::Lprag(Box::new(LpRag::load_on(&path, encoder.clone(), device)?))
@@ -376,8 +377,7 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
             ));
         }
     }
-    let (encoder_spec, encoder) =
-        EncoderSpec::choose(args.encoder, args.model.clone(), args.on.device)?;
+    let (encoder_spec, encoder) = EncoderSpec::choose(args.encoder, args.model.clone(), args.on)?;
     let settings = Settings {
         lprag_index_version: SETTINGS_VERSION,
         retriever: args.retriever,
@@ -442,7 +442,7 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         mut index,
         inputs,
         encoder,
-    } = open(dir, args.on.device)?;
+    } = open(dir, args.on)?;
     let (docs, load_report) = load(&args.dir, &settings, args.strict, quiet)?;
     if !quiet {
         print_load(&load_report);
@@ -537,7 +537,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
         return Err(Error::invalid("-k", "must be at least 1"));
     }
     let filter = parse_filters(&args.filters)?;
-    let Opened { index, .. } = open(&args.index, args.on.device)?;
+    let Opened { index, .. } = open(&args.index, args.on)?;
     let hits = index
         .retrieve_filtered(&args.query, Selection::TopK(args.k), &filter)
         .await?;

@@ -683,3 +683,30 @@ fn the_device_is_chosen_and_a_missing_feature_refused_before_any_write() {
         assert!(!out.status.success(), "{device}");
     }
 }
+
+/// `--fp16`: an index built with the encoder's dense layers in fp16 answers without the
+/// flag and the other way round (the flag is not stored; where the CPU has no
+/// AVX-512-FP16, or the encoder is the hashing one, it changes nothing).
+#[test]
+fn an_index_built_in_fp16_answers_in_f32_and_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let notes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/notes");
+    let idx = tmp.path().join("fp16.idx");
+    ok(&[
+        "index",
+        notes.to_str().unwrap(),
+        "--index",
+        idx.to_str().unwrap(),
+        "--retriever",
+        "dense",
+        "--fp16",
+        "-q",
+    ]);
+    let settings = std::fs::read_to_string(idx.join("lprag.json")).unwrap();
+    assert!(!settings.contains("fp16"), "{settings}");
+    let q = "Which elements did Marie Curie discover?";
+    for extra in [&["-k", "3"][..], &["-k", "3", "--fp16"]] {
+        let h = query(&idx, q, extra);
+        assert_eq!(docs_of(&h)[0], "science/curie.html", "{extra:?}: {h:?}");
+    }
+}

@@ -16,8 +16,10 @@
 //! run includes compiling and tuning kernels for each batch shape) and
 //! `LPRAG_BENCH_PARITY=N` (also embed the first N passages on the CPU and print the
 //! largest difference from the chosen device; on the CPU itself, the other engine's
-//! vectors: burn's ops against lprag's CPU kernels), `LPRAG_BENCH_BURN_OPS=1` (run the
-//! CPU encoder on burn's ops rather than lprag's CPU kernels). The model is found like
+//! vectors: burn's ops against lprag's CPU kernels, or with `LPRAG_BENCH_FP16=1` the f32
+//! kernels), `LPRAG_BENCH_BURN_OPS=1` (run the CPU encoder on burn's ops rather than
+//! lprag's CPU kernels), `LPRAG_BENCH_FP16=1` (the CPU kernels' dense layers in fp16,
+//! `SentenceEncoder::with_fp16_kernels`). The model is found like
 //! `SentenceEncoder::load(None)` does (`LPRAG_MODEL_DIR`, the Hugging Face cache).
 //! Threads follow rayon (`RAYON_NUM_THREADS`).
 
@@ -36,6 +38,17 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// The engine `encoder` runs on, in words.
+fn engine(encoder: &SentenceEncoder) -> &'static str {
+    if encoder.uses_fp16_kernels() {
+        "lprag's CPU kernels, fp16 dense layers"
+    } else if encoder.uses_cpu_kernels() {
+        "lprag's CPU kernels"
+    } else {
+        "burn's ops"
+    }
 }
 
 fn main() {
@@ -66,11 +79,12 @@ fn main() {
         Err(e) => panic!("no model: {e}"),
     };
     let load_s = t_load.elapsed().as_secs_f64();
-    let burn_ops =
-        std::env::var_os("LPRAG_BENCH_BURN_OPS").is_some_and(|v| !v.is_empty() && v != "0");
+    let flag = |key: &str| std::env::var_os(key).is_some_and(|v| !v.is_empty() && v != "0");
+    let (burn_ops, fp16) = (flag("LPRAG_BENCH_BURN_OPS"), flag("LPRAG_BENCH_FP16"));
     let encoder = encoder
         .with_batch_size(env_usize("LPRAG_BENCH_BATCH").unwrap_or(32))
-        .with_cpu_kernels(!burn_ops);
+        .with_cpu_kernels(!burn_ops)
+        .with_fp16_kernels(fp16);
 
     let raw = match std::fs::read_to_string(&corpus_path) {
         Ok(r) => r,
@@ -148,14 +162,7 @@ fn main() {
         cut,
         encoder.max_seq_length()
     );
-    println!(
-        "engine: {}",
-        if encoder.uses_cpu_kernels() {
-            "lprag's CPU kernels"
-        } else {
-            "burn's ops"
-        }
-    );
+    println!("engine: {}", engine(&encoder));
     println!("load: {load_s:.2} s");
     println!(
         "throughput: {:.1} passages/s ({:.2} s total), batch {}, threads {}",
@@ -166,24 +173,17 @@ fn main() {
     );
     if let Some(n) = env_usize("LPRAG_BENCH_PARITY") {
         let n = n.min(texts.len());
-        // Another device: the CPU's vectors; the CPU: the other engine's.
-        let other = if device == ComputeDevice::Cpu {
-            !encoder.uses_cpu_kernels()
-        } else {
+        // Another device: the CPU's vectors; the CPU: the other engine's (fp16: f32).
+        let other = if device != ComputeDevice::Cpu || encoder.uses_fp16_kernels() {
             true
+        } else {
+            !encoder.uses_cpu_kernels()
         };
         let cpu = SentenceEncoder::from_dir(encoder.model_dir(), &Device::flex())
             .expect("the same model on the CPU")
             .with_batch_size(encoder.batch_size())
             .with_cpu_kernels(other);
-        println!(
-            "parity reference: the CPU on {}",
-            if cpu.uses_cpu_kernels() {
-                "lprag's CPU kernels"
-            } else {
-                "burn's ops"
-            }
-        );
+        println!("parity reference: the CPU on {}", engine(&cpu));
         let reference = cpu.encode(&texts[..n]).expect("encode on the CPU");
         let (mut max_abs, mut min_cos) = (0f32, f32::INFINITY);
         for i in 0..n {

@@ -6,7 +6,11 @@
 //! as each block of rows is written); a batch's sequences are laid back to back without
 //! padding (a token is a row); attention runs per sequence and head over that sequence's
 //! own tokens. Everything is f32, like the burn model; only the order of the sums
-//! differs (outputs agree to about 1e-6).
+//! differs (outputs agree to about 1e-6). On request ([`Precision::F16`], CPUs with
+//! AVX-512-FP16) the dense layers multiply in half precision instead: weights and inputs
+//! rounded to fp16, products summed in fp16 64 at a time and in f32 beyond.
+
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -19,6 +23,20 @@ const NR: usize = 48;
 const MR: usize = 8;
 /// Rows per parallel task of a dense layer.
 const ROW_BLOCK: usize = 128;
+/// Pairs of inputs (`k`) the fp16 kernel sums in fp16 before adding into f32: each fp16
+/// lane sums this many products (one input of each pair), an output's two lanes together
+/// `2 · HALF_CHUNK` inputs. 16, 32 and 64 are measured in `docs/benchmarks.md`.
+const HALF_CHUNK: usize = 64;
+
+/// The arithmetic of the dense layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Precision {
+    /// f32 throughout.
+    F32,
+    /// fp16 weights and inputs, sums in fp16 over [`HALF_CHUNK`] pairs and f32 beyond
+    /// (needs [`CpuBert::half_available`]).
+    F16,
+}
 
 /// A dense layer `[in, out]` packed as `[panel][in][NR]` (zero past `out`) with its bias
 /// (zero-padded to whole panels).
@@ -27,6 +45,9 @@ struct Packed {
     n: usize,
     data: Vec<f32>,
     bias: Vec<f32>,
+    /// The weights as fp16 bits, `[panel][k / 2][NR][2]` (pairs of inputs side by side,
+    /// zero past `k` and `n`), made on first use of [`Precision::F16`].
+    half: OnceLock<Vec<u16>>,
 }
 
 impl Packed {
@@ -47,7 +68,29 @@ impl Packed {
             n,
             data,
             bias: b,
+            half: OnceLock::new(),
         }
+    }
+
+    /// The fp16 weights (see [`Packed::half`]), made from the f32 panels once.
+    fn half(&self) -> &[u16] {
+        self.half.get_or_init(|| {
+            let (k, panels) = (self.k, self.n.div_ceil(NR));
+            let kp = k.div_ceil(2);
+            let mut staged = vec![0f32; panels * kp * 2 * NR];
+            for p in 0..panels {
+                for q in 0..k {
+                    let src = &self.data[(p * k + q) * NR..(p * k + q + 1) * NR];
+                    let dst = (p * kp + q / 2) * 2 * NR + q % 2;
+                    for (c, &w) in src.iter().enumerate() {
+                        staged[dst + 2 * c] = w;
+                    }
+                }
+            }
+            let mut half = vec![0u16; staged.len()];
+            to_half(&staged, &mut half);
+            half
+        })
     }
 }
 
@@ -135,6 +178,20 @@ impl CpuBert {
         }
     }
 
+    /// Whether this CPU also runs [`Precision::F16`] (AVX-512-FP16 and AVX-512BW).
+    pub(crate) fn half_available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            Self::available()
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512fp16")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
     /// `model`'s weights, copied and packed; `None` when this CPU cannot run the kernels
     /// or the weights are not f32.
     pub(crate) fn from_model(model: &BertModel, config: &BertConfig) -> Option<Self> {
@@ -173,10 +230,21 @@ impl CpuBert {
     /// The last hidden states of each sequence (`(token ids, token type ids)`), back to
     /// back: `[total tokens, hidden]`, row-major.
     ///
+    /// The dense layers compute in `precision` ([`Precision::F16`] falls back to f32
+    /// where [`CpuBert::half_available`] is false).
+    ///
     /// # Errors
     /// A message naming the id when a token, token type or position is outside the
     /// model's tables (a tokenizer that does not belong to the model).
-    pub(crate) fn forward(&self, seqs: &[(&[u32], &[u32])]) -> Result<Vec<f32>, String> {
+    pub(crate) fn forward(
+        &self,
+        seqs: &[(&[u32], &[u32])],
+        precision: Precision,
+    ) -> Result<Vec<f32>, String> {
+        let precision = match precision {
+            Precision::F16 if Self::half_available() => Precision::F16,
+            _ => Precision::F32,
+        };
         let h = self.hidden;
         let lens: Vec<usize> = seqs.iter().map(|s| s.0.len()).collect();
         let total: usize = lens.iter().sum();
@@ -221,54 +289,59 @@ impl CpuBert {
         // past the first layer (every element is written before it is read).
         let mut bufs = Buffers::default();
         for layer in &self.layers {
-            self.layer(layer, &mut x, &lens, total, &mut bufs);
+            self.layer(layer, &mut x, &lens, total, precision, &mut bufs);
         }
         Ok(x)
     }
 
     /// One layer over `x` (`[m, hidden]`), in place.
-    fn layer(&self, l: &Layer, x: &mut [f32], lens: &[usize], m: usize, b: &mut Buffers) {
+    fn layer(
+        &self,
+        l: &Layer,
+        x: &mut [f32],
+        lens: &[usize],
+        m: usize,
+        precision: Precision,
+        b: &mut Buffers,
+    ) {
         let none = Epilogue::default();
         let h = self.hidden;
+        let dense = |x: &[f32], w: &Packed, epi: Epilogue<'_>, out: &mut [f32]| {
+            dense(x, m, w, epi, self.eps, precision, out);
+        };
         let qkv = sized(&mut b.qkv, m * 3 * h);
-        dense(x, m, &l.qkv, none, self.eps, qkv);
+        dense(x, &l.qkv, none, qkv);
         let ctx = sized(&mut b.ctx, m * h);
         attention(qkv, lens, h, self.heads, ctx);
         let a = sized(&mut b.a, m * h);
         dense(
             ctx,
-            m,
             &l.attention_out,
             Epilogue {
                 residual: Some(x),
                 norm: Some(&l.attention_norm),
                 ..none
             },
-            self.eps,
             a,
         );
         let f = sized(&mut b.f, m * l.intermediate.n);
         dense(
             a,
-            m,
             &l.intermediate,
             Epilogue {
                 act: Some(l.act),
                 ..none
             },
-            self.eps,
             f,
         );
         dense(
             f,
-            m,
             &l.out,
             Epilogue {
                 residual: Some(a),
                 norm: Some(&l.out_norm),
                 ..none
             },
-            self.eps,
             x,
         );
     }
@@ -292,8 +365,18 @@ fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 /// `x · W + b` for the `m` rows of `x` (`[m, w.k]`), then the epilogue, into `out`
-/// (`[m, w.n]`; every element is written).
-fn dense(x: &[f32], m: usize, w: &Packed, epi: Epilogue<'_>, eps: f32, out: &mut [f32]) {
+/// (`[m, w.n]`; every element is written). [`Precision::F16`] needs
+/// [`CpuBert::half_available`]; a block of rows whose fp16 product is not finite is
+/// recomputed in f32.
+fn dense(
+    x: &[f32],
+    m: usize,
+    w: &Packed,
+    epi: Epilogue<'_>,
+    eps: f32,
+    precision: Precision,
+    out: &mut [f32],
+) {
     let (k, n) = (w.k, w.n);
     assert_eq!(x.len(), m * k, "dense input is [m, k]");
     assert_eq!(out.len(), m * n, "dense output is [m, n]");
@@ -301,21 +384,116 @@ fn dense(x: &[f32], m: usize, w: &Packed, epi: Epilogue<'_>, eps: f32, out: &mut
         return;
     }
     let panels = n.div_ceil(NR);
-    out.par_chunks_mut(ROW_BLOCK * n)
-        .enumerate()
-        .for_each(|(bi, block)| {
+    let half = (precision == Precision::F16).then(|| w.half());
+    out.par_chunks_mut(ROW_BLOCK * n).enumerate().for_each_init(
+        Vec::new,
+        |scratch, (bi, block)| {
             let r0 = bi * ROW_BLOCK;
             let rows = block.len() / n;
             let a = &x[r0 * k..(r0 + rows) * k];
-            for p in 0..panels {
-                let cols = (n - p * NR).min(NR);
-                let panel = &w.data[p * k * NR..(p + 1) * k * NR];
-                let bias = &w.bias[p * NR..(p + 1) * NR];
-                let c = &mut block[p * NR..];
-                panel_product(a, k, k, panel, bias, c, n, rows, cols);
+            // f32, or fp16 that overflowed (a sum past fp16's 65,504): this block again
+            // in f32, so fp16 never turns finite inputs into infinities.
+            let finite =
+                half.is_some_and(|half| half_product(a, rows, k, half, &w.bias, block, n, scratch));
+            if !finite {
+                for p in 0..panels {
+                    let cols = (n - p * NR).min(NR);
+                    let panel = &w.data[p * k * NR..(p + 1) * k * NR];
+                    let bias = &w.bias[p * NR..(p + 1) * NR];
+                    let c = &mut block[p * NR..];
+                    panel_product(a, k, k, panel, bias, c, n, rows, cols);
+                }
             }
             finish(block, r0, n, epi, eps);
-        });
+        },
+    );
+}
+
+/// `a · W + bias` in fp16 for the `rows` rows of `a` (`[rows, k]`) into `c` (`[rows, n]`):
+/// `a` is rounded to fp16 into `scratch` (whole tiles of [`MR`] rows, zero past `rows`
+/// and `k`), then [`half_tile`] runs over every panel of `half` (see [`Packed::half`]).
+/// Whether every value written is finite.
+#[allow(clippy::too_many_arguments)]
+fn half_product(
+    a: &[f32],
+    rows: usize,
+    k: usize,
+    half: &[u16],
+    bias: &[f32],
+    c: &mut [f32],
+    n: usize,
+    scratch: &mut Vec<u16>,
+) -> bool {
+    let kp = k.div_ceil(2);
+    let lda = 2 * kp;
+    let tiles = rows.div_ceil(MR);
+    if scratch.len() < tiles * MR * lda {
+        scratch.resize(tiles * MR * lda, 0);
+    }
+    let scratch = &mut scratch[..tiles * MR * lda];
+    for (src, dst) in a.chunks_exact(k).zip(scratch.chunks_exact_mut(lda)) {
+        to_half(src, &mut dst[..k]);
+        dst[k..].fill(0);
+    }
+    scratch[rows * lda..].fill(0);
+    let mut finite = true;
+    for p in 0..n.div_ceil(NR) {
+        let cols = (n - p * NR).min(NR);
+        let panel = &half[p * kp * 2 * NR..(p + 1) * kp * 2 * NR];
+        for t in 0..tiles {
+            let tile_rows = (rows - t * MR).min(MR);
+            let a = &scratch[t * MR * lda..(t + 1) * MR * lda];
+            let c = &mut c[t * MR * n + p * NR..];
+            finite &= half_tile(a, lda, kp, panel, &bias[p * NR..], c, n, tile_rows, cols);
+        }
+    }
+    finite
+}
+
+/// `src` rounded to fp16 (to nearest even) into `dst`, as bits.
+fn to_half(src: &[f32], dst: &mut [u16]) {
+    assert_eq!(src.len(), dst.len(), "to_half converts like for like");
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: only reached through a `CpuBert`, which exists where AVX-512F is; the
+        // lengths match.
+        unsafe { avx512::to_half(src, dst) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("CpuBert is only built on x86-64 with AVX-512F")
+}
+
+/// One `rows × cols` tile (`rows ≤ MR`, `cols ≤ NR`) of `a · panel + bias` in fp16 into
+/// `c` (row stride `ldc`, f32): `a` holds [`MR`] rows of `2 · kp` fp16 values (row stride
+/// `lda`; all of them are read, only `rows` are stored), `panel` `[kp][NR][2]`. Whether
+/// every value stored is finite.
+#[allow(clippy::too_many_arguments)]
+fn half_tile(
+    a: &[u16],
+    lda: usize,
+    kp: usize,
+    panel: &[u16],
+    bias: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) -> bool {
+    assert!(rows <= MR && cols <= NR && rows > 0 && kp > 0 && 2 * kp <= lda);
+    assert!(a.len() >= (MR - 1) * lda + 2 * kp && panel.len() >= kp * 2 * NR);
+    assert!(bias.len() >= NR && c.len() >= (rows - 1) * ldc + cols);
+    assert!(
+        CpuBert::half_available(),
+        "the fp16 kernel needs AVX-512-FP16"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the CPU has AVX-512F, BW and FP16 (asserted), and the asserts above
+        // keep every access the kernel makes inside the slices.
+        unsafe { avx512::half_tile(a, lda, kp, panel, bias, c, ldc, rows, cols) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("CpuBert is only built on x86-64 with AVX-512F")
 }
 
 /// The epilogue over a block of output rows starting at row `r0`.
@@ -405,7 +583,7 @@ fn tile(
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{MR, NR};
+    use super::{HALF_CHUNK, MR, NR};
 
     /// See [`super::tile`], whose asserts this relies on.
     ///
@@ -480,6 +658,202 @@ mod avx512 {
                 }
             }
         }
+    }
+
+    /// See [`super::to_half`].
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `src` and `dst` have the same length.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn to_half(src: &[f32], dst: &mut [u16]) {
+        const ROUND: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let (whole, tail) = (src.len() / 16 * 16, src.len() % 16);
+        for i in (0..whole).step_by(16) {
+            // SAFETY: i + 16 ≤ whole ≤ both lengths.
+            unsafe {
+                let h = _mm512_cvtps_ph::<ROUND>(_mm512_loadu_ps(src.as_ptr().add(i)));
+                _mm256_storeu_si256(dst.as_mut_ptr().add(i).cast(), h);
+            }
+        }
+        if tail > 0 {
+            let (mut x, mut h) = ([0f32; 16], [0u16; 16]);
+            x[..tail].copy_from_slice(&src[whole..]);
+            // SAFETY: both buffers hold 16 values.
+            unsafe {
+                let v = _mm512_cvtps_ph::<ROUND>(_mm512_loadu_ps(x.as_ptr()));
+                _mm256_storeu_si256(h.as_mut_ptr().cast(), v);
+            }
+            dst[whole..].copy_from_slice(&h[..tail]);
+        }
+    }
+
+    /// See [`super::half_tile`], whose asserts this relies on.
+    ///
+    /// Each of the 24 accumulators holds 16 columns × 2 inputs in fp16 (`vfmadd231ph`,
+    /// written in assembly: Rust's fp16 intrinsics are not stable); every [`HALF_CHUNK`]
+    /// pairs they are widened and added into f32 sums, and at the end each column's two
+    /// lanes are added.
+    ///
+    /// Whether every value stored is finite.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, BW and FP16; `a` reaches `(MR - 1) · lda + 2 · kp`, `panel`
+    /// holds `kp × 2 · NR` and `bias` `NR` values, and `c` reaches
+    /// `(rows - 1) · ldc + cols`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn half_tile(
+        a: &[u16],
+        lda: usize,
+        kp: usize,
+        panel: &[u16],
+        bias: &[f32],
+        c: &mut [f32],
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+    ) -> bool {
+        // f32 sums: row r, columns 16v..16v+8 (pairs) in [2v], 16v+8..16v+16 in [2v + 1].
+        let mut sums = [[_mm512_setzero_ps(); 6]; MR];
+        let ap = a.as_ptr();
+        // SAFETY: r < MR rows of `a` exist.
+        let row = |r: usize| unsafe { ap.add(r * lda) };
+        let mut q0 = 0;
+        while q0 < kp {
+            let q1 = (q0 + HALF_CHUNK).min(kp);
+            let mut acc = [_mm512_setzero_si512(); 24];
+            // SAFETY: for q in q0..q1 (q1 > q0, q1 ≤ kp) the loop reads 4 bytes at byte
+            // offset 4q of each of the MR rows (inside `a`: 2q + 2 ≤ 2 · kp values) and
+            // 192 bytes (NR pairs) at pair q of `panel`; it writes only registers.
+            unsafe {
+                std::arch::asm!(
+                    "2:",
+                    "vmovdqu64 zmm24, [{b}]",
+                    "vmovdqu64 zmm25, [{b} + 64]",
+                    "vmovdqu64 zmm26, [{b} + 128]",
+                    "vpbroadcastd zmm27, dword ptr [{a0} + {i}]",
+                    "vfmadd231ph zmm0, zmm27, zmm24",
+                    "vfmadd231ph zmm1, zmm27, zmm25",
+                    "vfmadd231ph zmm2, zmm27, zmm26",
+                    "vpbroadcastd zmm28, dword ptr [{a1} + {i}]",
+                    "vfmadd231ph zmm3, zmm28, zmm24",
+                    "vfmadd231ph zmm4, zmm28, zmm25",
+                    "vfmadd231ph zmm5, zmm28, zmm26",
+                    "vpbroadcastd zmm27, dword ptr [{a2} + {i}]",
+                    "vfmadd231ph zmm6, zmm27, zmm24",
+                    "vfmadd231ph zmm7, zmm27, zmm25",
+                    "vfmadd231ph zmm8, zmm27, zmm26",
+                    "vpbroadcastd zmm28, dword ptr [{a3} + {i}]",
+                    "vfmadd231ph zmm9, zmm28, zmm24",
+                    "vfmadd231ph zmm10, zmm28, zmm25",
+                    "vfmadd231ph zmm11, zmm28, zmm26",
+                    "vpbroadcastd zmm27, dword ptr [{a4} + {i}]",
+                    "vfmadd231ph zmm12, zmm27, zmm24",
+                    "vfmadd231ph zmm13, zmm27, zmm25",
+                    "vfmadd231ph zmm14, zmm27, zmm26",
+                    "vpbroadcastd zmm28, dword ptr [{a5} + {i}]",
+                    "vfmadd231ph zmm15, zmm28, zmm24",
+                    "vfmadd231ph zmm16, zmm28, zmm25",
+                    "vfmadd231ph zmm17, zmm28, zmm26",
+                    "vpbroadcastd zmm27, dword ptr [{a6} + {i}]",
+                    "vfmadd231ph zmm18, zmm27, zmm24",
+                    "vfmadd231ph zmm19, zmm27, zmm25",
+                    "vfmadd231ph zmm20, zmm27, zmm26",
+                    "vpbroadcastd zmm28, dword ptr [{a7} + {i}]",
+                    "vfmadd231ph zmm21, zmm28, zmm24",
+                    "vfmadd231ph zmm22, zmm28, zmm25",
+                    "vfmadd231ph zmm23, zmm28, zmm26",
+                    "add {b}, 192",
+                    "add {i}, 4",
+                    "cmp {i}, {end}",
+                    "jb 2b",
+                    b = inout(reg) panel.as_ptr().add(q0 * 2 * NR) => _,
+                    i = inout(reg) q0 * 4 => _,
+                    end = in(reg) q1 * 4,
+                    a0 = in(reg) row(0),
+                    a1 = in(reg) row(1),
+                    a2 = in(reg) row(2),
+                    a3 = in(reg) row(3),
+                    a4 = in(reg) row(4),
+                    a5 = in(reg) row(5),
+                    a6 = in(reg) row(6),
+                    a7 = in(reg) row(7),
+                    inout("zmm0") acc[0],
+                    inout("zmm1") acc[1],
+                    inout("zmm2") acc[2],
+                    inout("zmm3") acc[3],
+                    inout("zmm4") acc[4],
+                    inout("zmm5") acc[5],
+                    inout("zmm6") acc[6],
+                    inout("zmm7") acc[7],
+                    inout("zmm8") acc[8],
+                    inout("zmm9") acc[9],
+                    inout("zmm10") acc[10],
+                    inout("zmm11") acc[11],
+                    inout("zmm12") acc[12],
+                    inout("zmm13") acc[13],
+                    inout("zmm14") acc[14],
+                    inout("zmm15") acc[15],
+                    inout("zmm16") acc[16],
+                    inout("zmm17") acc[17],
+                    inout("zmm18") acc[18],
+                    inout("zmm19") acc[19],
+                    inout("zmm20") acc[20],
+                    inout("zmm21") acc[21],
+                    inout("zmm22") acc[22],
+                    inout("zmm23") acc[23],
+                    out("zmm24") _,
+                    out("zmm25") _,
+                    out("zmm26") _,
+                    out("zmm27") _,
+                    out("zmm28") _,
+                    options(nostack, readonly),
+                );
+            }
+            for (sums, acc) in sums.iter_mut().zip(acc.chunks_exact(3)) {
+                for (v, &h) in acc.iter().enumerate() {
+                    let lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+                    let hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(h));
+                    sums[2 * v] = _mm512_add_ps(sums[2 * v], lo);
+                    sums[2 * v + 1] = _mm512_add_ps(sums[2 * v + 1], hi);
+                }
+            }
+            q0 = q1;
+        }
+        // Lanes hold (even input, odd input) per column: add each pair, keep the evens.
+        let evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        let infinity = _mm512_set1_ps(f32::INFINITY);
+        let mut finite = true;
+        let cp = c.as_mut_ptr();
+        for (r, sums) in sums.iter().enumerate().take(rows) {
+            for v in 0..3 {
+                let c0 = v * 16;
+                if c0 >= cols {
+                    break;
+                }
+                let (lo, hi) = (sums[2 * v], sums[2 * v + 1]);
+                let lo = _mm512_add_ps(lo, _mm512_permute_ps::<0b10_11_00_01>(lo));
+                let hi = _mm512_add_ps(hi, _mm512_permute_ps::<0b10_11_00_01>(hi));
+                let sum = _mm512_permutex2var_ps(lo, evens, hi);
+                let left = cols - c0;
+                let mask: __mmask16 = if left >= 16 {
+                    0xffff
+                } else {
+                    ((1u32 << left) - 1) as u16
+                };
+                // SAFETY: the bias has NR values; the store writes the `left` columns
+                // from c0 of row r, inside `c` by the caller's bound.
+                unsafe {
+                    let y = _mm512_add_ps(sum, _mm512_loadu_ps(bias.as_ptr().add(c0)));
+                    _mm512_mask_storeu_ps(cp.add(r * ldc + c0), mask, y);
+                    // |y| < ∞ is false for ±∞ and NaN.
+                    let ok =
+                        _mm512_mask_cmp_ps_mask::<_CMP_LT_OQ>(mask, _mm512_abs_ps(y), infinity);
+                    finite &= ok == mask;
+                }
+            }
+        }
+        finite
     }
 
     /// See [`super::finish`].
@@ -677,6 +1051,8 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 · 2²³: adding it leaves an integer-valued f32 in the low mantissa bits.
+    const SHIFTER: f32 = 12_582_912.0;
     let x = x.clamp(-87.3, 88.3);
     let n = (x * LOG2E + 0.5).floor();
     let r = x - n * LN2_HI - n * LN2_LO;
@@ -687,7 +1063,10 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    // 2ⁿ from n's bits (n is an integer in [-126, 127] after the clamp): not `n as i32`,
+    // whose saturating conversion keeps the loops that call this from vectorising.
+    let n_bits = (n + SHIFTER).to_bits().wrapping_sub(SHIFTER.to_bits());
+    y * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 /// In-place layer norm of one row.
@@ -771,7 +1150,7 @@ mod tests {
         }
         let none = Epilogue::default();
         let mut out = vec![f32::NAN; m * n];
-        dense(&x, m, &packed, none, 1e-12, &mut out);
+        dense(&x, m, &packed, none, 1e-12, Precision::F32, &mut out);
         assert!(max_diff(&out, &plain) < 1e-5, "{}", max_diff(&out, &plain));
 
         for act in [HiddenAct::Gelu, HiddenAct::GeluTanh, HiddenAct::Relu] {
@@ -799,6 +1178,7 @@ mod tests {
                     ..none
                 },
                 1e-12,
+                Precision::F32,
                 &mut out,
             );
             assert!(
@@ -830,9 +1210,89 @@ mod tests {
                 ..none
             },
             1e-12,
+            Precision::F32,
             &mut out,
         );
         assert!(max_diff(&out, &want) < 1e-4, "{}", max_diff(&out, &want));
+    }
+
+    /// The fp16 product against an f64 loop: an odd `k` (a zero-padded last pair), 37
+    /// rows and 100 columns (partial tiles and panels), `k` past one fp16 chunk; inputs
+    /// that overflow fp16 fall back to f32 and stay finite.
+    #[test]
+    fn half_dense_stays_close_to_a_plain_product() {
+        if !CpuBert::half_available() {
+            println!("skipping: this CPU has no AVX-512-FP16 (the fp16 kernel is not used)");
+            return;
+        }
+        let (m, n) = (37, 100);
+        for k in [1, 51, 2 * HALF_CHUNK * 3 + 7] {
+            let x = values(m * k, 7);
+            let w = values(k * n, 8);
+            let bias = values(n, 9);
+            let packed = Packed::new(&w, k, n, Some(bias.clone()));
+            let mut plain = vec![0f32; m * n];
+            for r in 0..m {
+                for c in 0..n {
+                    let mut acc = 0f64;
+                    for q in 0..k {
+                        acc += x[r * k + q] as f64 * w[q * n + c] as f64;
+                    }
+                    plain[r * n + c] = acc as f32 + bias[c];
+                }
+            }
+            let mut out = vec![f32::NAN; m * n];
+            let none = Epilogue::default();
+            dense(&x, m, &packed, none, 1e-12, Precision::F16, &mut out);
+            let (mut err, mut norm) = (0f64, 0f64);
+            for (o, p) in out.iter().zip(&plain) {
+                err += ((o - p) as f64).powi(2);
+                norm += (*p as f64).powi(2);
+            }
+            let rel = (err / norm).sqrt();
+            // fp16 rounding (2^-11 relative) of both factors and of the partial sums.
+            assert!(rel < 2e-3, "k {k}: relative rms error {rel:.2e}");
+            assert!(rel > 0.0, "k {k}: exact, so the fp16 kernel did not run");
+
+            // 1e5 is past fp16's range: the block is recomputed in f32.
+            let big: Vec<f32> = x.iter().map(|v| v * 1e5).collect();
+            dense(&big, m, &packed, none, 1e-12, Precision::F16, &mut out);
+            let mut want = vec![0f32; m * n];
+            dense(&big, m, &packed, none, 1e-12, Precision::F32, &mut want);
+            assert!(out.iter().all(|y| y.is_finite()), "k {k}: not finite");
+            assert_eq!(out, want, "k {k}: the overflow fallback is the f32 product");
+        }
+    }
+
+    /// `to_half` rounds to nearest even like IEEE's fp16, over whole vectors and tails.
+    #[test]
+    fn to_half_rounds_like_ieee() {
+        if !CpuBert::available() {
+            println!("skipping: this CPU has no AVX-512F (the kernels are not used here)");
+            return;
+        }
+        // (value, fp16 bits): exact, two ties (half an fp16 ulp past 1 and one and a half
+        // ulp: to the even neighbour), largest, overflow,
+        // subnormal, underflow, negative.
+        let cases = [
+            (1.0f32, 0x3c00u16),
+            (1.0 + 2.0 / 4096.0, 0x3c00),
+            (1.0 + 6.0 / 4096.0, 0x3c02),
+            (65504.0, 0x7bff),
+            (70000.0, 0x7c00),
+            (6.0e-8, 0x0001),
+            (1.0e-9, 0x0000),
+            (-2.5, 0xc100),
+        ];
+        for len in [1, 8, 16, 17, 40] {
+            let src: Vec<f32> = (0..len).map(|i| cases[i % cases.len()].0).collect();
+            let mut dst = vec![0xffffu16; len];
+            to_half(&src, &mut dst);
+            for (i, &h) in dst.iter().enumerate() {
+                let (v, want) = cases[i % cases.len()];
+                assert_eq!(h, want, "{v} at {i} of {len}: {h:#06x}");
+            }
+        }
     }
 
     /// Attention over sequences of 1, 5 and 53 tokens (two key panels) with heads of 60

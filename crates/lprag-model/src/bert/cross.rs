@@ -11,7 +11,7 @@ use lprag_core::{Error, Reranker, Result};
 use tokenizers::{Tokenizer, TruncationParams, TruncationStrategy};
 
 use super::config::BertConfig;
-use super::cpu::CpuBert;
+use super::cpu::{CpuBert, Precision};
 use super::model::BertModel;
 
 /// Query–text pairs per forward pass unless [`CrossEncoder::with_batch_size`] says
@@ -34,6 +34,8 @@ pub struct CrossEncoder {
     name: String,
     /// Use [`Inner::cpu`] when there is one.
     cpu_kernels: bool,
+    /// Run [`Inner::cpu`]'s dense layers in fp16 where the CPU can.
+    fp16: bool,
 }
 
 struct Inner {
@@ -117,6 +119,7 @@ impl CrossEncoder {
             batch_size: CROSS_ENCODER_BATCH_SIZE,
             name: super::encoder::model_name(dir),
             cpu_kernels: true,
+            fp16: false,
         })
     }
 
@@ -137,6 +140,30 @@ impl CrossEncoder {
     /// Whether pairs are scored with lprag's CPU kernels.
     pub fn uses_cpu_kernels(&self) -> bool {
         self.cpu_kernels && self.inner.cpu.is_some()
+    }
+
+    /// Run the CPU kernels' dense layers in fp16 (default `false`), as
+    /// [`super::SentenceEncoder::with_fp16_kernels`]: only where the CPU kernels run on a
+    /// CPU with AVX-512-FP16; scores move slightly.
+    pub fn with_fp16_kernels(mut self, on: bool) -> Self {
+        self.fp16 = on;
+        self
+    }
+
+    /// Whether pairs are scored with the dense layers in fp16.
+    pub fn uses_fp16_kernels(&self) -> bool {
+        self.engine() == Some(Precision::F16)
+    }
+
+    /// The CPU kernels and their precision, or `None` for burn's ops.
+    fn engine(&self) -> Option<Precision> {
+        self.uses_cpu_kernels().then(|| {
+            if self.fp16 && CpuBert::half_available() {
+                Precision::F16
+            } else {
+                Precision::F32
+            }
+        })
     }
 
     /// Rename (the default is the model's id from the Hugging Face cache layout, else the
@@ -171,7 +198,7 @@ impl CrossEncoder {
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].0.len()));
         let mut out = vec![0f32; tokens.len()];
         for batch in order.chunks(self.batch_size) {
-            let cpu = self.inner.cpu.as_ref().filter(|_| self.cpu_kernels);
+            let cpu = self.inner.cpu.as_ref().zip(self.engine());
             let scores = self.inner.forward(cpu, batch.iter().map(|&i| &tokens[i]))?;
             for (&i, s) in batch.iter().zip(scores) {
                 out[i] = s;
@@ -184,19 +211,19 @@ impl CrossEncoder {
 impl Inner {
     fn forward<'a>(
         &self,
-        cpu: Option<&CpuBert>,
+        cpu: Option<(&CpuBert, Precision)>,
         batch: impl ExactSizeIterator<Item = &'a (Vec<u32>, Vec<u32>)> + Clone,
     ) -> Result<Vec<f32>> {
         let b = batch.len();
         let h = self.model.hidden_size();
         let cls = match cpu {
-            Some(cpu) => {
+            Some((cpu, precision)) => {
                 // The first token's row of each sequence, from the unpadded hidden states.
                 let seqs: Vec<(&[u32], &[u32])> = batch
                     .map(|(ids, types)| (ids.as_slice(), types.as_slice()))
                     .collect();
                 let hidden = cpu
-                    .forward(&seqs)
+                    .forward(&seqs, precision)
                     .map_err(|m| Error::backend("cross-encoder", m))?;
                 let mut rows = Vec::with_capacity(b * h);
                 let mut start = 0;

@@ -161,6 +161,22 @@ fn cross_encoder_batches_agree_with_single_pairs_in_input_order() {
     for ((t, a), b) in texts.iter().zip(&batched).zip(&other) {
         assert!((a - b).abs() < 1e-5, "{t:?}: {a} vs {b} on burn's ops");
     }
+    // The fp16 dense layers (off by default; where this CPU has them) score close by.
+    assert!(!single.uses_fp16_kernels());
+    let half = single.clone().with_fp16_kernels(true);
+    if half.uses_fp16_kernels() {
+        let scores = half
+            .with_batch_size(2)
+            .score_sync("the cat", &texts)
+            .unwrap();
+        for ((t, a), b) in texts.iter().zip(&batched).zip(&scores) {
+            assert!(
+                (a - b).abs() < 1e-2 * a.abs().max(1.0),
+                "{t:?}: {a} vs {b} in fp16"
+            );
+        }
+        assert_ne!(scores, batched, "identical scores, so fp16 did not run");
+    }
 }
 
 #[test]

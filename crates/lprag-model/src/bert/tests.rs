@@ -12,6 +12,7 @@ use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::json;
 
+use super::cpu::CpuBert;
 use super::resolve::{find_in_cache, resolve_with};
 use super::*;
 
@@ -449,6 +450,40 @@ fn bert_cpu_kernels_agree_with_burns_ops() {
             let diff = max_abs_diff(a.row(i), b.row(i));
             assert!(diff < 1e-5, "{act}, text {i}: {diff}");
         }
+    }
+}
+
+/// The fp16 dense layers: off by default, on only with the CPU kernels where the CPU
+/// has AVX-512-FP16, and then close to the f32 vectors (every activation and pooling).
+#[test]
+fn bert_fp16_kernels_stay_close_to_f32() {
+    for act in ["gelu", "gelu_new", "relu"] {
+        let dir = tiny_model_dir();
+        let d = dir.path();
+        let mut config = bert_config();
+        config["hidden_act"] = json!(act);
+        write_json(&d.join("config.json"), &config);
+        let enc = SentenceEncoder::from_dir(d, &cpu())
+            .unwrap()
+            .with_batch_size(3);
+        assert!(!enc.uses_fp16_kernels(), "f32 is the default");
+        let half = enc.clone().with_fp16_kernels(true);
+        assert!(!half.clone().with_cpu_kernels(false).uses_fp16_kernels());
+        if !half.uses_fp16_kernels() {
+            assert!(!CpuBert::half_available() || !enc.uses_cpu_kernels());
+            println!("skipping: no fp16 kernels on this CPU");
+            return;
+        }
+        let texts = sentences();
+        let a = half.encode(&texts).unwrap();
+        let b = enc.encode(&texts).unwrap();
+        let mut moved = 0f32;
+        for i in 0..texts.len() {
+            let c = cosine(a.row(i), b.row(i));
+            assert!(c >= 0.9999, "{act}, text {i}: cosine {c}");
+            moved = moved.max(max_abs_diff(a.row(i), b.row(i)));
+        }
+        assert!(moved > 0.0, "{act}: identical vectors, so fp16 did not run");
     }
 }
 
@@ -899,6 +934,17 @@ fn bert_minilm_matches_sentence_transformers() {
             .fold(0f32, f32::max);
         assert!(d < 1e-5, "text {i}: the two engines differ by {d}");
     }
+    // The fp16 dense layers, where the CPU has them, against sentence-transformers too.
+    let half = enc.clone().with_batch_size(5).with_fp16_kernels(true);
+    if half.uses_fp16_kernels() {
+        let got = half.encode(&texts).unwrap();
+        let mut min_cos = f32::INFINITY;
+        for (i, item) in reference.items.iter().enumerate() {
+            min_cos = min_cos.min(cosine(got.row(i), &item.embedding));
+        }
+        println!("fp16 kernels: min cosine vs sentence-transformers {min_cos:.7}");
+        assert!(min_cos >= 0.9999, "fp16 kernels: cosine {min_cos}");
+    }
 }
 
 /// Flat-cosine passage recall on MuSiQue-100 (HippoRAG protocol): passages are
@@ -909,6 +955,25 @@ fn bert_minilm_matches_sentence_transformers() {
 #[ignore]
 fn bert_musique_recall() {
     let Some(enc) = real_model() else { return };
+    musique_recall(&enc);
+}
+
+/// [`bert_musique_recall`] with the CPU kernels' dense layers in fp16 (where the CPU has
+/// AVX-512-FP16): the same recall.
+#[test]
+#[ignore]
+fn bert_musique_recall_fp16() {
+    let Some(enc) = real_model() else { return };
+    let enc = enc.with_fp16_kernels(true);
+    if !enc.uses_fp16_kernels() {
+        println!("skipping: no fp16 kernels on this CPU");
+        return;
+    }
+    musique_recall(&enc);
+}
+
+/// Flat-cosine Recall@2 and @5 of `enc` on MuSiQue-100, asserted against all-MiniLM's.
+fn musique_recall(enc: &SentenceEncoder) {
     let data = data_dir().join("musique-100");
     let data = data.display();
     let corpus: Vec<serde_json::Value> =
