@@ -192,6 +192,19 @@ impl CpuBert {
         }
     }
 
+    /// What an encoder with `cpu` (its packed model, if any) runs on: `None` for burn's
+    /// ops (no packed model, or the kernels turned off), else the kernels in f32, or in
+    /// fp16 when asked for and [`CpuBert::half_available`].
+    pub(crate) fn engine(cpu: Option<&CpuBert>, on: bool, fp16: bool) -> Option<Precision> {
+        (on && cpu.is_some()).then(|| {
+            if fp16 && Self::half_available() {
+                Precision::F16
+            } else {
+                Precision::F32
+            }
+        })
+    }
+
     /// `model`'s weights, copied and packed; `None` when this CPU cannot run the kernels
     /// or the weights are not f32.
     pub(crate) fn from_model(model: &BertModel, config: &BertConfig) -> Option<Self> {

@@ -157,13 +157,7 @@ impl CrossEncoder {
 
     /// The CPU kernels and their precision, or `None` for burn's ops.
     fn engine(&self) -> Option<Precision> {
-        self.uses_cpu_kernels().then(|| {
-            if self.fp16 && CpuBert::half_available() {
-                Precision::F16
-            } else {
-                Precision::F32
-            }
-        })
+        CpuBert::engine(self.inner.cpu.as_ref(), self.cpu_kernels, self.fp16)
     }
 
     /// Rename (the default is the model's id from the Hugging Face cache layout, else the

@@ -293,7 +293,9 @@ impl SentenceEncoder {
     /// kernels on MiniLM, two cores), and the vectors move slightly: lowest cosine
     /// 0.999997 to the f32 vectors over MuSiQue-100, recall unchanged
     /// (`docs/benchmarks.md`, "fp16 dense layers"). A block of rows whose fp16 product
-    /// overflows is recomputed in f32. The encoder's
+    /// overflows is recomputed in f32; values below fp16's normal range (6.1e-5) keep
+    /// fewer bits, so check another model's vectors with the encoder bench
+    /// (`LPRAG_BENCH_FP16=1 LPRAG_BENCH_PARITY=N`) before relying on it. The encoder's
     /// [`Encoder::fingerprint`] does not change, so an index built in f32 can be queried
     /// in fp16 and the other way round.
     pub fn with_fp16_kernels(mut self, on: bool) -> Self {
@@ -308,13 +310,7 @@ impl SentenceEncoder {
 
     /// The CPU kernels and their precision, or `None` for burn's ops.
     fn engine(&self) -> Option<Precision> {
-        self.uses_cpu_kernels().then(|| {
-            if self.fp16 && CpuBert::half_available() {
-                Precision::F16
-            } else {
-                Precision::F32
-            }
-        })
+        CpuBert::engine(self.inner.cpu.as_ref(), self.cpu_kernels, self.fp16)
     }
 
     /// Replace the name reported by [`Encoder::name`] (by default the model id, or the

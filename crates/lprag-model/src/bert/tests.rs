@@ -417,23 +417,29 @@ fn bert_tiny_concatenates_pooling_modes() {
     }
 }
 
+/// The tiny model with feed-forward activation `act` and all four pooling modes.
+fn tiny_model_pooling_every_way(act: &str) -> tempfile::TempDir {
+    let dir = tiny_model_dir();
+    let d = dir.path();
+    let mut config = bert_config();
+    config["hidden_act"] = json!(act);
+    write_json(&d.join("config.json"), &config);
+    write_json(
+        &d.join("1_Pooling/config.json"),
+        &json!({"word_embedding_dimension": HIDDEN, "pooling_mode_cls_token": true,
+                "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": true,
+                "pooling_mode_mean_sqrt_len_tokens": true}),
+    );
+    dir
+}
+
 /// lprag's CPU kernels and burn's ops give the same vectors: every pooling mode, every
 /// activation, batches of mixed lengths (the kernels pack sequences without padding).
 #[test]
 fn bert_cpu_kernels_agree_with_burns_ops() {
     for act in ["gelu", "gelu_new", "relu"] {
-        let dir = tiny_model_dir();
-        let d = dir.path();
-        let mut config = bert_config();
-        config["hidden_act"] = json!(act);
-        write_json(&d.join("config.json"), &config);
-        write_json(
-            &d.join("1_Pooling/config.json"),
-            &json!({"word_embedding_dimension": HIDDEN, "pooling_mode_cls_token": true,
-                    "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": true,
-                    "pooling_mode_mean_sqrt_len_tokens": true}),
-        );
-        let enc = SentenceEncoder::from_dir(d, &cpu())
+        let dir = tiny_model_pooling_every_way(act);
+        let enc = SentenceEncoder::from_dir(dir.path(), &cpu())
             .unwrap()
             .with_batch_size(3);
         let burn_ops = enc.clone().with_cpu_kernels(false);
@@ -458,12 +464,8 @@ fn bert_cpu_kernels_agree_with_burns_ops() {
 #[test]
 fn bert_fp16_kernels_stay_close_to_f32() {
     for act in ["gelu", "gelu_new", "relu"] {
-        let dir = tiny_model_dir();
-        let d = dir.path();
-        let mut config = bert_config();
-        config["hidden_act"] = json!(act);
-        write_json(&d.join("config.json"), &config);
-        let enc = SentenceEncoder::from_dir(d, &cpu())
+        let dir = tiny_model_pooling_every_way(act);
+        let enc = SentenceEncoder::from_dir(dir.path(), &cpu())
             .unwrap()
             .with_batch_size(3);
         assert!(!enc.uses_fp16_kernels(), "f32 is the default");
