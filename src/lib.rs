@@ -85,9 +85,9 @@ pub use lprag_model::{
 };
 
 /// Extension points: what a custom link predictor or scorer is built from. Implement
-/// [`LinkScorer`] (training-free, reads a [`ScoreContext`]) or [`LinkPredictor`]
-/// directly; for a trained GNN in burn, implement [`LinkModel`] (or [`PairModel`]) and
-/// serve it with [`BurnLinkPredictor`], which trains it like the built-in models
+/// [`LinkScorer`] (training-free, reads a [`ScoreContext`](extend::ScoreContext)) or [`LinkPredictor`]
+/// directly; for a trained GNN in burn, implement [`LinkModel`](extend::LinkModel) (or [`PairModel`](extend::PairModel)) and
+/// serve it with [`BurnLinkPredictor`](extend::BurnLinkPredictor), which trains it like the built-in models
 /// (`examples/custom_gnn.rs`, `examples/custom_scorer.rs`).
 pub mod extend {
     pub use lprag_core::{LinkPredictor, LinkScorer, ScoreContext};

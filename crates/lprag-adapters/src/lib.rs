@@ -2,15 +2,15 @@
 //! serves the retrieval traits of rig and swiftide, a live lprag index takes their writes,
 //! and their models serve lprag.
 //!
-//! - [`rig`] (feature `rig`): [`rig::RigIndex`] is rig-core's `VectorStoreIndex` (a rig
+//! - `rig` (feature `rig`): `rig::RigIndex` is rig-core's `VectorStoreIndex` (a rig
 //!   agent's dynamic context) and, over a [`LiveIndex`](lprag_core::LiveIndex), its
-//!   `InsertDocuments`; [`rig::RigEncoder`], [`rig::RigChat`] and [`rig::RigReranker`] make
+//!   `InsertDocuments`; `rig::RigEncoder`, `rig::RigChat` and `rig::RigReranker` make
 //!   rig's embedding, completion and rerank models lprag's `Encoder`, `ChatModel` and
 //!   `Reranker`.
-//! - [`swiftide`] (feature `swiftide`): [`swiftide::SwiftideRetriever`] is swiftide-core's
-//!   `Retrieve` step; [`swiftide::LpragPersist`] is the `Persist` storage of a swiftide
+//! - `swiftide` (feature `swiftide`): `swiftide::SwiftideRetriever` is swiftide-core's
+//!   `Retrieve` step; `swiftide::LpragPersist` is the `Persist` storage of a swiftide
 //!   indexing pipeline, writing its nodes into a live lprag index.
-//! - [`fastembed`] (feature `fastembed`): a fastembed (ONNX Runtime) text-embedding model
+//! - `fastembed` (feature `fastembed`): a fastembed (ONNX Runtime) text-embedding model
 //!   as an lprag [`Encoder`](lprag_core::Encoder), its `TextRerank` as a
 //!   [`Reranker`](lprag_core::Reranker).
 //!

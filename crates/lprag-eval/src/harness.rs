@@ -28,7 +28,7 @@
 //! - **Tokens per query**: whitespace tokens ([`whitespace_tokens`]) of the passage
 //!   strings (`title + "\n" + text`) of the top 5 ranked passages, averaged over all
 //!   questions: the context a reader would get when fed the top 5 passages.
-//! - **Index time**: wall time of [`build_retriever`] (embedding the corpus included;
+//! - **Index time**: wall time of [`build_retriever`](crate::registry::build_retriever) (embedding the corpus included;
 //!   fitting the hashing encoder's IDF, done once for all retrievers, is not).
 
 use std::collections::{BTreeMap, HashMap};
@@ -329,7 +329,7 @@ impl Tally {
     }
 }
 
-/// Build each named retriever with [`build_retriever`] (timing it), evaluate it with
+/// Build each named retriever with [`build_retriever`](crate::registry::build_retriever) (timing it), evaluate it with
 /// [`evaluate_retrieval`], and collect a report.
 ///
 /// `encoder_name` is recorded in the report. Progress: stage `"index <name>"` (no step

@@ -43,7 +43,7 @@ pub struct LiveArgs {
     /// Save the index built here to DIR (`LpRag::save`), for `--index` next time.
     #[arg(long, value_name = "DIR", conflicts_with = "index")]
     pub save: Option<PathBuf>,
-    /// Encoder (`hashing`, `hashing-unfitted`, `minilm`).
+    /// Encoder (`hashing`, `hashing-unfitted`, `minilm`, `minilm-fp16`).
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     pub encoder: String,
     /// Width of the hashing encoder (default 1,024).

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! lprag-eval retrieval --dataset DIR --retriever dense,bm25,hybrid \
-//!     [--encoder hashing|hashing-unfitted|minilm] [--hashing-dim N] [--model-dir DIR] [--json OUT]
+//!     [--encoder hashing|hashing-unfitted|minilm|minilm-fp16] [--hashing-dim N] [--model-dir DIR] [--json OUT]
 //!     [--format hipporag|multihop-rag|jsonl] [--limit N] [--no-progress]
 //! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--limit N] [--json OUT]
 //! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
@@ -70,7 +70,7 @@ struct ScaleArgs {
     /// first one.
     #[arg(long, value_name = "NAME[,NAME...]", default_value = "dense,lprag")]
     retriever: String,
-    /// Encoder (`hashing`, `hashing-unfitted`, `minilm`).
+    /// Encoder (`hashing`, `hashing-unfitted`, `minilm`, `minilm-fp16`).
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     encoder: String,
     /// Width of the hashing encoder (default 1,024): narrower makes the dense scans and
@@ -158,7 +158,8 @@ struct RetrievalArgs {
           help = format!("Retrievers to run, comma separated (known: {})", RETRIEVERS.join(", ")))]
     retriever: String,
     /// Encoder for dense retrievers: `hashing` (IDF fitted on the corpus),
-    /// `hashing-unfitted`, or `minilm`.
+    /// `hashing-unfitted`, `minilm`, or `minilm-fp16` (its dense layers in fp16 on a CPU
+    /// with AVX-512-FP16).
     #[arg(long, default_value = "hashing", value_name = "NAME")]
     encoder: String,
     /// Width of the hashing encoder (default 1,024; the embedding cache file is named
@@ -797,7 +798,7 @@ fn open_encoder(
         Some(file) if args.embedding_cache_only => {
             let mut only = lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?;
             // The tokenizer alone (no weights) makes passages split as with the encoder.
-            if let (EncoderKind::MiniLm, Some(dir)) = (encoder_kind, &args.model_dir) {
+            if let (true, Some(dir)) = (encoder_kind.is_minilm(), &args.model_dir) {
                 only = only.with_tokens(lprag::model::bert::TokenCounter::from_dir(dir)?);
             }
             std::sync::Arc::new(only)

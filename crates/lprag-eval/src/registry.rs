@@ -574,6 +574,10 @@ pub enum EncoderKind {
     /// all-MiniLM-L6-v2 ([`lprag::SentenceEncoder`]) from `--model-dir`, `LPRAG_MODEL_DIR`
     /// or the Hugging Face cache.
     MiniLm,
+    /// [`EncoderKind::MiniLm`] with its dense layers in fp16
+    /// ([`lprag::SentenceEncoder::with_fp16_kernels`]) on a CPU with AVX-512-FP16 (f32
+    /// elsewhere); its embedding cache file is its own.
+    MiniLmFp16,
 }
 
 impl EncoderKind {
@@ -583,7 +587,13 @@ impl EncoderKind {
             EncoderKind::Hashing => "hashing",
             EncoderKind::HashingUnfitted => "hashing-unfitted",
             EncoderKind::MiniLm => "minilm",
+            EncoderKind::MiniLmFp16 => "minilm-fp16",
         }
+    }
+
+    /// Whether this is all-MiniLM-L6-v2 (in either precision).
+    pub fn is_minilm(&self) -> bool {
+        matches!(self, EncoderKind::MiniLm | EncoderKind::MiniLmFp16)
     }
 }
 
@@ -600,9 +610,10 @@ impl FromStr for EncoderKind {
             "hashing" => Ok(EncoderKind::Hashing),
             "hashing-unfitted" => Ok(EncoderKind::HashingUnfitted),
             "minilm" => Ok(EncoderKind::MiniLm),
+            "minilm-fp16" => Ok(EncoderKind::MiniLmFp16),
             _ => Err(Error::invalid(
                 "encoder",
-                format!("`{s}` (known: hashing, hashing-unfitted, minilm)"),
+                format!("`{s}` (known: hashing, hashing-unfitted, minilm, minilm-fp16)"),
             )),
         }
     }
@@ -623,7 +634,7 @@ pub fn build_encoder(
 
 /// Refuse a hashing width (`--hashing-dim`) for an encoder that has its own (MiniLM).
 pub fn check_hashing_dim(kind: EncoderKind, hashing_dim: Option<usize>) -> Result<()> {
-    if kind == EncoderKind::MiniLm && hashing_dim.is_some() {
+    if kind.is_minilm() && hashing_dim.is_some() {
         return Err(Error::invalid(
             "--hashing-dim",
             "applies to the hashing encoders only (MiniLM's width is the model's)",
@@ -680,13 +691,13 @@ pub fn build_encoder_on(
             Ok(Arc::new(HashingEncoder::fitted(hashing(), &texts)?))
         }
         EncoderKind::HashingUnfitted => Ok(Arc::new(HashingEncoder::new(hashing())?)),
-        EncoderKind::MiniLm => {
+        EncoderKind::MiniLm | EncoderKind::MiniLmFp16 => {
             let device = device.to_burn()?;
             let model = model_dir.map(|d| d.display().to_string());
-            Ok(Arc::new(lprag::SentenceEncoder::load_on(
-                model.as_deref(),
-                &device,
-            )?))
+            Ok(Arc::new(
+                lprag::SentenceEncoder::load_on(model.as_deref(), &device)?
+                    .with_fp16_kernels(kind == EncoderKind::MiniLmFp16),
+            ))
         }
     }
 }
@@ -710,10 +721,13 @@ mod tests {
             .err()
             .expect("a zero width is refused");
         assert!(err.to_string().contains("dim"), "{err}");
-        let err = build_encoder_sized(EncoderKind::MiniLm, &docs, None, Some(256))
-            .err()
-            .expect("MiniLM has its own width");
-        assert!(err.to_string().contains("--hashing-dim"), "{err}");
+        for kind in [EncoderKind::MiniLm, EncoderKind::MiniLmFp16] {
+            let err = build_encoder_sized(kind, &docs, None, Some(256))
+                .err()
+                .expect("MiniLM has its own width");
+            assert!(err.to_string().contains("--hashing-dim"), "{kind}: {err}");
+            assert_eq!(kind.as_str().parse::<EncoderKind>().unwrap(), kind);
+        }
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use crate::{Error, Result};
 /// retriever's order.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] when an id contains whitespace (the format has no quoting) or
+/// [`Error::Invalid`] when an id contains whitespace (the format has no quoting) or
 /// the result holds no rankings; I/O errors.
 pub fn write_run(
     path: impl AsRef<Path>,

@@ -63,7 +63,7 @@ pub trait PeerState: SavedState + serde::Serialize + Send + Sync + Sized + 'stat
         save_json_atomic(dir, Self::FILE, &*peer.state)
     }
 
-    /// The hits for `query` (embedded as `q`, see [`Peer::embed_query`]) under
+    /// The hits for `query` (embedded as `q`, see `Peer::embed_query`) under
     /// `selection` (validated).
     async fn rank(
         peer: &Peer<Self>,

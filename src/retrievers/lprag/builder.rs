@@ -89,7 +89,7 @@ impl LpRagBuilder {
         self
     }
 
-    /// Use a custom link predictor instead of the [`GnnLinkPredictor`] built from
+    /// Use a custom link predictor instead of the [`GnnLinkPredictor`](crate::extend::GnnLinkPredictor) built from
     /// [`LpRagConfig::model`] and [`LpRagConfig::train`]; it is trained with
     /// [`LinkPredictor::fit`] on the index's graph. Reopen the saved index with
     /// [`LpRag::load_with`]. Replaces an earlier [`LpRagBuilder::scorer`].
@@ -101,7 +101,7 @@ impl LpRagBuilder {
     /// Rank with a training-free [`LinkScorer`] instead of a trained link predictor: the
     /// index is built as usual (chunks, embeddings, chunk graph, synthetic queries) but
     /// nothing is trained, and every query is scored by `scorer` with the index's graph in
-    /// its [`ScoreContext`]. Reopen the saved index with [`LpRag::load_with_scorer`].
+    /// its [`ScoreContext`](crate::extend::ScoreContext). Reopen the saved index with [`LpRag::load_with_scorer`].
     /// Replaces an earlier [`LpRagBuilder::predictor`].
     ///
     /// If the scorer does not read the synthetic queries, skip writing them (and their
@@ -161,13 +161,13 @@ impl LpRagBuilder {
     /// Keep each finished stage (chunks, chunk embeddings, chunk graph, synthetic
     /// queries, query embeddings) in `dir`, and reuse the stages found there; the built-in
     /// predictor also checkpoints every training epoch in `dir/train` (see
-    /// [`GnnLinkPredictor::with_checkpoints`]) and resumes from it. A build
+    /// [`GnnLinkPredictor::with_checkpoints`](crate::extend::GnnLinkPredictor::with_checkpoints)) and resumes from it. A build
     /// that was interrupted, or is repeated with a changed later stage (say, another
-    /// [`TrainConfig`]), starts after the last stage whose inputs are unchanged.
+    /// [`TrainConfig`](crate::TrainConfig)), starts after the last stage whose inputs are unchanged.
     ///
     /// A stage is reused only when its key matches: a hash of the documents (for the
     /// chunks) or of the previous stage's output, the component's
-    /// [`name`](Chunker::name) (chunker, encoder and its dimension, query generator) and
+    /// [`name`](crate::Chunker::name) (chunker, encoder and its dimension, query generator) and
     /// the configuration fields the stage reads. Settings held inside a custom
     /// component are not part of its name: clear the directory after changing them.
     /// [`IndexStats::reused_stages`] lists what was loaded. Files are written atomically

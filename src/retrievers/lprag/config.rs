@@ -55,7 +55,7 @@ pub struct LpRagConfig {
     /// The link predictor's training (used when no custom predictor is given).
     pub train: TrainConfig,
     /// Candidate stage: score only the query's `P` most cosine-similar chunks (one exact
-    /// scan, shared with the query's join under [`InferenceMode::JoinTopK`]) plus, with
+    /// scan, shared with the query's join under [`InferenceMode::JoinTopK`](crate::InferenceMode::JoinTopK)) plus, with
     /// [`LpRagConfig::candidate_neighbours`], their chunk-graph neighbours. `None` scores
     /// every chunk, as the paper does (exhaustive; the cost of the pair decoder then grows
     /// with the corpus). Default [`DEFAULT_CANDIDATE_POOL`], which departs from the paper's
@@ -67,7 +67,7 @@ pub struct LpRagConfig {
     pub candidate_neighbours: bool,
     /// Where the candidate stage finds the query's nearest chunks (the pool and the
     /// join): `None` (default) scans every chunk exactly; `Some(params)` searches an
-    /// inverted-file index over the chunk embeddings ([`IvfIndex`]: k-means lists, the
+    /// inverted-file index over the chunk embeddings ([`IvfIndex`](crate::graph::IvfIndex): k-means lists, the
     /// `probes` nearest lists scanned), which is made when the index is built, opened or
     /// updated (seeded, so the same every time; about 1.5 s at 100,000 chunks). Approximate:
     /// a nearest chunk in a list that is not probed is missed. It suits semantic
@@ -86,7 +86,7 @@ pub struct LpRagConfig {
     /// its recall and speed against FAISS HNSW.
     pub candidate_graph: Option<GraphParams>,
     /// From this many chunks on, the exact candidate scan reads a column-wise copy of the
-    /// chunk embeddings ([`ColumnIndex`]: unit-normalised, 16-bit, built when the index is
+    /// chunk embeddings ([`ColumnIndex`](crate::graph::ColumnIndex): unit-normalised, 16-bit, built when the index is
     /// built, opened or updated) instead of the rows: the same nearest chunks to the bit
     /// (the quantised scores are within a proven bound of the exact ones, and every chunk
     /// that could be among the nearest is scored again exactly), read faster because a
@@ -100,7 +100,7 @@ pub struct LpRagConfig {
     /// `retrieve_batch` embed; a longer one is [`Error::InvalidInput`] before any work.
     /// Default [`lprag_core::DEFAULT_MAX_QUERY_BYTES`] (32 KiB, ≈ 8k tokens: far above an
     /// encoder's 512-token window). Change it on a built or opened index with
-    /// [`LpRag::set_max_query_bytes`].
+    /// [`LpRag::set_max_query_bytes`](crate::LpRag::set_max_query_bytes).
     pub max_query_bytes: usize,
     /// How the chunks of one document compete: default [`ParentScoring::Mean`] (a
     /// document ranked by the mean score of all its chunks, which are returned together,
@@ -115,8 +115,8 @@ pub struct LpRagConfig {
     pub anchor: Anchor,
 }
 
-/// The built-in link predictors an [`LpRag`] can train by itself (a custom one goes to
-/// [`LpRagBuilder::predictor`]).
+/// The built-in link predictors an [`LpRag`](crate::LpRag) can train by itself (a custom one goes to
+/// [`LpRagBuilder::predictor`](crate::LpRagBuilder::predictor)).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BuiltinPredictor {
@@ -237,9 +237,9 @@ impl LpRagConfig {
     /// the paper's τ = 0.5.
     ///
     /// Not part of a configuration: the paper chunks and writes its questions with an LLM
-    /// (GPT-4o-mini; use [`LpRagBuilder::llm`], n_B = 2 questions per A.2 batch is the
+    /// (GPT-4o-mini; use [`LpRagBuilder::llm`](crate::LpRagBuilder::llm), n_B = 2 questions per A.2 batch is the
     /// query writers' default) and embeds with Contriever (pass it with
-    /// [`LpRagBuilder::encoder`]; the default encoder is all-MiniLM-L6-v2).
+    /// [`LpRagBuilder::encoder`](crate::LpRagBuilder::encoder); the default encoder is all-MiniLM-L6-v2).
     pub fn paper() -> Self {
         Self {
             knn_k: 5,

@@ -70,7 +70,7 @@ pub(crate) const INDEX_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpe
 /// The LP-RAG retriever: chunks ranked by a link predictor trained on a graph of chunks
 /// and synthetic queries.
 ///
-/// `LpRag` is `Send + Sync` and cheap to share behind an `Arc`; [`Retriever::retrieve`]
+/// `LpRag` is `Send + Sync` and cheap to share behind an `Arc`; [`Retriever::retrieve`](crate::Retriever::retrieve)
 /// runs the model on a blocking thread. A clone shares the graph, the embeddings and the
 /// model with the original and copies the chunk and query lists; an update of the clone
 /// leaves the original as it was ([`crate::Live`] serves one while updating the other).
@@ -168,7 +168,7 @@ impl LpRag {
     /// inverted-file index now, `None` goes back to exact scans. Saved with the index.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for invalid [`IvfParams`] (the index is left as it was).
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for invalid [`IvfParams`] (the index is left as it was).
     pub fn set_candidate_index(&mut self, index: Option<IvfParams>) -> Result<()> {
         let graph = if index.is_some() {
             None
@@ -188,7 +188,7 @@ impl LpRag {
     /// searches. Saved with the index.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for invalid [`GraphParams`] (the index is left as it was).
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for invalid [`GraphParams`] (the index is left as it was).
     pub fn set_candidate_graph(&mut self, graph: Option<GraphParams>) -> Result<()> {
         let index = if graph.is_some() {
             None
@@ -207,7 +207,7 @@ impl LpRag {
     /// index.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when the index has no candidate graph or `beam` is 0.
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the index has no candidate graph or `beam` is 0.
     pub fn set_candidate_graph_beam(&mut self, beam: usize) -> Result<()> {
         let location = "LpRag::set_candidate_graph_beam";
         if beam == 0 {
@@ -235,7 +235,7 @@ impl LpRag {
     /// nearest chunks do not change, only how fast they are found.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for chunk embeddings with a non-finite value (the index is
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for chunk embeddings with a non-finite value (the index is
     /// left as it was).
     pub fn set_column_scan_from(&mut self, from: Option<usize>) -> Result<()> {
         self.set_search(LpRagConfig {

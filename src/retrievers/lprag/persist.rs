@@ -97,7 +97,7 @@ impl LpRag {
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with the default encoder and
-    /// the built-in [`GnnLinkPredictor`], rebuilding the encoder from the index.
+    /// the built-in [`GnnLinkPredictor`](crate::extend::GnnLinkPredictor), rebuilding the encoder from the index.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the index was built with a custom encoder (use
@@ -140,7 +140,7 @@ impl LpRag {
     }
 
     /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
-    /// [`GnnLinkPredictor`]. `encoder` must be the encoder the index was built with (its name
+    /// [`GnnLinkPredictor`](crate::extend::GnnLinkPredictor). `encoder` must be the encoder the index was built with (its name
     /// and dimension are checked).
     ///
     /// # Errors
@@ -168,7 +168,7 @@ impl LpRag {
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with a custom
-    /// [`LinkPredictor`] ([`LpRagBuilder::predictor`]) or the built-in one. `restore`
+    /// [`LinkPredictor`] ([`LpRagBuilder::predictor`](crate::LpRagBuilder::predictor)) or the built-in one. `restore`
     /// rebuilds the predictor from the directory its [`LinkPredictor::save`] wrote and the
     /// index's graph; its name must be the one recorded in the index. For example, the
     /// built-in predictor on a device of your choice:
@@ -214,7 +214,7 @@ impl LpRag {
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with the training-free
-    /// [`LinkScorer`] `scorer` ([`LpRagBuilder::scorer`]); its name must match the one
+    /// [`LinkScorer`] `scorer` ([`LpRagBuilder::scorer`](crate::LpRagBuilder::scorer)); its name must match the one
     /// recorded in the index.
     ///
     /// # Errors

@@ -17,7 +17,7 @@ pub struct IndexStats {
     /// Synthetic queries written.
     pub queries: usize,
     /// Of [`IndexStats::queries`], the labelled questions given to
-    /// [`LpRagBuilder::labelled`] or [`LpRagBuilder::labelled_only`].
+    /// [`LpRagBuilder::labelled`](crate::LpRagBuilder::labelled) or [`LpRagBuilder::labelled_only`](crate::LpRagBuilder::labelled_only).
     #[serde(default)]
     pub labelled_queries: usize,
     /// Chunk–chunk edges (mutual k-NN and bridges).
@@ -37,10 +37,10 @@ pub struct IndexStats {
     #[serde(default)]
     pub warnings: Vec<String>,
     /// LLM calls and tokens per stage (`"chunking"`, `"queries"`) when the index was built
-    /// with [`LpRagBuilder::llm`]; empty otherwise.
+    /// with [`LpRagBuilder::llm`](crate::LpRagBuilder::llm); empty otherwise.
     #[serde(default)]
     pub llm_usage: BTreeMap<String, StageUsage>,
-    /// Stages loaded from [`LpRagBuilder::work_dir`] instead of computed (`"chunk"`,
+    /// Stages loaded from [`LpRagBuilder::work_dir`](crate::LpRagBuilder::work_dir) instead of computed (`"chunk"`,
     /// `"embed"`, `"graph"`, `"queries"`, `"query-embed"`).
     #[serde(default)]
     pub reused_stages: Vec<String>,

@@ -123,22 +123,25 @@ impl GraphBatch {
     }
 
     /// The nodes' positional encodings, `[N, p]` with `p` =
-    /// [`LinkModel::positional_dim`], for a model that asked for them (`None` otherwise).
+    /// [`LinkModel::positional_dim`](crate::LinkModel::positional_dim), for a model that
+    /// asked for them (`None` otherwise).
     ///
     /// Chunks: Laplacian eigenmaps of the index graph (chunks and synthetic queries; the
     /// `p` smallest eigenvectors of `I − D^-½AD^-½` by seeded subspace iteration, defined
     /// up to a rotation within each eigenspace), scaled so that the mean squared distance
     /// across the graph's edges is 1. Query nodes,
     /// synthetic or the user's: the mean of the rows of the chunks they join under the
-    /// predictor's [`InferenceMode`] (zeros when isolated), the same rule in training and
-    /// at inference.
+    /// predictor's [`InferenceMode`](crate::InferenceMode) (zeros when isolated), the
+    /// same rule in training and at inference.
     pub fn positional(&self) -> Option<Tensor<2>> {
         self.positional.clone()
     }
 
     /// Standard-normal noise shaped like `like`, on its device: what a sampling model
-    /// (VGAE's reparameterisation) draws in [`LinkModel::encode_train`]. The trainer seeds
-    /// it per step from [`TrainConfig::seed`], so the draws are the same on every run,
+    /// (VGAE's reparameterisation) draws in
+    /// [`LinkModel::encode_train`](crate::LinkModel::encode_train). The trainer seeds it
+    /// per step from [`TrainConfig::seed`](crate::TrainConfig::seed), so the draws are
+    /// the same on every run,
     /// whatever else trains in the process; burn's `random_like` shares one generator
     /// across the process and would not be.
     ///
