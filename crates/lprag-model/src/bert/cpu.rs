@@ -657,19 +657,24 @@ mod avx512 {
                 if c0 >= cols {
                     break;
                 }
-                let left = cols - c0;
-                let mask: __mmask16 = if left >= 16 {
-                    0xffff
-                } else {
-                    ((1u32 << left) - 1) as u16
-                };
-                // SAFETY: the bias has NR values; the store writes the `left` columns
+                let mask = lanes(cols - c0);
+                // SAFETY: the bias has NR values; the store writes the `cols - c0` (at most 16) columns
                 // from c0 of row r, inside `c` by the caller's bound.
                 unsafe {
                     let b = _mm512_loadu_ps(bias.as_ptr().add(c0));
                     _mm512_mask_storeu_ps(cp.add(r * ldc + c0), mask, _mm512_add_ps(sum, b));
                 }
             }
+        }
+    }
+
+    /// The mask of the first `left` of 16 lanes (all of them from 16 on).
+    #[inline(always)]
+    fn lanes(left: usize) -> __mmask16 {
+        if left >= 16 {
+            0xffff
+        } else {
+            ((1u32 << left) - 1) as u16
         }
     }
 
@@ -848,13 +853,8 @@ mod avx512 {
                 let lo = _mm512_add_ps(lo, _mm512_permute_ps::<0b10_11_00_01>(lo));
                 let hi = _mm512_add_ps(hi, _mm512_permute_ps::<0b10_11_00_01>(hi));
                 let sum = _mm512_permutex2var_ps(lo, evens, hi);
-                let left = cols - c0;
-                let mask: __mmask16 = if left >= 16 {
-                    0xffff
-                } else {
-                    ((1u32 << left) - 1) as u16
-                };
-                // SAFETY: the bias has NR values; the store writes the `left` columns
+                let mask = lanes(cols - c0);
+                // SAFETY: the bias has NR values; the store writes the `cols - c0` (at most 16) columns
                 // from c0 of row r, inside `c` by the caller's bound.
                 unsafe {
                     let y = _mm512_add_ps(sum, _mm512_loadu_ps(bias.as_ptr().add(c0)));

@@ -82,6 +82,34 @@ unsafe fn pack_a_rows(x: &[f32], k: usize, out: &mut [u32]) {
     }
 }
 
+/// `acc + bias` into the first `rows × cols` of `c` (row stride `ldc`): both kernels' end.
+#[target_feature(enable = "avx512f")]
+unsafe fn store(
+    acc: &[[__m512; NV]; MR],
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    bias: *const f32,
+) {
+    for (r, acc) in acc.iter().enumerate().take(rows) {
+        for (v, &sum) in acc.iter().enumerate() {
+            let c0 = v * 16;
+            if c0 >= cols {
+                break;
+            }
+            let left = cols - c0;
+            let mask: __mmask16 = if left >= 16 {
+                0xffff
+            } else {
+                ((1u32 << left) - 1) as u16
+            };
+            let bb = _mm512_maskz_loadu_ps(mask, bias.add(c0));
+            _mm512_mask_storeu_ps(c.add(r * ldc + c0), mask, _mm512_add_ps(sum, bb));
+        }
+    }
+}
+
 #[target_feature(enable = "avx512f,avx512bf16,avx512bw,avx512vl")]
 unsafe fn kernel(
     a: *const u32,
@@ -112,22 +140,7 @@ unsafe fn kernel(
             }
         }
     }
-    for r in 0..rows.min(MR) {
-        for v in 0..NV {
-            let c0 = v * 16;
-            if c0 >= cols {
-                break;
-            }
-            let left = cols - c0;
-            let mask: __mmask16 = if left >= 16 {
-                0xffff
-            } else {
-                ((1u32 << left) - 1) as u16
-            };
-            let bb = _mm512_maskz_loadu_ps(mask, bias.add(c0));
-            _mm512_mask_storeu_ps(c.add(r * ldc + c0), mask, _mm512_add_ps(acc[r][v], bb));
-        }
-    }
+    store(&acc, c, ldc, rows, cols, bias);
 }
 
 fn gemm_bf16(x: &[f32], m: usize, k: usize, w: &PackedB, bias: &[f32], out: &mut [f32]) {
@@ -235,22 +248,7 @@ unsafe fn kernel_f(
             }
         }
     }
-    for r in 0..rows.min(MR) {
-        for v in 0..NV {
-            let c0 = v * 16;
-            if c0 >= cols {
-                break;
-            }
-            let left = cols - c0;
-            let mask: __mmask16 = if left >= 16 {
-                0xffff
-            } else {
-                ((1u32 << left) - 1) as u16
-            };
-            let bb = _mm512_maskz_loadu_ps(mask, bias.add(c0));
-            _mm512_mask_storeu_ps(c.add(r * ldc + c0), mask, _mm512_add_ps(acc[r][v], bb));
-        }
-    }
+    store(&acc, c, ldc, rows, cols, bias);
 }
 fn gemm_pf(x: &[f32], m: usize, w: &PackedF, bias: &[f32], out: &mut [f32], mb: usize) {
     let k = w.k;
