@@ -78,6 +78,7 @@ pub use lprag_core::{
     Reranker, Result, Retriever, ScoredChunk, Selection, SyntheticQuery, TrainReport, UpsertReport,
     DEFAULT_MAX_QUERY_BYTES, DOCUMENT_HASH_KEY,
 };
+pub use lprag_graph::MemoryStore;
 pub use lprag_model::bert::{CrossEncoder, SentenceEncoder};
 pub use lprag_model::{
     Aggregation, ComputeDevice, Decoder, InferenceMode, ModelConfig, Negatives, PegConfig,
@@ -117,6 +118,6 @@ pub use retrievers::common::{DefaultEncoder, Labelled, ParentScoring};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{
     choose_anchor, Anchor, AnchorSelection, BuiltinPredictor, IndexStats, LpRag, LpRagBuilder,
-    LpRagConfig, QueryProfile, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS, DEFAULT_CANDIDATE_POOL,
-    DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION,
+    LpRagConfig, QueryProfile, StoreWrite, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS,
+    DEFAULT_CANDIDATE_POOL, DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION,
 };

@@ -17,6 +17,7 @@ mod bad_encoder;
 mod baselines;
 mod candidate_index;
 mod chunk_limits;
+mod chunk_store;
 mod concurrency;
 mod crash_consistency;
 mod custom_predictor;

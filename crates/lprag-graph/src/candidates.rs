@@ -378,14 +378,29 @@ impl CandidateSearch {
 
     /// The pool plus, when asked, its admitted graph neighbours, sorted and deduplicated.
     fn pool_and_neighbours(&self, pool: Vec<usize>, request: &CandidateRequest<'_>) -> Vec<usize> {
+        self.expand_pool(pool, request.neighbours, &|j| admitted(request.allowed, j))
+    }
+
+    /// The candidate set of a pool found elsewhere (by a chunk store's search, say):
+    /// `pool` plus, with `neighbours`, their graph neighbours `keep` admits, sorted and
+    /// deduplicated, as [`CandidateSearch::candidates`] makes it from its own pool.
+    ///
+    /// # Panics
+    /// When a pool entry is not below [`CandidateSearch::num_chunks`].
+    pub fn expand_pool(
+        &self,
+        pool: Vec<usize>,
+        neighbours: bool,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<usize> {
         let mut c = pool;
-        if request.neighbours {
+        if neighbours {
             for i in 0..c.len() {
                 c.extend(
                     self.neighbours[c[i]]
                         .iter()
                         .map(|&j| j as usize)
-                        .filter(|&j| admitted(request.allowed, j)),
+                        .filter(|&j| keep(j)),
                 );
             }
         }

@@ -71,17 +71,17 @@ impl Parents {
     }
 
     /// `candidates` with every other chunk of their documents appended (each once, those
-    /// `allowed` admits).
+    /// `keep` admits).
     pub(crate) fn with_siblings(
         &self,
         candidates: &[ChunkId],
-        allowed: Option<&[bool]>,
+        keep: &dyn Fn(ChunkId) -> bool,
     ) -> Vec<ChunkId> {
         let mut seen: std::collections::HashSet<ChunkId> = candidates.iter().copied().collect();
         let mut out = candidates.to_vec();
         for &c in candidates {
             for &s in &self.members[self.of[c] as usize] {
-                if allowed.is_none_or(|a| a[s]) && seen.insert(s) {
+                if keep(s) && seen.insert(s) {
                     out.push(s);
                 }
             }
@@ -192,7 +192,7 @@ mod tests {
     #[test]
     fn mean_lets_a_document_that_matches_throughout_win() {
         let p = parents();
-        let all = p.with_siblings(&[2, 4], None);
+        let all = p.with_siblings(&[2, 4], &|_| true);
         assert_eq!(all, vec![2, 4, 0, 1, 5]);
         // a's best chunk is the best chunk overall, but its mean (0.5) is below c's (0.7).
         let scored = vec![(2, 0.9), (0, 0.3), (1, 0.3), (4, 0.7), (5, 0.7)];
@@ -238,6 +238,6 @@ mod tests {
     fn siblings_respect_the_filter() {
         let p = parents();
         let allowed = [true, false, true, true, true, true];
-        assert_eq!(p.with_siblings(&[2], Some(&allowed)), vec![2, 0]);
+        assert_eq!(p.with_siblings(&[2], &|c| allowed[c]), vec![2, 0]);
     }
 }

@@ -318,6 +318,7 @@ impl LpRagBuilder {
             knn: knn_lists,
             device,
             parents,
+            store: None,
         })
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use lprag_core::{Chunk, Encoder, LinkGraph, LinkPredictor, Result, SyntheticQuery};
+use lprag_core::{Chunk, ChunkStore, Encoder, LinkGraph, LinkPredictor, Result, SyntheticQuery};
 use lprag_graph::{GraphParams, IvfParams};
 
 use lprag_model::ComputeDevice;
@@ -18,6 +18,7 @@ mod predictor;
 mod search;
 mod stages;
 mod stats;
+mod store;
 pub(crate) mod update;
 
 pub use anchor::{
@@ -34,6 +35,7 @@ pub(crate) use search::search_for;
 pub use search::QueryProfile;
 pub use stats::IndexStats;
 use stats::RecordingProgress;
+pub use store::StoreWrite;
 
 /// Version of the on-disk index layout written by [`LpRag::save`].
 pub const INDEX_FORMAT_VERSION: u32 = 1;
@@ -94,6 +96,9 @@ pub struct LpRag {
     pub(crate) device: ComputeDevice,
     /// Each chunk's document (for [`LpRagConfig::parents`]), made wherever `chunks` is.
     pub(crate) parents: Arc<Parents>,
+    /// The chunk store whose search finds a query's nearest chunks
+    /// ([`LpRag::attach_store`]); `None` searches in memory.
+    pub(crate) store: Option<Arc<dyn ChunkStore>>,
 }
 
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
@@ -106,6 +111,7 @@ impl std::fmt::Debug for LpRag {
             .field("queries", &self.queries.len())
             .field("encoder", &self.encoder.name())
             .field("predictor", &self.predictor.name())
+            .field("store", &self.store.is_some())
             .finish()
     }
 }

@@ -359,6 +359,7 @@ impl Parts {
             stats: self.manifest.stats,
             knn: self.knn,
             device,
+            store: None,
         }
     }
 }

@@ -128,14 +128,26 @@ impl LpRag {
             candidates = tracing::field::Empty,
         );
         selection.validate()?;
-        let allowed: Option<Vec<bool>> =
-            filter.map(|f| self.chunks.iter().map(|c| f.matches(c)).collect());
+        let t = Instant::now();
+        let found = self
+            .store_candidates(&query, filter.as_ref())
+            .instrument(span.clone())
+            .await?;
+        let store_time = t.elapsed();
+        // The admitted chunks, when the candidates are found here.
+        let allowed: Option<Vec<bool>> = match (&filter, &found) {
+            (Some(f), None) => Some(self.chunks.iter().map(|c| f.matches(c)).collect()),
+            _ => None,
+        };
         let view = self.view();
         let (weight, mode) = (self.anchor_weight(), self.config.parents);
         let inner = span.clone();
         let (ranked, mut profile) = blocking(move || {
-            let mut profile = QueryProfile::default();
-            let mut r = view.score_timed(&query, allowed.as_deref(), &mut profile)?;
+            let mut profile = QueryProfile {
+                candidates: store_time,
+                ..QueryProfile::default()
+            };
+            let mut r = view.score_timed(&query, allowed.as_deref(), found, &mut profile)?;
             inner.record("candidates", r.candidates.len());
             let t = Instant::now();
             fuse(&mut r.logits, &r.cos, weight);
@@ -195,34 +207,28 @@ impl RankView {
     /// chunk of a candidate's document added) and the predictor's logits, with each
     /// candidate's cosine to the query.
     pub(super) fn score(&self, query: &[f32], allowed: Option<&[bool]>) -> Result<Ranked> {
-        self.score_timed(query, allowed, &mut QueryProfile::default())
+        self.score_timed(query, allowed, None, &mut QueryProfile::default())
     }
 
     /// [`RankView::score`], adding its stages' times to `profile` (the cosines count as
     /// ranking).
+    ///
+    /// `found` is the candidate stage done already (by an attached store's search).
     fn score_timed(
         &self,
         query: &[f32],
         allowed: Option<&[bool]>,
+        found: Option<Found>,
         profile: &mut QueryProfile,
     ) -> Result<Ranked> {
         let t = Instant::now();
-        let join = match self.config.train.inference {
-            InferenceMode::JoinTopK(k) => k,
-            _ => 0,
+        let Found {
+            nearest,
+            candidates,
+        } = match found {
+            Some(found) => found,
+            None => self.find(query, allowed),
         };
-        let request = CandidateRequest {
-            pool: self.config.candidate_pool,
-            neighbours: self.config.candidate_neighbours,
-            join,
-            allowed,
-        };
-        let (nearest, mut candidates) =
-            self.search
-                .candidates(&self.graph.features, query, &request);
-        if self.config.parents.scores_siblings() {
-            candidates = self.parents.with_siblings(&candidates, allowed);
-        }
         profile.candidates += t.elapsed();
         profile.candidates_scored = candidates.len();
         let t = Instant::now();
@@ -237,6 +243,40 @@ impl RankView {
             cos,
         })
     }
+
+    /// The candidate stage in memory: the nearest chunks and the candidates (with
+    /// [`crate::ParentScoring::Mean`] every admitted chunk of their documents).
+    fn find(&self, query: &[f32], allowed: Option<&[bool]>) -> Found {
+        let join = match self.config.train.inference {
+            InferenceMode::JoinTopK(k) => k,
+            _ => 0,
+        };
+        let request = CandidateRequest {
+            pool: self.config.candidate_pool,
+            neighbours: self.config.candidate_neighbours,
+            join,
+            allowed,
+        };
+        let (nearest, mut candidates) =
+            self.search
+                .candidates(&self.graph.features, query, &request);
+        if self.config.parents.scores_siblings() {
+            candidates = self
+                .parents
+                .with_siblings(&candidates, &|c| allowed.is_none_or(|a| a[c]));
+        }
+        Found {
+            nearest,
+            candidates,
+        }
+    }
+}
+
+/// A query's candidate stage: its nearest chunks (best first; the model's join) and the
+/// chunks to score.
+pub(super) struct Found {
+    pub(super) nearest: Vec<usize>,
+    pub(super) candidates: Vec<usize>,
 }
 
 /// Where one LP-RAG query's time went ([`LpRag::retrieve_profiled`]); `Display` prints

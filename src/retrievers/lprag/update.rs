@@ -229,7 +229,11 @@ impl LpRag {
             }
         };
         self.predictor = predictor;
-        self.search = Arc::new(search_for(&graph, &self.config)?);
+        // The chunks are the same: an attached store still holds them.
+        self.search = Arc::new(match self.store {
+            Some(_) => lprag_graph::CandidateSearch::exact(&graph),
+            None => search_for(&graph, &self.config)?,
+        });
         self.stats.queries = queries.len();
         self.stats.query_edges = graph.edges.len() - chunk_edges.len();
         self.stats.train = report.clone();
@@ -322,6 +326,7 @@ impl LpRag {
         lap(&mut report, "attach");
 
         self.search = Arc::new(search_for(&graph, &self.config)?);
+        report.warnings.extend(self.detach_store_after_update());
         let UpdatedGraph {
             chunks,
             queries,

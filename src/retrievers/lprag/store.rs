@@ -1,0 +1,313 @@
+//! LP-RAG beside a [`ChunkStore`]: [`LpRag::write_store`] writes an index's chunks and
+//! vectors into a store (resuming a write that stopped), and [`LpRag::attach_store`] lets
+//! the store's own search (its vector index, its filters) find each query's nearest
+//! chunks. The chunk graph, the model and the ranking stay the index's.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag_core::{cosine, ChunkBatch, ChunkStore, Error, Filter, Progress, Result};
+use lprag_graph::CandidateSearch;
+use lprag_model::InferenceMode;
+
+use super::search::Found;
+use super::{search_for, LpRag};
+
+/// Chunks per append of [`LpRag::write_store`]: each append is one store version.
+pub const STORE_WRITE_BATCH: usize = 8_192;
+
+/// How many chunks [`LpRag::attach_store`] and a resumed [`LpRag::write_store`] compare
+/// between the store and the index, spread evenly over the ids (first and last included).
+const CHECKED_CHUNKS: usize = 64;
+
+/// The lowest cosine at which a stored vector counts as the index's own (a store written
+/// from the same encoder on another device may differ in the last bits).
+const SAME_VECTOR: f32 = 0.9999;
+
+/// What [`LpRag::write_store`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoreWrite {
+    /// Chunks the store held already from an earlier write (checked, not written again).
+    pub resumed_from: usize,
+    /// Chunks written by this call.
+    pub written: usize,
+    /// Appends made, one store version each.
+    pub appends: usize,
+    /// Seconds the call took.
+    pub seconds: f64,
+}
+
+impl LpRag {
+    /// Write this index's chunks and their vectors into `store`, [`STORE_WRITE_BATCH`]
+    /// chunks per append, so that chunk `i` of the index is chunk `i` of the store; then
+    /// [`LpRag::attach_store`] can search there. Cached representations are not written.
+    ///
+    /// A write that stopped (a crash, a failed append) resumes: a store that already holds
+    /// the first `m` chunks of this index is checked (a sample of its records and vectors
+    /// against the index's) and only the rest is appended. Progress is reported as stage
+    /// `store`, in chunks.
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] when the store's vectors are not the encoder's width;
+    /// [`Error::InvalidInput`] when the store holds more chunks than the index, or chunks
+    /// that are not this index's (another corpus, another encoder), or when another writer
+    /// appended meanwhile; the store's own failures (what was appended before stays, and
+    /// the next call resumes after it).
+    pub async fn write_store(
+        &self,
+        store: &dyn ChunkStore,
+        progress: &dyn Progress,
+    ) -> Result<StoreWrite> {
+        const HERE: &str = "LpRag::write_store";
+        let started = Instant::now();
+        let n = self.chunks.len();
+        self.check_store_width(store, HERE)?;
+        let held = store.len();
+        if held > n {
+            return Err(Error::invalid(
+                HERE,
+                format!(
+                    "the store holds {held} chunks and this index {n}: it holds another \
+                     corpus; write into an empty store"
+                ),
+            ));
+        }
+        self.check_store_chunks(store, held, HERE).await?;
+        progress.start("store", Some(n as u64));
+        progress.update(
+            "store",
+            held as u64,
+            &format!("{held} chunks there already"),
+        );
+        let mut appends = 0;
+        let mut at = held;
+        while at < n {
+            let end = (at + STORE_WRITE_BATCH).min(n);
+            let rows: Vec<usize> = (at..end).collect();
+            let batch = ChunkBatch::new(
+                self.chunks[at..end].to_vec(),
+                self.graph.features.select(&rows),
+            );
+            let got = store.append(batch).await?;
+            appends += 1;
+            if got != (at..end) {
+                return Err(Error::invalid(
+                    HERE,
+                    format!(
+                        "the store numbered chunks {at}..{end} as {}..{}: another writer \
+                         appended meanwhile",
+                        got.start, got.end
+                    ),
+                ));
+            }
+            at = end;
+            progress.update("store", at as u64, "");
+        }
+        progress.finish("store");
+        Ok(StoreWrite {
+            resumed_from: held,
+            written: n - held,
+            appends,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Find each query's nearest chunks with `store`'s search, filters included (a
+    /// [`Filter`] goes to the store, which may evaluate it in its engine), instead of the
+    /// in-memory search: the store must hold this index's chunks under the same ids
+    /// ([`LpRag::write_store`]). The candidates' graph neighbours, the model's scores and
+    /// the ranking are computed here as before, so a store with an exact search ranks as
+    /// the in-memory index does; an approximate one (an ANN index) may miss some of the
+    /// nearest chunks.
+    ///
+    /// The in-memory search structure ([`LpRagConfig::column_scan_from`]'s column-wise
+    /// copy, [`LpRagConfig::candidate_index`] or [`LpRagConfig::candidate_graph`]) is
+    /// dropped; [`LpRag::detach_store`] rebuilds it. With
+    /// [`LpRagConfig::candidate_pool`] `None` (every chunk scored) queries still search in
+    /// memory. An update ([`LpRag::add_documents`] and its siblings) detaches the store
+    /// (its ids no longer match) and says so in its report's warnings. The store is not
+    /// saved with the index: attach it again after [`LpRag::load`].
+    ///
+    /// [`LpRagConfig::column_scan_from`]: crate::LpRagConfig::column_scan_from
+    /// [`LpRagConfig::candidate_index`]: crate::LpRagConfig::candidate_index
+    /// [`LpRagConfig::candidate_graph`]: crate::LpRagConfig::candidate_graph
+    /// [`LpRagConfig::candidate_pool`]: crate::LpRagConfig::candidate_pool
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] for a store of another vector width;
+    /// [`Error::InvalidInput`] when it holds another number of chunks than the index, or a
+    /// sample of its chunks differs from the index's; the store's own failures.
+    pub async fn attach_store(&mut self, store: Arc<dyn ChunkStore>) -> Result<()> {
+        const HERE: &str = "LpRag::attach_store";
+        self.check_store_width(&*store, HERE)?;
+        let n = self.chunks.len();
+        if store.len() != n {
+            return Err(Error::invalid(
+                HERE,
+                format!(
+                    "the store holds {} chunks and this index {n}; LpRag::write_store \
+                     writes them (and resumes a write that stopped)",
+                    store.len()
+                ),
+            ));
+        }
+        self.check_store_chunks(&*store, n, HERE).await?;
+        self.search = Arc::new(CandidateSearch::exact(&self.graph));
+        self.store = Some(store);
+        Ok(())
+    }
+
+    /// Stop searching in the attached store: the in-memory search structure the
+    /// configuration asks for is rebuilt. Returns the store, `None` when none was
+    /// attached.
+    ///
+    /// # Errors
+    /// As building the in-memory search (invalid candidate-search settings).
+    pub fn detach_store(&mut self) -> Result<Option<Arc<dyn ChunkStore>>> {
+        let store = self.store.take();
+        if store.is_some() {
+            self.search = Arc::new(search_for(&self.graph, &self.config)?);
+        }
+        Ok(store)
+    }
+
+    /// The store whose search finds the queries' nearest chunks ([`LpRag::attach_store`]).
+    pub fn store(&self) -> Option<&Arc<dyn ChunkStore>> {
+        self.store.as_ref()
+    }
+
+    /// Detach the store after an update changed the chunks: a warning for the report.
+    pub(crate) fn detach_store_after_update(&mut self) -> Option<String> {
+        self.store.take().map(|_| {
+            "the chunk store was detached: the update changed the chunks' ids; write the \
+             index into a new store (LpRag::write_store) and attach it again"
+                .to_string()
+        })
+    }
+
+    /// The store's vectors are the encoder's width.
+    fn check_store_width(&self, store: &dyn ChunkStore, location: &str) -> Result<()> {
+        let dim = self.graph.features.dim();
+        if store.dim() != dim {
+            return Err(Error::DimensionMismatch {
+                location: format!("{location} (the store's vector width)"),
+                expected: dim,
+                actual: store.dim(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The store's first `held` chunks are this index's: a sample of their texts,
+    /// documents and vectors compared.
+    async fn check_store_chunks(
+        &self,
+        store: &dyn ChunkStore,
+        held: usize,
+        location: &str,
+    ) -> Result<()> {
+        if held == 0 {
+            return Ok(());
+        }
+        let count = CHECKED_CHUNKS.min(held);
+        let mut ids: Vec<usize> = (0..count)
+            .map(|i| {
+                if count == 1 {
+                    0
+                } else {
+                    i * (held - 1) / (count - 1)
+                }
+            })
+            .collect();
+        ids.dedup();
+        let records = store.chunks(&ids).await?;
+        let vectors = store.vectors(&ids).await?;
+        for (k, &id) in ids.iter().enumerate() {
+            let mine = &self.chunks[id];
+            let theirs = &records[k];
+            let what = if theirs.text != mine.text {
+                Some("text")
+            } else if theirs.provenance.document_id != mine.provenance.document_id {
+                Some("document")
+            } else {
+                let (a, b) = (vectors.row(k), self.graph.features.row(id));
+                (a != b && cosine(a, b) < SAME_VECTOR).then_some("vector")
+            };
+            if let Some(what) = what {
+                return Err(Error::invalid(
+                    location,
+                    format!(
+                        "chunk {id} in the store differs from this index's ({what}): the \
+                         store holds another corpus or another encoder's vectors"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The query's nearest chunks (the model's join) and the candidates, found by the
+    /// attached store's search; `None` when no store is attached or every chunk is
+    /// scored (the in-memory path then).
+    pub(super) async fn store_candidates(
+        &self,
+        query: &[f32],
+        filter: Option<&Filter>,
+    ) -> Result<Option<Found>> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let n = self.chunks.len();
+        let Some(pool) = self.config.candidate_pool.filter(|&p| p < n) else {
+            return Ok(None);
+        };
+        let pool = pool.max(1);
+        let join = match self.config.train.inference {
+            InferenceMode::JoinTopK(k) => k,
+            _ => 0,
+        };
+        let ids = |hits: Vec<(usize, f32)>| -> Result<Vec<usize>> {
+            hits.into_iter()
+                .map(|(id, _)| {
+                    if id < n {
+                        Ok(id)
+                    } else {
+                        Err(Error::invalid(
+                            "LpRag (attached store)",
+                            format!(
+                                "the store's search found chunk {id}, this index has {n}: \
+                                 the store was appended to or refreshed after attach_store"
+                            ),
+                        ))
+                    }
+                })
+                .collect()
+        };
+        let (nearest, pooled) = match filter {
+            None => {
+                let nearest = ids(store.nearest(query, pool.max(join), &Filter::All).await?)?;
+                let pooled = nearest[..pool.min(nearest.len())].to_vec();
+                (nearest, pooled)
+            }
+            Some(f) => {
+                let nearest = if join > 0 {
+                    ids(store.nearest(query, join, &Filter::All).await?)?
+                } else {
+                    Vec::new()
+                };
+                (nearest, ids(store.nearest(query, pool, f).await?)?)
+            }
+        };
+        let keep = |c: usize| filter.is_none_or(|f| f.matches(&self.chunks[c]));
+        let mut candidates =
+            self.search
+                .expand_pool(pooled, self.config.candidate_neighbours, &keep);
+        if self.config.parents.scores_siblings() {
+            candidates = self.parents.with_siblings(&candidates, &keep);
+        }
+        Ok(Some(Found {
+            nearest,
+            candidates,
+        }))
+    }
+}
