@@ -1,10 +1,12 @@
-//! `lprag-eval`: the benchmark command line.
+//! The `lprag-eval` command line ([`main`]), a library function so that another binary can
+//! add chunk stores to `scale --store`: the stock binary knows `memory`, `lprag-lance`'s
+//! `lprag-eval` example adds `lance:DIR`.
 //!
 //! ```text
 //! lprag-eval retrieval --dataset DIR --retriever dense,bm25,hybrid \
 //!     [--encoder hashing|hashing-unfitted|minilm|minilm-fp16] [--hashing-dim N] [--model-dir DIR] [--json OUT]
 //!     [--format hipporag|multihop-rag|jsonl] [--limit N] [--no-progress]
-//! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--limit N] [--json OUT]
+//! lprag-eval scale --sizes 10000,100000 [--retriever dense,lprag] [--store memory] [--limit N] [--json OUT]
 //! lprag-eval qa --dataset DIR --retriever dense,lprag [--top-k 5] \
 //!     [--llm-base-url URL] [--llm-model NAME] [--llm-cache DIR] [--json OUT]
 //! lprag-eval live-update --dataset DIR [--index DIR | --save DIR] [--clients 4] \
@@ -17,17 +19,14 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+use crate::datasets::{load_dir, DatasetFormat};
+use crate::harness::{run_retrieval, EvalOptions};
+use crate::registry::{build_encoder_on, parse_retriever_list, EncoderKind, RETRIEVERS};
+use crate::scale::StoreParser;
+use crate::{Error, Result};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lprag_core::{NoProgress, Progress};
-use lprag_eval::datasets::{load_dir, DatasetFormat};
-use lprag_eval::harness::{run_retrieval, EvalOptions};
-use lprag_eval::registry::{build_encoder_on, parse_retriever_list, EncoderKind, RETRIEVERS};
-use lprag_eval::{Error, Result};
 
 /// Benchmark lprag retrievers on multi-hop QA data (HippoRAG protocol).
 #[derive(Debug, Parser)]
@@ -51,7 +50,7 @@ enum Command {
     /// Updates that never block queries: query latency (p50/p95/p99/max) of concurrent
     /// clients idle, while documents are added and removed through `lprag::Live`, and
     /// under the old `RwLock` design, in one run.
-    LiveUpdate(lprag_eval::live_bench::LiveArgs),
+    LiveUpdate(crate::live_bench::LiveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +98,12 @@ struct ScaleArgs {
     /// configured search.
     #[arg(long, alias = "ivf-probes", value_name = "rows|columns|PROBES[,...]")]
     candidate_search: Option<String>,
+    /// Chunk stores LP-RAG's candidate stage also searches, comma separated, each
+    /// evaluated on the same index after the in-memory rows (`… store=NAME`): `memory`
+    /// (`lprag::MemoryStore`, exact), and `lance:DIR` in the binary of lprag-lance's
+    /// `lprag-eval` example (a Lance table per size under DIR, written once and reused).
+    #[arg(long, value_name = "SPEC[,SPEC...]")]
+    store: Option<String>,
     /// LeSeGR configuration as JSON (a `LesegrConfig`; missing fields take their
     /// defaults), for `lesegr` and `lesegr-lite`.
     #[arg(long, value_name = "FILE")]
@@ -333,8 +338,11 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T
     })
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Run the command line of this process's arguments; `stores` are the chunk stores
+/// `scale --store` knows (the stock binary passes [`crate::scale::memory_store`]).
+/// Installs a `tracing` subscriber (`RUST_LOG`, default `warn`) and prints an error with
+/// its causes to standard error.
+pub async fn main(stores: &[StoreParser]) -> ExitCode {
     // Spans and events of the library (RUST_LOG=info shows the build stages and retrieves' spans).
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -347,10 +355,10 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Retrieval(args) => retrieval(args).await,
         Command::Qa(args) => qa(args).await,
-        Command::Scale(args) => scale(args).await,
+        Command::Scale(args) => scale(args, stores).await,
         Command::LiveUpdate(args) => {
             match args.lprag_config.as_deref().map(lprag_config).transpose() {
-                Ok(config) => lprag_eval::live_bench::command(args, config).await,
+                Ok(config) => crate::live_bench::command(args, config).await,
                 Err(e) => Err(e),
             }
         }
@@ -370,8 +378,8 @@ async fn main() -> ExitCode {
 }
 
 /// `lprag-eval scale`: each retriever over corpora of each size; the table and the JSON.
-async fn scale(args: ScaleArgs) -> Result<()> {
-    use lprag_eval::scale::{scale_markdown, CandidateSearch, Variants};
+async fn scale(args: ScaleArgs, parsers: &[StoreParser]) -> Result<()> {
+    use crate::scale::{parse_stores, scale_markdown, CandidateSearch, Variants};
     let sizes = parse_sizes(&args.sizes)?;
     let names = parse_retriever_list(&args.retriever);
     if names.is_empty() {
@@ -389,9 +397,14 @@ async fn scale(args: ScaleArgs) -> Result<()> {
     };
     let encoder_kind: EncoderKind = args.encoder.parse()?;
     let mut options = scale_options(&args)?;
+    let stores = match &args.store {
+        None => Vec::new(),
+        Some(list) => parse_stores(list, parsers)?,
+    };
     let variants = Variants {
         pools: &pools,
         searches: &searches,
+        stores: &stores,
     };
     let mut rows = Vec::new();
     for &n in &sizes {
@@ -482,9 +495,9 @@ async fn scale_size(
     encoder_kind: EncoderKind,
     names: &[String],
     options: &mut EvalOptions,
-    variants: &lprag_eval::scale::Variants<'_>,
-) -> Result<Vec<lprag_eval::scale::ScaleResult>> {
-    use lprag_eval::scale::{make_corpus, run_scale};
+    variants: &crate::scale::Variants<'_>,
+) -> Result<Vec<crate::scale::ScaleResult>> {
+    use crate::scale::{make_corpus, run_scale};
     let dir = args.work.join(format!("musique-{n}"));
     make_corpus(tool, n, &dir)?;
     let mut dataset = load_dir(&dir, None)?;
@@ -525,7 +538,7 @@ async fn scale_size(
 
 /// Everything both commands set up: dataset, retriever names, encoder, options, bars.
 struct Prepared {
-    dataset: lprag_eval::datasets::Dataset,
+    dataset: crate::datasets::Dataset,
     names: Vec<String>,
     encoder: std::sync::Arc<dyn lprag_core::Encoder>,
     encoder_name: &'static str,
@@ -564,10 +577,10 @@ async fn retrieval(args: RetrievalArgs) -> Result<()> {
             path: dir.clone(),
             source,
         })?;
-        lprag_eval::trec::write_qrels(dir.join("qrels.txt"), &p.dataset)?;
+        crate::trec::write_qrels(dir.join("qrels.txt"), &p.dataset)?;
         for r in &report.results {
             let path = dir.join(format!("{}.run", r.retriever));
-            lprag_eval::trec::write_run(&path, &p.dataset, r, &r.retriever)?;
+            crate::trec::write_run(&path, &p.dataset, r, &r.retriever)?;
         }
         eprintln!(
             "wrote qrels.txt and {} run files to {}",
@@ -632,13 +645,13 @@ async fn qa(args: QaArgs) -> Result<()> {
     } else {
         &p.bars
     };
-    let options = lprag_eval::qa::QaOptions {
+    let options = crate::qa::QaOptions {
         top_k: args.top_k,
         concurrency: args.concurrency,
         keep_predictions: true,
         eval: p.options,
     };
-    let report = lprag_eval::qa::run_qa(
+    let report = crate::qa::run_qa(
         &p.dataset,
         &p.names,
         p.encoder,
@@ -705,10 +718,10 @@ fn prepare(args: &RetrievalArgs) -> Result<Prepared> {
 fn load_dataset(
     args: &RetrievalArgs,
     format: Option<DatasetFormat>,
-) -> Result<(lprag_eval::datasets::Dataset, lprag::Labelled)> {
+) -> Result<(crate::datasets::Dataset, lprag::Labelled)> {
     let t = Instant::now();
     let mut dataset = match &args.split {
-        Some(split) => lprag_eval::datasets::load_beir(&args.dataset, Some(split))?,
+        Some(split) => crate::datasets::load_beir(&args.dataset, Some(split))?,
         None => load_dir(&args.dataset, format)?,
     };
     if let Some(n) = args.limit {
@@ -746,10 +759,7 @@ fn load_dataset(
 
 /// With `--train-questions N`: take N questions out of `dataset` (said on stderr) and
 /// return them to train on (none with `--holdout-only`); otherwise none.
-fn training_pairs(
-    args: &RetrievalArgs,
-    dataset: &mut lprag_eval::datasets::Dataset,
-) -> lprag::Labelled {
+fn training_pairs(args: &RetrievalArgs, dataset: &mut crate::datasets::Dataset) -> lprag::Labelled {
     match args.train_questions {
         Some(n) if n > 0 => {
             let pairs = dataset.split_for_training(n);
@@ -778,11 +788,11 @@ fn training_pairs(
 fn open_encoder(
     args: &RetrievalArgs,
     encoder_kind: EncoderKind,
-    dataset: &lprag_eval::datasets::Dataset,
+    dataset: &crate::datasets::Dataset,
     device: lprag::ComputeDevice,
 ) -> Result<std::sync::Arc<dyn lprag_core::Encoder>> {
     // Checked before the cache-only path, which builds no encoder.
-    lprag_eval::registry::check_hashing_dim(encoder_kind, args.hashing_dim)?;
+    crate::registry::check_hashing_dim(encoder_kind, args.hashing_dim)?;
     let cache_file = args.embedding_cache.as_ref().map(|dir| {
         let width = args
             .hashing_dim
@@ -796,7 +806,7 @@ fn open_encoder(
     });
     let mut encoder = match &cache_file {
         Some(file) if args.embedding_cache_only => {
-            let mut only = lprag_eval::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?;
+            let mut only = crate::cache::CacheOnly::for_file(encoder_kind.as_str(), file)?;
             // The tokenizer alone (no weights) makes passages split as with the encoder.
             if let (true, Some(dir)) = (encoder_kind.is_minilm(), &args.model_dir) {
                 only = only.with_tokens(lprag::model::bert::TokenCounter::from_dir(dir)?);
@@ -812,7 +822,7 @@ fn open_encoder(
         )?,
     };
     if let Some(file) = &cache_file {
-        let cached = lprag_eval::cache::CachedEncoder::open(encoder, file)?;
+        let cached = crate::cache::CachedEncoder::open(encoder, file)?;
         eprintln!(
             "embedding cache {}: {} vectors",
             file.display(),
@@ -848,8 +858,7 @@ fn eval_options(
     if args.query_llm {
         let llm = open_llm(args, "query writer", args.llm_concurrency)?;
         options.retrievers.query_llm_concurrency = args.llm_concurrency;
-        options.retrievers.query_llm =
-            Some(lprag_eval::registry::QueryLlm(std::sync::Arc::new(llm)));
+        options.retrievers.query_llm = Some(crate::registry::QueryLlm(std::sync::Arc::new(llm)));
     }
     options.retrievers.lprag_sentences = args.lprag_sentences;
     options.retrievers.device = device;

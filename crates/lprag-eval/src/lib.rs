@@ -58,6 +58,7 @@
 
 pub mod baselines;
 pub mod cache;
+pub mod cli;
 pub mod datasets;
 mod error;
 pub mod harness;

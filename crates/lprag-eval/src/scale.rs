@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{Encoder, Progress};
+use lprag_core::{ChunkStore, Encoder, Progress};
 use serde::{Deserialize, Serialize};
 
 use crate::datasets::Dataset;
@@ -140,6 +140,84 @@ pub struct Variants<'a> {
     pub pools: &'a [Option<usize>],
     /// Candidate searches; empty = the configured search.
     pub searches: &'a [CandidateSearch],
+    /// Chunk stores whose search finds the nearest chunks, each evaluated after the
+    /// in-memory rows with every pool (rows named `… store=LABEL`).
+    pub stores: &'a [Box<dyn StoreSetup>],
+}
+
+/// A chunk store that LP-RAG's candidate stage searches in a `scale` run (`--store`):
+/// made from the built index, attached with `LpRag::attach_store`.
+#[async_trait::async_trait]
+pub trait StoreSetup: Send + Sync + std::fmt::Debug {
+    /// The store in row names (`memory`, `lance`).
+    fn label(&self) -> String;
+
+    /// A store holding `rag`'s chunks (written with `LpRag::write_store`, which resumes
+    /// a store written before) for the corpus of `passages` passages, with the seconds of
+    /// each stage it ran (`store write`, and whatever else it does, e.g. an index).
+    async fn make(
+        &self,
+        rag: &lprag::LpRag,
+        passages: usize,
+        progress: &dyn Progress,
+    ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)>;
+}
+
+/// What turns one `--store` entry into a [`StoreSetup`]: `None` when the entry is not
+/// this parser's kind, an error when it is but is malformed.
+pub type StoreParser = fn(&str) -> Option<Result<Box<dyn StoreSetup>>>;
+
+/// `--store memory`: [`MemoryStoreSetup`].
+pub fn memory_store(spec: &str) -> Option<Result<Box<dyn StoreSetup>>> {
+    (spec.trim() == "memory").then(|| Ok(Box::new(MemoryStoreSetup) as Box<dyn StoreSetup>))
+}
+
+/// The in-memory store (`lprag::MemoryStore`, an exact scan): the index's chunks copied
+/// into it. Its rows rank as the in-memory index does; they check the store path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryStoreSetup;
+
+#[async_trait::async_trait]
+impl StoreSetup for MemoryStoreSetup {
+    fn label(&self) -> String {
+        "memory".into()
+    }
+
+    async fn make(
+        &self,
+        rag: &lprag::LpRag,
+        _passages: usize,
+        progress: &dyn Progress,
+    ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)> {
+        let store = Arc::new(lprag::MemoryStore::new(rag.graph().features.dim(), None)?);
+        let wrote = rag.write_store(&*store, progress).await?;
+        Ok((store, vec![("store write".into(), wrote.seconds)]))
+    }
+}
+
+/// The stores of `--store SPEC[,SPEC...]`, each parsed by the first of `parsers` that
+/// takes it.
+///
+/// # Errors
+/// [`Error::InvalidInput`](crate::Error) naming an entry no parser takes, or a parser's
+/// own error.
+pub fn parse_stores(list: &str, parsers: &[StoreParser]) -> Result<Vec<Box<dyn StoreSetup>>> {
+    list.split(',')
+        .map(|spec| {
+            parsers
+                .iter()
+                .find_map(|parse| parse(spec))
+                .unwrap_or_else(|| {
+                    Err(Error::invalid(
+                        "--store",
+                        format!(
+                            "`{spec}`: not a store this binary knows (`memory`; `lance:DIR` \
+                             with lprag-lance's lprag-eval example)"
+                        ),
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// How LP-RAG's candidate stage finds the query's nearest chunks (one row variant each).
@@ -253,48 +331,93 @@ impl Turn<'_> {
         let (pools, searches) = variant_lists(variants);
         for search in searches {
             let made = set_candidate_search(&mut rag, search)?;
+            let mut stages = stages.clone();
+            if let Some((stage, s)) = made {
+                stages.push((stage.into(), s));
+            }
             for &pool in &pools {
                 if let Some(pool) = pool {
                     rag.set_candidates(pool, neighbours);
                 }
-                let mut result = evaluate_retrieval(
-                    &rag,
-                    self.dataset,
-                    index_seconds,
-                    self.options,
-                    self.progress,
-                )
-                .await?;
-                result.retriever = variant_name(pool, search, &result.retriever);
-                let profile = profile_queries(&rag, self.dataset).await?;
-                eprintln!(
-                    "  {} profile (median ms): embed {:.3}, candidates {:.3} ({} scored), predictor {:.3}, rank {:.3}, total {:.3}",
-                    result.retriever,
-                    profile.embed_ms,
-                    profile.candidates_ms,
-                    profile.scored,
-                    profile.predictor_ms,
-                    profile.rank_ms,
-                    profile.total_ms
-                );
-                let mut stages = stages.clone();
-                if let Some((stage, s)) = made {
-                    stages.push((stage.into(), s));
-                }
-                out.push(ScaleResult {
-                    passages: self.dataset.corpus.len(),
-                    stages,
-                    peak_rss_bytes: if self.can_reset {
-                        peak_rss_bytes()
-                    } else {
-                        None
-                    },
-                    result,
-                    profile: Some(profile),
-                });
+                let row = self
+                    .lprag_row(&rag, index_seconds, &stages, |name| {
+                        variant_name(pool, search, name)
+                    })
+                    .await?;
+                out.push(row);
             }
         }
+        for setup in variants.stores {
+            let t = Instant::now();
+            let (store, made) = setup
+                .make(&rag, self.dataset.corpus.len(), self.progress)
+                .await?;
+            let mut stages = stages.clone();
+            stages.extend(made);
+            let attach = Instant::now();
+            rag.attach_store(store).await?;
+            stages.push(("store attach".into(), attach.elapsed().as_secs_f64()));
+            eprintln!(
+                "lprag: store {} ready in {:.1} s",
+                setup.label(),
+                t.elapsed().as_secs_f64()
+            );
+            for &pool in &pools {
+                if let Some(pool) = pool {
+                    rag.set_candidates(pool, neighbours);
+                }
+                let row = self
+                    .lprag_row(&rag, index_seconds, &stages, |name| {
+                        format!("{} store={}", variant_name(pool, None, name), setup.label())
+                    })
+                    .await?;
+                out.push(row);
+            }
+            rag.detach_store()?;
+        }
         Ok(())
+    }
+
+    /// Evaluate `rag` as it is set now: one row, named by `name` from the default name,
+    /// with the query profile printed.
+    async fn lprag_row(
+        &self,
+        rag: &lprag::LpRag,
+        index_seconds: f64,
+        stages: &[(String, f64)],
+        name: impl Fn(&str) -> String,
+    ) -> Result<ScaleResult> {
+        let mut result = evaluate_retrieval(
+            rag,
+            self.dataset,
+            index_seconds,
+            self.options,
+            self.progress,
+        )
+        .await?;
+        result.retriever = name(&result.retriever);
+        let profile = profile_queries(rag, self.dataset).await?;
+        eprintln!(
+            "  {} profile (median ms): embed {:.3}, candidates {:.3} ({} scored), predictor {:.3}, rank {:.3}, total {:.3}",
+            result.retriever,
+            profile.embed_ms,
+            profile.candidates_ms,
+            profile.scored,
+            profile.predictor_ms,
+            profile.rank_ms,
+            profile.total_ms
+        );
+        Ok(ScaleResult {
+            passages: self.dataset.corpus.len(),
+            stages: stages.to_vec(),
+            peak_rss_bytes: if self.can_reset {
+                peak_rss_bytes()
+            } else {
+                None
+            },
+            result,
+            profile: Some(profile),
+        })
     }
 
     /// Build LP-RAG without the last `lprag_add_last` documents, finish the progress
@@ -537,6 +660,126 @@ mod tests {
         );
         let e = "cols".parse::<CandidateSearch>().unwrap_err().to_string();
         assert!(e.contains("`cols`") && e.contains("rows, columns"), "{e}");
+    }
+
+    #[test]
+    fn stores_parse_by_the_first_parser_that_takes_them() {
+        let got = parse_stores("memory", &[memory_store]).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].label(), "memory");
+        let e = parse_stores("memory,lance:/tmp/x", &[memory_store])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--store") && e.contains("`lance:/tmp/x`"), "{e}");
+    }
+
+    /// A store row ranks as the in-memory row on the same index (an exact store), and
+    /// records the store's stages.
+    #[tokio::test]
+    async fn a_memory_store_row_matches_the_in_memory_row() {
+        use crate::datasets::{DatasetFormat, Question};
+        use lprag_core::{Document, NoProgress};
+        let topics = [
+            (
+                "Warsaw",
+                "Warsaw is the capital of Poland, on the Vistula river.",
+            ),
+            (
+                "Marie Curie",
+                "Marie Curie was born in Warsaw and won two Nobel prizes.",
+            ),
+            ("Paris", "Paris is the capital of France, on the Seine."),
+            ("Tokyo", "Tokyo is the capital of Japan, on Tokyo Bay."),
+            (
+                "Kyoto",
+                "Kyoto was the imperial capital of Japan for a thousand years.",
+            ),
+            (
+                "Everest",
+                "Mount Everest is the highest mountain, in the Himalayas.",
+            ),
+            (
+                "Nile",
+                "The Nile is a long river flowing north through Egypt.",
+            ),
+            (
+                "Alfred Nobel",
+                "Alfred Nobel invented dynamite and founded the Nobel prizes.",
+            ),
+        ];
+        let corpus: Vec<Document> = topics
+            .iter()
+            .enumerate()
+            .map(|(i, (t, x))| Document::new(i.to_string(), *t, *x))
+            .collect();
+        let question = |id: &str, q: &str, gold: Vec<usize>| Question {
+            id: id.into(),
+            question: q.into(),
+            answers: vec![],
+            gold,
+            grades: vec![],
+            unmatched_gold: vec![],
+            metadata: Default::default(),
+        };
+        let dataset = Dataset {
+            name: "toy".into(),
+            format: DatasetFormat::Jsonl,
+            corpus,
+            questions: vec![
+                question(
+                    "a",
+                    "Which river flows through Marie Curie's birthplace?",
+                    vec![0, 1],
+                ),
+                question("b", "Where is the highest mountain?", vec![5]),
+                question("c", "Who founded the Nobel prizes?", vec![7]),
+            ],
+            duplicates_dropped: 0,
+        };
+        let encoder = crate::registry::build_encoder(
+            crate::registry::EncoderKind::Hashing,
+            &dataset.corpus,
+            None,
+        )
+        .unwrap();
+        let mut options = EvalOptions {
+            keep_rankings: true,
+            ..EvalOptions::default()
+        };
+        options.retrievers.lprag.train.epochs = 2;
+        let stores: Vec<Box<dyn StoreSetup>> = vec![Box::new(MemoryStoreSetup)];
+        let variants = Variants {
+            pools: &[Some(2)],
+            searches: &[],
+            stores: &stores,
+        };
+        let rows = run_scale(
+            &dataset,
+            &["lprag".to_string()],
+            encoder,
+            &options,
+            &variants,
+            &NoProgress,
+        )
+        .await
+        .unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.result.retriever.as_str()).collect();
+        assert_eq!(names, ["lprag P=2", "lprag P=2 store=memory"]);
+        assert_eq!(rows[0].result.recall, rows[1].result.recall);
+        let ranked = |r: &ScaleResult| -> Vec<(Vec<usize>, Vec<f32>)> {
+            r.result
+                .per_question
+                .iter()
+                .map(|q| (q.ranking.clone(), q.scores.clone()))
+                .collect()
+        };
+        assert_eq!(ranked(&rows[0]), ranked(&rows[1]));
+        assert!(!ranked(&rows[0]).is_empty());
+        let stages: Vec<&str> = rows[1].stages.iter().map(|(s, _)| s.as_str()).collect();
+        assert!(
+            stages.contains(&"store write") && stages.contains(&"store attach"),
+            "{stages:?}"
+        );
     }
 
     fn row(passages: usize, name: &str, p50: f64) -> ScaleResult {
