@@ -511,6 +511,21 @@ impl LanceStore {
         Ok(version)
     }
 
+    /// Whether the version this handle reads has a vector index on the chunk vectors
+    /// ([`LanceStore::build_index`]; a resumed job skips building it again).
+    ///
+    /// # Errors
+    /// LanceDB's own failures.
+    pub async fn has_vector_index(&self) -> Result<bool> {
+        let indices = self
+            .pinned()
+            .table
+            .list_indices()
+            .await
+            .map_err(lance_err("list the indexes"))?;
+        Ok(indices.iter().any(|i| i.columns == ["vector"]))
+    }
+
     fn pinned(&self) -> Arc<Pinned> {
         self.pinned
             .read()

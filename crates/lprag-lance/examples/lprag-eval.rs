@@ -1,0 +1,136 @@
+//! `lprag-eval` with Lance stores: the benchmark command line of `lprag-eval`, whose
+//! `scale --store` also takes `lance:DIR` — LP-RAG's candidate stage searching a Lance
+//! table, on the same index and questions as the in-memory rows.
+//!
+//! ```text
+//! cargo run --manifest-path crates/lprag-lance/Cargo.toml --example lprag-eval -- \
+//!     scale --sizes 100000 --retriever lprag --lprag-work-dir target/work-100k \
+//!     --store 'lance:target/lance?nprobes=40&ef=400&refine=10'
+//! ```
+//!
+//! `lance:DIR` writes the index's chunks into a Lance database per corpus size
+//! (`DIR/musique-N`, table `chunks`) with `LpRag::write_store`, builds a vector index
+//! there and searches it. A database written before is reused: `write_store` resumes
+//! (appends nothing when every chunk is there, after checking a sample of them) and an
+//! existing vector index is kept. Options after `?`, joined by `&`:
+//! - `index=hnsw-sq` (IVF-HNSW-SQ, LanceDB's defaults; the default), `ivf-pq`, or `none`
+//!   (LanceDB's exact scan);
+//! - `nprobes=N`, `ef=N`, `refine=N`: the search ([`SearchParams`]; default: LanceDB's).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lprag::{ChunkStore, LpRag, Progress};
+use lprag_eval::scale::{memory_store, StoreSetup};
+use lprag_eval::{Error, Result};
+use lprag_lance::{LanceStore, SearchParams, StoreSpec, VectorIndex, DEFAULT_TABLE};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `lance:DIR[?OPTIONS]`.
+#[derive(Debug, Clone)]
+struct LanceSetup {
+    dir: String,
+    index: Option<VectorIndex>,
+    search: SearchParams,
+    spec: String,
+}
+
+fn lance_store(spec: &str) -> Option<Result<Box<dyn StoreSetup>>> {
+    let rest = spec.trim().strip_prefix("lance:")?;
+    Some(parse(spec, rest).map(|s| Box::new(s) as Box<dyn StoreSetup>))
+}
+
+fn parse(spec: &str, rest: &str) -> Result<LanceSetup> {
+    let bad = |why: String| Error::invalid("--store", format!("`{spec}`: {why}"));
+    let (dir, options) = rest.split_once('?').unwrap_or((rest, ""));
+    if dir.is_empty() {
+        return Err(bad("no directory after lance:".into()));
+    }
+    let mut setup = LanceSetup {
+        dir: dir.to_string(),
+        index: Some(VectorIndex::default()),
+        search: SearchParams::default(),
+        spec: spec.to_string(),
+    };
+    for option in options.split('&').filter(|o| !o.is_empty()) {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| bad(format!("`{option}` is not KEY=VALUE")))?;
+        let number = || {
+            value
+                .parse::<usize>()
+                .map_err(|e| bad(format!("{key}={value}: {e}")))
+        };
+        match key {
+            "index" => {
+                setup.index = match value {
+                    "hnsw-sq" => Some(VectorIndex::default()),
+                    "ivf-pq" => Some(VectorIndex::IvfPq {
+                        partitions: None,
+                        sub_vectors: None,
+                    }),
+                    "none" => None,
+                    _ => return Err(bad(format!("index={value}: hnsw-sq, ivf-pq or none"))),
+                }
+            }
+            "nprobes" => setup.search.nprobes = Some(number()?),
+            "ef" => setup.search.ef = Some(number()?),
+            "refine" => setup.search.refine_factor = Some(number()? as u32),
+            _ => {
+                return Err(bad(format!(
+                    "unknown option {key} (index, nprobes, ef, refine)"
+                )))
+            }
+        }
+    }
+    Ok(setup)
+}
+
+#[async_trait::async_trait]
+impl StoreSetup for LanceSetup {
+    fn label(&self) -> String {
+        self.spec.clone()
+    }
+
+    async fn make(
+        &self,
+        rag: &LpRag,
+        passages: usize,
+        progress: &dyn Progress,
+    ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)> {
+        let uri = format!("{}/musique-{passages}", self.dir.trim_end_matches('/'));
+        let dim = rag.graph().features.dim();
+        let exists = std::path::Path::new(&uri)
+            .join(format!("{DEFAULT_TABLE}.lance"))
+            .exists();
+        let store = if exists {
+            LanceStore::open(&uri, DEFAULT_TABLE).await?
+        } else {
+            LanceStore::create(&uri, StoreSpec::new(dim)).await?
+        };
+        let mut stages = Vec::new();
+        let wrote = rag.write_store(&store, progress).await?;
+        eprintln!(
+            "lance store {uri}: {} chunks there, {} written in {} appends",
+            wrote.resumed_from, wrote.written, wrote.appends
+        );
+        stages.push(("store write".to_string(), wrote.seconds));
+        if let Some(index) = self.index {
+            if !store.has_vector_index().await? {
+                let t = Instant::now();
+                store.build_index(index).await?;
+                stages.push(("store index".to_string(), t.elapsed().as_secs_f64()));
+            }
+        }
+        store.set_search(self.search);
+        Ok((Arc::new(store), stages))
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    lprag_eval::cli::main(&[memory_store, lance_store]).await
+}

@@ -1,0 +1,134 @@
+//! LP-RAG over a real embedded Lance table (no mock): the index written with
+//! `LpRag::write_store`, a query's nearest chunks found by LanceDB (its exact scan, then
+//! its vector index), filters pushed into LanceDB as SQL, and a second handle — what a
+//! process that only answers opens — ranking as the writer does.
+
+use std::sync::Arc;
+
+use lprag::{
+    Document, Filter, HashingEncoder, LpRag, LpRagConfig, NoProgress, Retriever, Selection,
+    TrainConfig,
+};
+use lprag_core::ChunkStore;
+use lprag_lance::{LanceStore, SearchParams, StoreSpec, VectorIndex, DEFAULT_TABLE};
+
+#[path = "../../../examples/data/mini_corpus.rs"]
+mod mini_corpus;
+
+const QUERIES: [&str; 4] = [
+    "Which river flows through Warsaw?",
+    "Who won the Nobel Prize in Physics?",
+    "What is the tallest mountain?",
+    "Where was the physicist born?",
+];
+
+/// The bundled ten articles, with a `half` label on each (`a` or `b`, alternating).
+fn corpus() -> Vec<Document> {
+    mini_corpus::documents()
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "a" } else { "b" }))
+        .collect()
+}
+
+async fn index() -> LpRag {
+    LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .config(LpRagConfig {
+            train: TrainConfig {
+                epochs: 2,
+                ..TrainConfig::default()
+            },
+            candidate_pool: Some(3),
+            ..LpRagConfig::default()
+        })
+        .build(&corpus())
+        .await
+        .unwrap()
+}
+
+/// Every query's hits (chunk id and score), unfiltered and under `filter`.
+async fn answers(rag: &LpRag, filter: &Filter) -> Vec<Vec<(usize, f32)>> {
+    let mut out = Vec::new();
+    for q in QUERIES {
+        for f in [&Filter::All, filter] {
+            let hits = rag
+                .retrieve_filtered(q, Selection::TopK(5), f)
+                .await
+                .unwrap();
+            assert!(!hits.is_empty(), "{q}");
+            assert!(hits.iter().all(|h| f.matches(&h.chunk)), "{q}: {f:?}");
+            out.push(hits.iter().map(|h| (h.chunk.id, h.score)).collect());
+        }
+    }
+    out
+}
+
+fn assert_close(got: &[Vec<(usize, f32)>], want: &[Vec<(usize, f32)>], what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let ids = |v: &[(usize, f32)]| v.iter().map(|h| h.0).collect::<Vec<_>>();
+        assert_eq!(ids(g), ids(w), "{what}: {g:?} vs {w:?}");
+        for (a, b) in g.iter().zip(w) {
+            assert!((a.1 - b.1).abs() <= 1e-6, "{what}: {g:?} vs {w:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn lprag_over_a_lance_table_ranks_as_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("db").to_string_lossy().into_owned();
+    let mut rag = index().await;
+    let n = rag.chunks().len();
+    let half = Filter::eq("half", "b");
+    let in_memory = answers(&rag, &half).await;
+
+    let store = Arc::new(
+        LanceStore::create(&uri, StoreSpec::new(rag.graph().features.dim()))
+            .await
+            .unwrap(),
+    );
+    let wrote = rag.write_store(&*store, &NoProgress).await.unwrap();
+    assert_eq!(wrote.written, n);
+    // A second write finds every chunk there and appends nothing (no new version).
+    let version = store.version();
+    let again = rag.write_store(&*store, &NoProgress).await.unwrap();
+    assert_eq!((again.resumed_from, again.written), (n, 0));
+    assert_eq!(store.version(), version);
+
+    // The writer's handle: LanceDB's exact scan finds what memory does.
+    rag.attach_store(store.clone()).await.unwrap();
+    assert_close(&answers(&rag, &half).await, &in_memory, "exact scan");
+
+    // A reader's handle, as a process that only answers opens the table.
+    let reader = Arc::new(LanceStore::open(&uri, DEFAULT_TABLE).await.unwrap());
+    let mut served = rag.clone();
+    served.attach_store(reader.clone()).await.unwrap();
+    assert_close(&answers(&served, &half).await, &in_memory, "reader");
+
+    // With a vector index probing every partition and re-ranking on the full vectors,
+    // the answers stay the in-memory ones on this small table.
+    store.build_index(VectorIndex::default()).await.unwrap();
+    reader.refresh().await.unwrap();
+    reader.set_search(SearchParams {
+        nprobes: Some(64),
+        ef: Some(64),
+        refine_factor: Some(10),
+    });
+    assert_close(&answers(&served, &half).await, &in_memory, "vector index");
+
+    // A table of another corpus is refused.
+    let other_uri = dir.path().join("other").to_string_lossy().into_owned();
+    let other = LanceStore::create(&other_uri, StoreSpec::new(rag.graph().features.dim()))
+        .await
+        .unwrap();
+    let small = LpRag::builder()
+        .encoder(Arc::new(HashingEncoder::default()))
+        .build(&corpus()[5..])
+        .await
+        .unwrap();
+    small.write_store(&other, &NoProgress).await.unwrap();
+    let err = rag.write_store(&other, &NoProgress).await.unwrap_err();
+    assert!(err.to_string().contains("differs"), "{err}");
+}
