@@ -127,8 +127,19 @@ pub fn reset_peak_rss() -> bool {
 /// The process's peak resident memory in bytes since start or the last
 /// [`reset_peak_rss`] (Linux `VmHWM`), `None` where it is not available.
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The process's resident memory now, in bytes (Linux `VmRSS`), `None` where it is not
+/// available.
+pub fn rss_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A memory line of `/proc/self/status`, in bytes.
+fn status_bytes(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -398,14 +409,15 @@ impl Turn<'_> {
         result.retriever = name(&result.retriever);
         let profile = profile_queries(rag, self.dataset).await?;
         eprintln!(
-            "  {} profile (median ms): embed {:.3}, candidates {:.3} ({} scored), predictor {:.3}, rank {:.3}, total {:.3}",
+            "  {} profile (median ms): embed {:.3}, candidates {:.3} ({} scored), predictor {:.3}, rank {:.3}, total {:.3}; RSS now {:.2} GB",
             result.retriever,
             profile.embed_ms,
             profile.candidates_ms,
             profile.scored,
             profile.predictor_ms,
             profile.rank_ms,
-            profile.total_ms
+            profile.total_ms,
+            rss_bytes().unwrap_or(0) as f64 / 1e9
         );
         Ok(ScaleResult {
             passages: self.dataset.corpus.len(),
@@ -828,6 +840,7 @@ mod tests {
         if std::path::Path::new("/proc/self/status").exists() {
             let before = peak_rss_bytes().expect("VmHWM");
             assert!(before > 0);
+            assert!(rss_bytes().expect("VmRSS") > 0);
         }
         let e = make_corpus(
             Path::new("/nonexistent/tool.py"),
