@@ -35,7 +35,7 @@ async fn main() -> Result<(), BoxError> {
         .build(&docs)
         .await?;
     // Fewer candidates than chunks, so that the pool comes from a search.
-    rag.set_candidates(3, true);
+    rag.set_candidates(Some(3), true);
 
     let store = LanceStore::create(&uri, StoreSpec::new(rag.graph().features.dim())).await?;
     let wrote = rag.write_store(&store, &NoProgress).await?;
