@@ -9,59 +9,15 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use lprag::{
-    Chunk, ChunkBatch, ChunkId, ChunkStore, Document, Embeddings, Error, Filter, LpRag,
-    LpRagConfig, MemoryStore, NoProgress, Result, Retriever, Selection, TrainConfig,
+    Chunk, ChunkBatch, ChunkId, ChunkStore, Document, Embeddings, Error, Filter, MemoryStore,
+    NoProgress, Result, Retriever, Selection,
 };
 
-use crate::{common, mini_corpus};
+use crate::common::store_cases::{answers, index, labelled, QUERIES};
+use crate::mini_corpus;
 
-const QUERIES: [&str; 4] = [
-    "Which river flows through Warsaw?",
-    "Who won the Nobel Prize in Physics?",
-    "What is the tallest mountain?",
-    "Where was the physicist born?",
-];
-
-/// The bundled ten articles, with a `half` label on each (`a` or `b`, alternating).
 fn corpus() -> Vec<Document> {
-    mini_corpus::documents()
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "a" } else { "b" }))
-        .collect()
-}
-
-async fn index(docs: &[Document]) -> LpRag {
-    LpRag::builder()
-        .encoder(common::hashing())
-        .config(LpRagConfig {
-            train: TrainConfig {
-                epochs: 2,
-                ..TrainConfig::default()
-            },
-            // Fewer than the chunks: the pool comes from a search.
-            candidate_pool: Some(3),
-            ..LpRagConfig::default()
-        })
-        .build(docs)
-        .await
-        .unwrap()
-}
-
-/// Every query's hits (chunk id and score), unfiltered and under `filter`.
-async fn answers(rag: &LpRag, filter: &Filter) -> Vec<Vec<(usize, f32)>> {
-    let mut out = Vec::new();
-    for q in QUERIES {
-        for f in [&Filter::All, filter] {
-            let hits = rag
-                .retrieve_filtered(q, Selection::TopK(5), f)
-                .await
-                .unwrap();
-            assert!(!hits.is_empty(), "{q}");
-            out.push(hits.iter().map(|h| (h.chunk.id, h.score)).collect());
-        }
-    }
-    out
+    labelled(mini_corpus::documents())
 }
 
 /// A store that counts its searches and keeps the filters it was given.

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+pub mod store_cases;
+
 use lprag::{
     Document, Encoder, G2Rag, GfmConfig, GfmRag, LesegrConfig, LesegrRag, LesegrVariant, LpRag,
     LpRagConfig, QcgRag, Result, Retriever, TrainConfig,

@@ -5,63 +5,19 @@
 
 use std::sync::Arc;
 
-use lprag::{
-    Document, Filter, HashingEncoder, LpRag, LpRagConfig, NoProgress, Retriever, Selection,
-    TrainConfig,
-};
+use lprag::{Filter, HashingEncoder, LpRag, NoProgress};
 use lprag_core::ChunkStore;
 use lprag_lance::{LanceStore, SearchParams, StoreSpec, VectorIndex, DEFAULT_TABLE};
 
 #[path = "../../../examples/data/mini_corpus.rs"]
 mod mini_corpus;
+#[path = "../../../tests/common/store_cases.rs"]
+mod store_cases;
 
-const QUERIES: [&str; 4] = [
-    "Which river flows through Warsaw?",
-    "Who won the Nobel Prize in Physics?",
-    "What is the tallest mountain?",
-    "Where was the physicist born?",
-];
-
-/// The bundled ten articles, with a `half` label on each (`a` or `b`, alternating).
-fn corpus() -> Vec<Document> {
-    mini_corpus::documents()
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| d.with_metadata("half", if i % 2 == 0 { "a" } else { "b" }))
-        .collect()
-}
+use store_cases::{answers, labelled};
 
 async fn index() -> LpRag {
-    LpRag::builder()
-        .encoder(Arc::new(HashingEncoder::default()))
-        .config(LpRagConfig {
-            train: TrainConfig {
-                epochs: 2,
-                ..TrainConfig::default()
-            },
-            candidate_pool: Some(3),
-            ..LpRagConfig::default()
-        })
-        .build(&corpus())
-        .await
-        .unwrap()
-}
-
-/// Every query's hits (chunk id and score), unfiltered and under `filter`.
-async fn answers(rag: &LpRag, filter: &Filter) -> Vec<Vec<(usize, f32)>> {
-    let mut out = Vec::new();
-    for q in QUERIES {
-        for f in [&Filter::All, filter] {
-            let hits = rag
-                .retrieve_filtered(q, Selection::TopK(5), f)
-                .await
-                .unwrap();
-            assert!(!hits.is_empty(), "{q}");
-            assert!(hits.iter().all(|h| f.matches(&h.chunk)), "{q}: {f:?}");
-            out.push(hits.iter().map(|h| (h.chunk.id, h.score)).collect());
-        }
-    }
-    out
+    store_cases::index(&labelled(mini_corpus::documents())).await
 }
 
 fn assert_close(got: &[Vec<(usize, f32)>], want: &[Vec<(usize, f32)>], what: &str) {
@@ -125,7 +81,7 @@ async fn lprag_over_a_lance_table_ranks_as_in_memory() {
         .unwrap();
     let small = LpRag::builder()
         .encoder(Arc::new(HashingEncoder::default()))
-        .build(&corpus()[5..])
+        .build(&labelled(mini_corpus::documents())[5..])
         .await
         .unwrap();
     small.write_store(&other, &NoProgress).await.unwrap();

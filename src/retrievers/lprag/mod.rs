@@ -35,7 +35,7 @@ pub(crate) use search::search_for;
 pub use search::QueryProfile;
 pub use stats::IndexStats;
 use stats::RecordingProgress;
-pub use store::StoreWrite;
+pub use store::{StoreWrite, STORE_WRITE_BATCH};
 
 /// Version of the on-disk index layout written by [`LpRag::save`].
 pub const INDEX_FORMAT_VERSION: u32 = 1;
