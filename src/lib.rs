@@ -117,7 +117,7 @@ pub use rerank::{Reranked, DEFAULT_RERANK_CANDIDATES};
 pub use retrievers::common::{DefaultEncoder, Labelled, ParentScoring};
 pub use retrievers::lprag::update::UpdateReport;
 pub use retrievers::lprag::{
-    choose_anchor, Anchor, AnchorSelection, BuiltinPredictor, IndexStats, LpRag, LpRagBuilder,
-    LpRagConfig, QueryProfile, StoreWrite, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS,
+    choose_anchor, Anchor, AnchorSelection, AnswerOptions, BuiltinPredictor, IndexStats, LpRag,
+    LpRagBuilder, LpRagConfig, QueryProfile, StoreWrite, ANCHOR_SIGNIFICANCE, ANCHOR_WEIGHTS,
     DEFAULT_CANDIDATE_POOL, DEFAULT_COLUMN_SCAN_FROM, INDEX_FORMAT_VERSION, STORE_WRITE_BATCH,
 };

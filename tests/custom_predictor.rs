@@ -107,6 +107,16 @@ async fn a_training_free_scorer_ranks_saves_and_reopens() {
     assert!(msg.contains("load_with_scorer"), "{msg}");
     let msg = LpRag::load(&path, encoder()).unwrap_err().to_string();
     assert!(msg.contains("load_with_scorer"), "{msg}");
+    // Opening to answer only serves the built-in GNN.
+    let only = lprag::AnswerOptions {
+        encoder: Some(encoder()),
+        ..Default::default()
+    };
+    let msg = LpRag::open_to_answer(&path, only)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("load_with_scorer"), "{msg}");
     struct Other;
     impl LinkScorer for Other {
         fn name(&self) -> &str {

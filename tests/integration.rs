@@ -13,6 +13,7 @@ mod mini_corpus;
 #[path = "../fuzz/loaders/harness/mutate.rs"]
 mod mutate;
 
+mod answer_only;
 mod bad_encoder;
 mod baselines;
 mod candidate_index;

@@ -8,9 +8,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 use lprag::llm::{ChatModel, LlmChunker, LlmEnv, LlmQueryGenerator, OpenAiChat, OpenAiConfig};
 use lprag::{
-    Bm25Retriever, Chunk, Chunker, ComputeDevice, Document, Encoder, Error, Filter, G2Rag, GfmRag,
-    LesegrRag, LpRag, LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk, Selection,
-    StderrProgress, Updatable, UpdateInputs, UpdateReport,
+    AnswerOptions, Bm25Retriever, Chunk, Chunker, ComputeDevice, Document, Encoder, Error, Filter,
+    G2Rag, GfmRag, LesegrRag, LpRag, LpRagConfig, Progress, QcgRag, Result, Retriever, ScoredChunk,
+    Selection, StderrProgress, Updatable, UpdateInputs, UpdateReport,
 };
 use lprag::{DenseRetriever, HybridRetriever, NoProgress, QueryGenerator};
 use lprag_load::{load_dir, LoadOptions, LoadReport};
@@ -185,6 +185,38 @@ pub fn open(dir: &Path, on: DeviceArg) -> Result<Opened> {
     Ok(Opened {
         settings,
         index,
+        inputs,
+        encoder,
+    })
+}
+
+/// [`open`] for a process that only answers (`lprag query`): an LP-RAG index with the
+/// built-in GNN is opened with [`LpRag::open_to_answer`] (its synthetic questions, their
+/// rows and the k-NN lists stay on disk); other indexes as [`open`] opens them.
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_to_answer(dir: &Path, on: DeviceArg) -> Result<Opened> {
+    let settings = Settings::read(dir)?;
+    let path = index_path(dir);
+    if settings.retriever != RetrieverKind::Lprag || !path.is_dir() {
+        return open(dir, on);
+    }
+    let encoder = settings.encoder.build(on)?;
+    let options = AnswerOptions {
+        encoder: Some(encoder.clone()),
+        device: on.device,
+        store: None,
+    };
+    let rag = match LpRag::open_to_answer(&path, options).await {
+        Ok(rag) => rag,
+        // Another predictor (or a damaged index): the whole index, or its error.
+        Err(_) => return open(dir, on),
+    };
+    let inputs = inputs(&settings, &encoder)?;
+    Ok(Opened {
+        settings,
+        index: AnyIndex::Lprag(Box::new(rag)),
         inputs,
         encoder,
     })
@@ -537,7 +569,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
         return Err(Error::invalid("-k", "must be at least 1"));
     }
     let filter = parse_filters(&args.filters)?;
-    let Opened { index, .. } = open(&args.index, args.on)?;
+    let Opened { index, .. } = open_to_answer(&args.index, args.on).await?;
     let hits = index
         .retrieve_filtered(&args.query, Selection::TopK(args.k), &filter)
         .await?;

@@ -130,6 +130,16 @@ struct ScaleArgs {
     /// there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Save each size's LP-RAG index to DIR/musique-N once built (`LpRag::save`; the
+    /// save is part of the index time), for `--lprag-answer-from`.
+    #[arg(long, value_name = "DIR")]
+    lprag_save: Option<PathBuf>,
+    /// Do not build LP-RAG: open each size's index saved in DIR/musique-N to answer only
+    /// (`LpRag::open_to_answer`), a row `lprag answer-only` and one per `--store`
+    /// written by an earlier run (`… answer-only store=NAME`), each opened afresh with
+    /// its peak RSS.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["lprag_save", "lprag_work_dir"])]
+    lprag_answer_from: Option<PathBuf>,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in
     /// DIR/musique-N/<retriever>, so an interrupted run resumes after its last finished
     /// epoch.
@@ -513,6 +523,14 @@ async fn scale_size(
     )?;
     options.retrievers.lprag_work_dir = args
         .lprag_work_dir
+        .as_ref()
+        .map(|d| d.join(format!("musique-{n}")));
+    options.retrievers.lprag_save = args
+        .lprag_save
+        .as_ref()
+        .map(|d| d.join(format!("musique-{n}")));
+    options.retrievers.lprag_answer_from = args
+        .lprag_answer_from
         .as_ref()
         .map(|d| d.join(format!("musique-{n}")));
     options.retrievers.checkpoint_dir = args

@@ -53,6 +53,9 @@ pub struct RetrieverOptions {
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// Save the `lprag` index to this directory after building it. Default none.
     pub lprag_save: Option<std::path::PathBuf>,
+    /// `lprag-eval scale`: instead of building `lprag`, open the index saved in this
+    /// directory to answer only ([`lprag::LpRag::open_to_answer`]). Default none.
+    pub lprag_answer_from: Option<std::path::PathBuf>,
     /// Build `lprag` with the predictor of the index saved in this directory, attached
     /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
     pub lprag_transfer_from: Option<std::path::PathBuf>,

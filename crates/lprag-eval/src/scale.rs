@@ -172,6 +172,13 @@ pub trait StoreSetup: Send + Sync + std::fmt::Debug {
         passages: usize,
         progress: &dyn Progress,
     ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)>;
+
+    /// The store an earlier run made for the corpus of `passages` passages, opened
+    /// without writing anything (for an index opened to answer only); `None` when this
+    /// kind keeps nothing between runs or nothing was made for that size.
+    async fn open(&self, _passages: usize) -> Result<Option<Arc<dyn ChunkStore>>> {
+        Ok(None)
+    }
 }
 
 /// What turns one `--store` entry into a [`StoreSetup`]: `None` when the entry is not
@@ -337,6 +344,9 @@ impl Turn<'_> {
     /// LP-RAG: build it (then add the last documents, with `lprag_add_last`) and evaluate
     /// a row per combination of `variants` on the same index, into `out`.
     async fn lprag(&self, variants: &Variants<'_>, out: &mut Vec<ScaleResult>) -> Result<()> {
+        if let Some(dir) = &self.options.retrievers.lprag_answer_from {
+            return self.lprag_answering(dir, variants, out).await;
+        }
         let (mut rag, index_seconds, stages) = self.build_lprag().await?;
         let neighbours = rag.config().candidate_neighbours;
         let (pools, searches) = variant_lists(variants);
@@ -385,6 +395,80 @@ impl Turn<'_> {
                 out.push(row);
             }
             rag.detach_store()?;
+        }
+        Ok(())
+    }
+
+    /// LP-RAG opened to answer only from the index saved in `dir`
+    /// ([`lprag::LpRag::open_to_answer`]): its rows with the in-memory search, then, for
+    /// each of `variants.stores`, opened afresh with the store an earlier run made (no
+    /// in-memory search is built), the peak RSS of each opening and its queries. The
+    /// "index" time of these rows is the opening's.
+    async fn lprag_answering(
+        &self,
+        dir: &Path,
+        variants: &Variants<'_>,
+        out: &mut Vec<ScaleResult>,
+    ) -> Result<()> {
+        let options = lprag::AnswerOptions {
+            encoder: Some(self.encoder.clone()),
+            device: self.options.retrievers.device,
+            store: None,
+        };
+        let (pools, _) = variant_lists(variants);
+        let mut opened = Vec::with_capacity(variants.stores.len() + 1);
+        opened.push(None);
+        opened.extend(variants.stores.iter().map(Some));
+        for (i, setup) in opened.into_iter().enumerate() {
+            if i > 0 {
+                reset_peak_rss();
+            }
+            let t = Instant::now();
+            let store = match setup {
+                None => None,
+                Some(setup) => Some(setup.open(self.dataset.corpus.len()).await?.ok_or_else(
+                    || {
+                        Error::invalid(
+                            "--store",
+                            format!(
+                                "{}: no store was made for {} passages; run once \
+                                     without --lprag-answer-from to make it",
+                                setup.label(),
+                                self.dataset.corpus.len()
+                            ),
+                        )
+                    },
+                )?),
+            };
+            let mut rag = lprag::LpRag::open_to_answer(
+                dir,
+                lprag::AnswerOptions {
+                    store,
+                    ..options.clone()
+                },
+            )
+            .await?;
+            let seconds = t.elapsed().as_secs_f64();
+            if i == 0 {
+                self.progress.finish(&self.stage);
+            }
+            let stages = vec![("open to answer".to_string(), seconds)];
+            let neighbours = rag.config().candidate_neighbours;
+            for &pool in &pools {
+                if let Some(pool) = pool {
+                    rag.set_candidates(pool, neighbours);
+                }
+                let row = self
+                    .lprag_row(&rag, seconds, &stages, |name| {
+                        let name = format!("{} answer-only", variant_name(pool, None, name));
+                        match setup {
+                            Some(s) => format!("{name} store={}", s.label()),
+                            None => name,
+                        }
+                    })
+                    .await?;
+                out.push(row);
+            }
         }
         Ok(())
     }
@@ -685,12 +769,10 @@ mod tests {
         assert!(e.contains("--store") && e.contains("`lance:/tmp/x`"), "{e}");
     }
 
-    /// A store row ranks as the in-memory row on the same index (an exact store), and
-    /// records the store's stages.
-    #[tokio::test]
-    async fn a_memory_store_row_matches_the_in_memory_row() {
+    /// Eight one-sentence passages and three questions.
+    fn toy_dataset() -> Dataset {
         use crate::datasets::{DatasetFormat, Question};
-        use lprag_core::{Document, NoProgress};
+        use lprag_core::Document;
         let topics = [
             (
                 "Warsaw",
@@ -733,7 +815,7 @@ mod tests {
             unmatched_gold: vec![],
             metadata: Default::default(),
         };
-        let dataset = Dataset {
+        Dataset {
             name: "toy".into(),
             format: DatasetFormat::Jsonl,
             corpus,
@@ -747,7 +829,15 @@ mod tests {
                 question("c", "Who founded the Nobel prizes?", vec![7]),
             ],
             duplicates_dropped: 0,
-        };
+        }
+    }
+
+    /// A store row ranks as the in-memory row on the same index (an exact store), and
+    /// records the store's stages.
+    #[tokio::test]
+    async fn a_memory_store_row_matches_the_in_memory_row() {
+        use lprag_core::NoProgress;
+        let dataset = toy_dataset();
         let encoder = crate::registry::build_encoder(
             crate::registry::EncoderKind::Hashing,
             &dataset.corpus,
@@ -792,6 +882,66 @@ mod tests {
             stages.contains(&"store write") && stages.contains(&"store attach"),
             "{stages:?}"
         );
+    }
+
+    /// `--lprag-save` then `--lprag-answer-from`: the index opened to answer only ranks
+    /// as the one that was built and saved; a store that keeps nothing is refused.
+    #[tokio::test]
+    async fn an_answer_only_row_ranks_as_the_saved_index() {
+        use lprag_core::NoProgress;
+        let dataset = toy_dataset();
+        let encoder = crate::registry::build_encoder(
+            crate::registry::EncoderKind::Hashing,
+            &dataset.corpus,
+            None,
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let saved = dir.path().join("musique-8");
+        let mut options = EvalOptions {
+            keep_rankings: true,
+            ..EvalOptions::default()
+        };
+        options.retrievers.lprag.train.epochs = 2;
+        options.retrievers.lprag_save = Some(saved.clone());
+        let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
+            let (dataset, encoder) = (dataset.clone(), encoder.clone());
+            async move {
+                let variants = Variants {
+                    pools: &[Some(2)],
+                    stores: &stores,
+                    ..Variants::default()
+                };
+                let lprag = ["lprag".to_string()];
+                run_scale(&dataset, &lprag, encoder, &options, &variants, &NoProgress).await
+            }
+        };
+        let built = run(options.clone(), Vec::new()).await.unwrap();
+        assert!(saved.join("manifest.json").exists());
+        options.retrievers.lprag_save = None;
+        options.retrievers.lprag_answer_from = Some(saved.clone());
+        let answered = run(options.clone(), Vec::new()).await.unwrap();
+        let names: Vec<&str> = answered
+            .iter()
+            .map(|r| r.result.retriever.as_str())
+            .collect();
+        assert_eq!(names, ["lprag P=2 answer-only"]);
+        let ranked = |r: &ScaleResult| -> Vec<(Vec<usize>, Vec<f32>)> {
+            r.result
+                .per_question
+                .iter()
+                .map(|q| (q.ranking.clone(), q.scores.clone()))
+                .collect()
+        };
+        assert!(!ranked(&built[0]).is_empty());
+        assert_eq!(ranked(&built[0]), ranked(&answered[0]));
+        assert_eq!(built[0].result.recall, answered[0].result.recall);
+        assert_eq!(answered[0].stages[0].0, "open to answer");
+        let err = run(options, vec![Box::new(MemoryStoreSetup)])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no store was made"), "{err}");
     }
 
     fn row(passages: usize, name: &str, p50: f64) -> ScaleResult {

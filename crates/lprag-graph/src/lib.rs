@@ -119,8 +119,9 @@ pub use link::{build_link_graph, link_graph_from_features};
 pub use nndescent::NnDescentParams;
 pub use persist::{
     append_feature_rows, chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes,
-    link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph, save_chunk_graph,
-    save_feature_rows, save_knn_lists, save_link_graph, FORMAT_VERSION,
+    link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph,
+    load_link_graph_chunks, save_chunk_graph, save_feature_rows, save_knn_lists, save_link_graph,
+    FORMAT_VERSION,
 };
 pub use proximity::{GraphIndex, GraphParams};
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};

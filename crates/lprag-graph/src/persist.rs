@@ -256,23 +256,62 @@ pub fn chunk_graph_from_bytes(bytes: &[u8]) -> Result<ChunkGraph, GraphError> {
     decode_chunk_graph(Path::new("<bytes>"), bytes)
 }
 
+/// The chunk nodes of the link-graph file at `path`: its first `num_chunks` feature rows
+/// and the edges between two chunks (similarity and bridge edges), without the synthetic
+/// questions' rows and edges — what a link predictor scores against at inference (LP-RAG
+/// §3.5). The question rows are read through the checksum but never held, so the memory
+/// needed is the chunk rows'.
+///
+/// # Errors
+/// As [`load_link_graph`] (a damaged byte anywhere in the file, question rows included,
+/// is a [`GraphError::ChecksumMismatch`]).
+pub fn load_link_graph_chunks(path: impl AsRef<Path>) -> Result<LinkGraph, GraphError> {
+    let path = path.as_ref();
+    let (mut file, total) = open_sized(path)?;
+    decode_link_graph_rows(path, &mut file, total, true)
+}
+
 fn decode_link_graph(path: &Path, r: &mut impl Read, total: u64) -> Result<LinkGraph, GraphError> {
+    decode_link_graph_rows(path, r, total, false)
+}
+
+/// [`decode_link_graph`], keeping only the chunk nodes when `chunks_only`.
+fn decode_link_graph_rows(
+    path: &Path,
+    r: &mut impl Read,
+    total: u64,
+    chunks_only: bool,
+) -> Result<LinkGraph, GraphError> {
     let bad = |m: String| GraphError::format(path, m);
     let mut data = Vec::new();
-    let (h, edges) = read_link_payload(path, r, total, &mut data)?;
+    let (h, mut edges) = read_link_payload_rows(path, r, total, &mut data, chunks_only)?;
     let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
+    let num_chunks =
+        usize::try_from(h.num_chunks).map_err(|_| bad("num_chunks overflows".into()))?;
     let features = Embeddings::new(dim, data).map_err(|e| bad(e.to_string()))?;
-    if features.rows() as u64 != h.num_nodes {
+    let rows = if chunks_only {
+        h.num_chunks.min(h.num_nodes)
+    } else {
+        h.num_nodes
+    };
+    if features.rows() as u64 != rows {
         return Err(bad(format!(
-            "{} feature rows, header says {} nodes",
-            features.rows(),
-            h.num_nodes
+            "{} feature rows, header says {rows}",
+            features.rows()
         )));
+    }
+    if h.num_chunks > h.num_nodes {
+        return Err(bad(format!(
+            "{} chunks but {} nodes",
+            h.num_chunks, h.num_nodes
+        )));
+    }
+    if chunks_only {
+        edges.retain(|e| (e.a as usize) < num_chunks && (e.b as usize) < num_chunks);
     }
     let graph = LinkGraph {
         features,
-        num_chunks: usize::try_from(h.num_chunks)
-            .map_err(|_| bad("num_chunks overflows".into()))?,
+        num_chunks,
         edges,
     };
     graph.validate().map_err(|e| bad(e.to_string()))?;
@@ -287,6 +326,18 @@ fn read_link_payload(
     r: &mut impl Read,
     total: u64,
     out: &mut Vec<f32>,
+) -> Result<(Header, Vec<LinkEdge>), GraphError> {
+    read_link_payload_rows(path, r, total, out, false)
+}
+
+/// [`read_link_payload`]; with `chunks_only`, only the chunks' rows are appended (the
+/// rest still pass through the checksum).
+fn read_link_payload_rows(
+    path: &Path,
+    r: &mut impl Read,
+    total: u64,
+    out: &mut Vec<f32>,
+    chunks_only: bool,
 ) -> Result<(Header, Vec<LinkEdge>), GraphError> {
     let bad = |m: String| GraphError::format(path, m);
     let h = read_header(path, r, total, KIND_LINK)?;
@@ -315,18 +366,30 @@ fn read_link_payload(
     };
     let mut hash = Fnv1a::new();
     let mut buf = vec![0u8; BLOCK_FLOATS * 4];
-    out.reserve_exact(n_feat);
+    // How many of the floats to keep: all, or the chunks' rows.
+    let mut keep = if chunks_only {
+        h.num_chunks
+            .min(h.num_nodes)
+            .checked_mul(h.dim)
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| bad("feature size overflows".into()))?
+    } else {
+        n_feat
+    };
+    out.reserve_exact(keep);
     let mut left = n_feat;
     while left > 0 {
         let take = left.min(BLOCK_FLOATS);
         let bytes = &mut buf[..take * 4];
         r.read_exact(bytes).map_err(eof)?;
         hash.update(bytes);
+        let kept = take.min(keep);
         out.extend(
-            bytes
+            bytes[..kept * 4]
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         );
+        keep -= kept;
         left -= take;
     }
     let mut ebytes = vec![0u8; n_edges * EDGE_RECORD];
@@ -754,6 +817,35 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("graph.lpg")]);
+    }
+
+    #[test]
+    fn the_chunk_nodes_load_alone_and_the_whole_file_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.lpg");
+        let g = sample_link_graph();
+        assert!(g.num_nodes() > g.num_chunks);
+        assert!(g.edges.iter().any(|e| e.kind == EdgeKind::QueryChunk));
+        save_link_graph(&g, &path).unwrap();
+        let chunks = load_link_graph_chunks(&path).unwrap();
+        assert_eq!(chunks.num_chunks, g.num_chunks);
+        assert_eq!(chunks.features, g.features.leading_rows(g.num_chunks));
+        let among: Vec<LinkEdge> = g
+            .edges
+            .iter()
+            .filter(|e| (e.a as usize) < g.num_chunks && (e.b as usize) < g.num_chunks)
+            .copied()
+            .collect();
+        assert!(!among.is_empty() && among.len() < g.edges.len());
+        assert_eq!(chunks.edges, among);
+        // A flipped bit in the question's row, which is never kept, is still found.
+        let mut bytes = fs::read(&path).unwrap();
+        let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+        let question_row = 16 + hlen + g.num_chunks * g.features.dim() * 4;
+        bytes[question_row + 1] ^= 0x10;
+        fs::write(&path, bytes).unwrap();
+        let err = load_link_graph_chunks(&path).unwrap_err();
+        assert!(matches!(err, GraphError::ChecksumMismatch { .. }), "{err}");
     }
 
     #[test]

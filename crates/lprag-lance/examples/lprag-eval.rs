@@ -12,7 +12,9 @@
 //! (`DIR/musique-N`, table `chunks`) with `LpRag::write_store`, builds a vector index
 //! there and searches it. A database written before is reused: `write_store` resumes
 //! (appends nothing when every chunk is there, after checking a sample of them) and an
-//! existing vector index is kept. Options after `?`, joined by `&`:
+//! existing vector index is kept. With `--lprag-answer-from` (LP-RAG opened to answer
+//! only, from an index saved by `--lprag-save`), the database made before is opened as it
+//! is and nothing is written. Options after `?`, joined by `&`:
 //! - `index=hnsw-sq` (IVF-HNSW-SQ, LanceDB's defaults; the default), `ivf-pq`, or `none`
 //!   (LanceDB's exact scan);
 //! - `nprobes=N`, `ef=N`, `refine=N`: the search ([`SearchParams`]; default: LanceDB's).
@@ -101,11 +103,8 @@ impl StoreSetup for LanceSetup {
         passages: usize,
         progress: &dyn Progress,
     ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)> {
-        let uri = format!("{}/musique-{passages}", self.dir.trim_end_matches('/'));
+        let (uri, exists) = self.table(passages);
         let dim = rag.graph().features.dim();
-        let exists = std::path::Path::new(&uri)
-            .join(format!("{DEFAULT_TABLE}.lance"))
-            .exists();
         let store = if exists {
             LanceStore::open(&uri, DEFAULT_TABLE).await?
         } else {
@@ -127,6 +126,27 @@ impl StoreSetup for LanceSetup {
         }
         store.set_search(self.search);
         Ok((Arc::new(store), stages))
+    }
+
+    async fn open(&self, passages: usize) -> Result<Option<Arc<dyn ChunkStore>>> {
+        let (uri, exists) = self.table(passages);
+        if !exists {
+            return Ok(None);
+        }
+        let store = LanceStore::open(&uri, DEFAULT_TABLE).await?;
+        store.set_search(self.search);
+        Ok(Some(Arc::new(store)))
+    }
+}
+
+impl LanceSetup {
+    /// The table's URI for `passages` passages, and whether it was made.
+    fn table(&self, passages: usize) -> (String, bool) {
+        let uri = format!("{}/musique-{passages}", self.dir.trim_end_matches('/'));
+        let exists = std::path::Path::new(&uri)
+            .join(format!("{DEFAULT_TABLE}.lance"))
+            .exists();
+        (uri, exists)
     }
 }
 

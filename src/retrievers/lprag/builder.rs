@@ -319,6 +319,7 @@ impl LpRagBuilder {
             device,
             parents,
             store: None,
+            answer_only: false,
         })
     }
 }

@@ -11,7 +11,8 @@ use lprag_model::peg::{peg_predictor, restore_peg};
 use lprag_model::seal::{restore_seal, seal_predictor};
 use lprag_model::vgae::{restore_vgae, vgae_predictor};
 use lprag_model::{
-    ComputeDevice, GnnLinkPredictor, ModelConfig, PegConfig, SealConfig, TrainConfig, VgaeConfig,
+    ComputeDevice, GnnLinkPredictor, InferenceMode, ModelConfig, PegConfig, SealConfig,
+    TrainConfig, VgaeConfig,
 };
 use serde::{Deserialize, Serialize};
 
@@ -219,7 +220,10 @@ impl BuiltinPredictor {
             .map_err(|e| Error::format(dir, e.to_string()))?;
         let device = device.to_burn()?;
         Ok(match config.predictor {
-            BuiltinPredictor::Gnn => Box::new(GnnLinkPredictor::from_dir_on(dir, device)?),
+            // The index's own chunk rows: no second copy from the predictor's directory.
+            BuiltinPredictor::Gnn => {
+                Box::new(GnnLinkPredictor::from_dir_on_graph(dir, graph, device)?)
+            }
             BuiltinPredictor::Vgae(v) => Box::new(restore_vgae(dir, graph, v, device)?),
             BuiltinPredictor::Peg(v) => Box::new(restore_peg(dir, graph, v, device)?),
             BuiltinPredictor::Seal(v) => Box::new(restore_seal(dir, graph, v, device)?),
@@ -228,6 +232,15 @@ impl BuiltinPredictor {
 }
 
 impl LpRagConfig {
+    /// How many nearest chunks a query node joins at inference (its
+    /// [`InferenceMode::JoinTopK`]; 0 under the other modes, which need no search).
+    pub(crate) fn join_size(&self) -> usize {
+        match self.train.inference {
+            InferenceMode::JoinTopK(k) => k,
+            _ => 0,
+        }
+    }
+
     /// LP-RAG as published, with NCN (§3, Table 8): mutual k-NN with k = 5 and no other
     /// chunk edges, the paper's NCN ([`ModelConfig::ncn`]: no residual) trained as
     /// [`TrainConfig::paper_ncn`] says (loss over every edge, 100 epochs, no penalty, no

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use lprag_core::{Chunk, ChunkStore, Encoder, LinkGraph, LinkPredictor, Result, SyntheticQuery};
+use lprag_core::{
+    Chunk, ChunkStore, Encoder, Error, LinkGraph, LinkPredictor, Result, SyntheticQuery,
+};
 use lprag_graph::{GraphParams, IvfParams};
 
 use lprag_model::ComputeDevice;
@@ -26,6 +28,7 @@ pub use anchor::{
 };
 pub use builder::LpRagBuilder;
 pub use config::{BuiltinPredictor, LpRagConfig, DEFAULT_CANDIDATE_POOL, DEFAULT_COLUMN_SCAN_FROM};
+pub use persist::AnswerOptions;
 use persist::{read_manifest, Manifest};
 pub(crate) use predictor::PredictorSource;
 use predictor::{ModelChoice, RankModel, ScorerPredictor};
@@ -99,6 +102,9 @@ pub struct LpRag {
     /// The chunk store whose search finds a query's nearest chunks
     /// ([`LpRag::attach_store`]); `None` searches in memory.
     pub(crate) store: Option<Arc<dyn ChunkStore>>,
+    /// Opened with [`LpRag::open_to_answer`]: no synthetic questions, no question rows, no
+    /// k-NN lists, so updates, retraining and saving are refused.
+    pub(crate) answer_only: bool,
 }
 
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
@@ -127,14 +133,35 @@ impl LpRag {
         &self.chunks
     }
 
-    /// The synthetic queries written at index time.
+    /// The synthetic queries written at index time (none in an index opened with
+    /// [`LpRag::open_to_answer`]).
     pub fn synthetic_queries(&self) -> &[SyntheticQuery] {
         &self.queries
     }
 
-    /// The training graph (chunks, synthetic queries and their edges).
+    /// The training graph (chunks, synthetic queries and their edges); in an index opened
+    /// with [`LpRag::open_to_answer`], the chunk nodes and the edges between them only.
     pub fn graph(&self) -> &LinkGraph {
         &self.graph
+    }
+
+    /// Whether the index was opened to answer only ([`LpRag::open_to_answer`]): it
+    /// answers as the whole index does, and refuses updates, retraining and saving.
+    pub fn answers_only(&self) -> bool {
+        self.answer_only
+    }
+
+    /// [`Error::InvalidInput`] for `location` when the index was opened to answer only.
+    pub(crate) fn refuse_answer_only(&self, location: &str) -> Result<()> {
+        if self.answer_only {
+            return Err(Error::invalid(
+                location,
+                "this index was opened to answer only (LpRag::open_to_answer: its synthetic \
+                 questions and their rows were not read); open it with LpRag::open or \
+                 LpRag::load to update, retrain or save it",
+            ));
+        }
+        Ok(())
     }
 
     /// The configuration the index was built with.

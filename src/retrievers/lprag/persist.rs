@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result, SyntheticQuery,
+    Chunk, ChunkStore, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result, SyntheticQuery,
 };
 
 use lprag_model::ComputeDevice;
@@ -48,6 +48,7 @@ impl LpRag {
     /// [`Error::ForeignDirectory`] when `dir` exists and is neither empty nor an `LpRag`
     /// index (a manifest and only an index's files): nothing is written then.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        self.refuse_answer_only("LpRag::save")?;
         let dir = dir.as_ref();
         INDEX_DIR.check(dir)?;
         let staged = crate::durable::staging_dir(dir)?;
@@ -250,6 +251,128 @@ impl LpRag {
     }
 }
 
+/// How [`LpRag::open_to_answer`] opens an index: the encoder (the index's built-in one
+/// when `None`), the device the predictor scores on, and a chunk store to find the
+/// queries' nearest chunks in.
+#[derive(Clone, Default)]
+pub struct AnswerOptions {
+    /// The encoder the index was built with; `None` rebuilds the index's built-in one.
+    pub encoder: Option<Arc<dyn Encoder>>,
+    /// Where the built-in predictor scores.
+    pub device: ComputeDevice,
+    /// A store holding the index's chunks ([`LpRag::write_store`]), attached as
+    /// [`LpRag::attach_store`] does; the in-memory candidate search is then never built.
+    pub store: Option<Arc<dyn ChunkStore>>,
+}
+
+impl std::fmt::Debug for AnswerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerOptions")
+            .field("encoder", &self.encoder.as_ref().map(|e| e.name()))
+            .field("device", &self.device)
+            .field("store", &self.store.is_some())
+            .finish()
+    }
+}
+
+impl LpRag {
+    /// Open the index saved in `dir` (built-in predictor) to answer queries only: the
+    /// answers are the whole index's, but what only building, training and updating read
+    /// stays on disk — the synthetic questions, their embedding rows (two thirds of the
+    /// graph's features with the default two questions per chunk) and the k-NN lists —
+    /// and the predictor serves on the index's chunk rows instead of a second copy.
+    /// With [`AnswerOptions::store`], the candidates come from the store and the in-memory
+    /// search structure (a column copy of the chunk rows at a million chunks) is never
+    /// built. Updates, [`LpRag::retrain`] and [`LpRag::save`] are refused
+    /// ([`LpRag::answers_only`]).
+    ///
+    /// The files are read on the calling task (as [`LpRag::open`] reads them); only the
+    /// store's checks are awaited.
+    ///
+    /// # Errors
+    /// Those of [`LpRag::open`] and [`LpRag::load`]; [`Error::InvalidInput`] for an index
+    /// whose predictor is not the built-in GNN (VGAE, PEG, SEAL, custom predictors and
+    /// scorers: open those with [`LpRag::open`] or the loader their message names), and
+    /// those of [`LpRag::attach_store`].
+    pub async fn open_to_answer(dir: impl AsRef<Path>, options: AnswerOptions) -> Result<Self> {
+        const HERE: &str = "LpRag::open_to_answer";
+        let dir = dir.as_ref();
+        options.device.to_burn()?;
+        let manifest = read_manifest(dir)?;
+        let builtin_gnn = manifest.predictor_source == PredictorSource::Builtin
+            && matches!(manifest.config.predictor, BuiltinPredictor::Gnn);
+        if !builtin_gnn {
+            return Err(Error::invalid(
+                HERE,
+                format!(
+                    "the index in {} ranks with '{}'; opening to answer only serves the \
+                     built-in GNN predictor: open it with {}",
+                    dir.display(),
+                    manifest.predictor,
+                    manifest.predictor_source.how_to_load()
+                ),
+            ));
+        }
+        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        let encoder = match options.encoder {
+            Some(encoder) => encoder,
+            None => {
+                let Some(spec) = manifest.default_encoder.clone() else {
+                    return Err(Error::invalid(
+                        HERE,
+                        format!(
+                            "the index in {} was built with the custom encoder '{}'; pass it \
+                             in AnswerOptions::encoder",
+                            dir.display(),
+                            manifest.encoder
+                        ),
+                    ));
+                };
+                let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+                spec.rebuild(&texts)?
+            }
+        };
+        let opened = Opened {
+            chunks: Some(chunks),
+            answer_only: true,
+            in_memory_search: options.store.is_none(),
+        };
+        let parts = Parts::read_as(dir, encoder, HERE, &[PredictorSource::Builtin], opened)?;
+        let predictor = BuiltinPredictor::restore(
+            &parts.manifest.config,
+            &dir.join(PREDICTOR_DIR),
+            &parts.graph,
+            options.device,
+        )?;
+        let mut rag = parts.finish(predictor, options.device);
+        if let Some(store) = options.store {
+            rag.attach_store(store).await?;
+        }
+        Ok(rag)
+    }
+}
+
+/// What [`Parts::read_as`] reads besides the manifest and the graph's chunk rows.
+struct Opened {
+    /// The chunk records, when the caller read them already.
+    chunks: Option<Vec<Chunk>>,
+    /// Only what answering needs: the graph's chunk nodes, no questions, no k-NN lists.
+    answer_only: bool,
+    /// Build the in-memory candidate search the configuration asks for (else exact scans
+    /// over the chunk rows, for a store to replace).
+    in_memory_search: bool,
+}
+
+impl Default for Opened {
+    fn default() -> Self {
+        Self {
+            chunks: None,
+            answer_only: false,
+            in_memory_search: true,
+        }
+    }
+}
+
 /// An index read from disk, before its ranking model is restored.
 pub(super) struct Parts {
     manifest: Manifest,
@@ -259,6 +382,7 @@ pub(super) struct Parts {
     search: Arc<CandidateSearch>,
     encoder: Arc<dyn Encoder>,
     knn: Option<Arc<KnnLists>>,
+    answer_only: bool,
 }
 
 impl Parts {
@@ -269,6 +393,17 @@ impl Parts {
         encoder: Arc<dyn Encoder>,
         loader: &str,
         accepted: &[PredictorSource],
+    ) -> Result<Self> {
+        Self::read_as(dir, encoder, loader, accepted, Opened::default())
+    }
+
+    /// [`Parts::read`], reading what `opened` says.
+    fn read_as(
+        dir: &Path,
+        encoder: Arc<dyn Encoder>,
+        loader: &str,
+        accepted: &[PredictorSource],
+        opened: Opened,
     ) -> Result<Self> {
         let manifest = read_manifest(dir)?;
         if !accepted.contains(&manifest.predictor_source) {
@@ -304,9 +439,19 @@ impl Parts {
             manifest.encoder_fingerprint.as_deref(),
             &*encoder,
         )?;
-        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
-        let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
-        let graph = lprag_graph::load_link_graph(dir.join(GRAPH))?;
+        let chunks: Vec<Chunk> = match opened.chunks {
+            Some(chunks) => chunks,
+            None => read_json(&dir.join(CHUNKS))?,
+        };
+        let (queries, graph) = if opened.answer_only {
+            (
+                Vec::new(),
+                lprag_graph::load_link_graph_chunks(dir.join(GRAPH))?,
+            )
+        } else {
+            let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
+            (queries, lprag_graph::load_link_graph(dir.join(GRAPH))?)
+        };
         if graph.num_chunks != chunks.len() {
             return Err(Error::format(
                 dir.join(GRAPH),
@@ -320,7 +465,7 @@ impl Parts {
         // The k-NN lists are optional (indexes saved before incremental updates have
         // none; the first update computes them), but a file that is there must be sound.
         let knn_path = dir.join(KNN);
-        let knn = if knn_path.exists() {
+        let knn = if knn_path.exists() && !opened.answer_only {
             let lists = lprag_graph::load_knn_lists(&knn_path)?;
             if lists.len() != chunks.len() {
                 return Err(Error::format(
@@ -332,7 +477,11 @@ impl Parts {
         } else {
             None
         };
-        let search = Arc::new(open_search(dir, &graph, &manifest.config)?);
+        let search = Arc::new(if opened.in_memory_search {
+            open_search(dir, &graph, &manifest.config)?
+        } else {
+            CandidateSearch::exact(&graph)
+        });
         Ok(Self {
             manifest,
             chunks,
@@ -341,6 +490,7 @@ impl Parts {
             graph: Arc::new(graph),
             encoder,
             knn,
+            answer_only: opened.answer_only,
         })
     }
 
@@ -360,6 +510,7 @@ impl Parts {
             knn: self.knn,
             device,
             store: None,
+            answer_only: self.answer_only,
         }
     }
 }

@@ -14,8 +14,6 @@ use lprag_core::{
 };
 use lprag_graph::{CandidateRequest, CandidateSearch};
 
-use lprag_model::InferenceMode;
-
 use crate::retrievers::common::{blocking, embed_queries, embed_query, Parents};
 
 /// The candidate search `config` asks for over `graph`'s chunks: the proximity graph of
@@ -247,10 +245,7 @@ impl RankView {
     /// The candidate stage in memory: the nearest chunks and the candidates (with
     /// [`crate::ParentScoring::Mean`] every admitted chunk of their documents).
     fn find(&self, query: &[f32], allowed: Option<&[bool]>) -> Found {
-        let join = match self.config.train.inference {
-            InferenceMode::JoinTopK(k) => k,
-            _ => 0,
-        };
+        let join = self.config.join_size();
         let request = CandidateRequest {
             pool: self.config.candidate_pool,
             neighbours: self.config.candidate_neighbours,

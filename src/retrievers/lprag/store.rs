@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use lprag_core::{cosine, ChunkBatch, ChunkStore, Error, Filter, Progress, Result};
 use lprag_graph::CandidateSearch;
-use lprag_model::InferenceMode;
 
 use super::search::Found;
 use super::{search_for, LpRag};
@@ -262,10 +261,7 @@ impl LpRag {
             return Ok(None);
         };
         let pool = pool.max(1);
-        let join = match self.config.train.inference {
-            InferenceMode::JoinTopK(k) => k,
-            _ => 0,
-        };
+        let join = self.config.join_size();
         let ids = |hits: Vec<(usize, f32)>| -> Result<Vec<usize>> {
             hits.into_iter()
                 .map(|(id, _)| {

@@ -83,6 +83,7 @@ impl LpRag {
         documents: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
+        self.refuse_answer_only("LpRag::add_documents")?;
         refuse_present(&self.document_ids(), documents, "LpRag::add_documents")?;
         self.apply(&[], documents, chunker).await
     }
@@ -107,6 +108,7 @@ impl LpRag {
         documents: &[Document],
         chunker: &dyn Chunker,
     ) -> Result<UpdateReport> {
+        self.refuse_answer_only("LpRag::update_documents")?;
         let replaced = replaced_ids(&self.document_ids(), documents);
         self.apply(&replaced, documents, chunker).await
     }
@@ -119,6 +121,7 @@ impl LpRag {
     /// removed then), or when every chunk would go (an index cannot be empty); the
     /// attach errors of [`LpRag::add_documents_with`].
     pub async fn remove_documents(&mut self, ids: &[String]) -> Result<UpdateReport> {
+        self.refuse_answer_only("LpRag::remove_documents")?;
         refuse_unknown(&self.document_ids(), ids, "LpRag::remove_documents")?;
         self.apply(ids, &[], &crate::BoundedPassageChunker).await
     }
@@ -130,8 +133,12 @@ impl LpRag {
 
     /// Chunks that no synthetic query is linked to: those added since the model was
     /// trained (and chunks the query writer skipped). [`LpRag::retrain`] writes queries
-    /// for them.
+    /// for them. None in an index opened to answer only ([`LpRag::open_to_answer`]: its
+    /// questions were not read).
     pub fn chunks_without_queries(&self) -> Vec<ChunkId> {
+        if self.answer_only {
+            return Vec::new();
+        }
         let mut linked = vec![false; self.chunks.len()];
         for q in &self.queries {
             for &c in &q.chunk_ids {
@@ -169,6 +176,7 @@ impl LpRag {
         generator: &dyn QueryGenerator,
         progress: Arc<dyn Progress>,
     ) -> Result<TrainReport> {
+        self.refuse_answer_only("LpRag::retrain")?;
         let missing = self.chunks_without_queries();
         let mut queries = self.queries.clone();
         let mut features = self.graph.features.as_slice().to_vec();
@@ -561,6 +569,7 @@ impl crate::Updatable for LpRag {
         remove: &[String],
         inputs: &crate::UpdateInputs,
     ) -> Result<UpdateReport> {
+        self.refuse_answer_only("LpRag update")?;
         let gone =
             crate::live::check_changes(&self.document_ids(), upsert, remove, "LpRag update")?;
         self.apply(&gone, upsert, &*inputs.chunker).await

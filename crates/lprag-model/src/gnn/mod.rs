@@ -175,11 +175,41 @@ impl GnnLinkPredictor {
 
     /// [`GnnLinkPredictor::from_dir`] on `device`.
     pub fn from_dir_on(dir: &Path, device: Device) -> Result<Self> {
-        let meta = read_meta(dir)?;
         let graph = lprag_graph::load_link_graph(dir.join(GRAPH_FILE))?;
+        Self::restore_serving(dir, &graph, &dir.join(GRAPH_FILE), device)
+    }
+
+    /// [`GnnLinkPredictor::from_dir_on`] serving on `graph` — the graph the predictor was
+    /// saved with, as an index keeps it (question nodes may be there or not: only its
+    /// chunk rows and the edges between chunks are read) — instead of reading the chunk
+    /// graph saved beside the weights: the same predictor, without a second copy of the
+    /// chunk rows in memory (`LpRag::load` passes its index's graph; the predictor's
+    /// rows share its buffer).
+    ///
+    /// # Errors
+    /// As [`GnnLinkPredictor::from_dir_on`]; [`Error::Format`] when `graph` is not as
+    /// wide as the model's input.
+    pub fn from_dir_on_graph(dir: &Path, graph: &LinkGraph, device: Device) -> Result<Self> {
+        let nc = graph.num_chunks;
+        let chunks = LinkGraph {
+            features: graph.features.leading_rows(nc),
+            num_chunks: nc,
+            edges: graph
+                .edges
+                .iter()
+                .filter(|e| (e.a as usize) < nc && (e.b as usize) < nc)
+                .copied()
+                .collect(),
+        };
+        Self::restore_serving(dir, &chunks, dir, device)
+    }
+
+    /// The weights in `dir` served on `graph` (its chunk graph; `from` names it in errors).
+    fn restore_serving(dir: &Path, graph: &LinkGraph, from: &Path, device: Device) -> Result<Self> {
+        let meta = read_meta(dir)?;
         if graph.features.dim() != meta.d_in {
             return Err(Error::format(
-                dir.join(GRAPH_FILE),
+                from,
                 format!(
                     "feature width {} but the model expects {}",
                     graph.features.dim(),
@@ -192,7 +222,7 @@ impl GnnLinkPredictor {
         let mut net = LinkNet::new(&meta.model, meta.d_in, &device);
         crate::weights::load_weights(&mut net, &weights)?;
         let mut p = Self::with_device(meta.model, meta.train, device);
-        p.engine.serve_model(Some(net), &graph)?;
+        p.engine.serve_model(Some(net), graph)?;
         Ok(p)
     }
 
