@@ -769,8 +769,27 @@ mod tests {
         assert!(e.contains("--store") && e.contains("`lance:/tmp/x`"), "{e}");
     }
 
-    /// Eight one-sentence passages and three questions.
-    fn toy_dataset() -> Dataset {
+    /// Each question's ranking and scores in a row.
+    fn ranked(r: &ScaleResult) -> Vec<(Vec<usize>, Vec<f32>)> {
+        r.result
+            .per_question
+            .iter()
+            .map(|q| (q.ranking.clone(), q.scores.clone()))
+            .collect()
+    }
+
+    /// LP-RAG trained two epochs, rankings kept.
+    fn toy_options() -> EvalOptions {
+        let mut options = EvalOptions {
+            keep_rankings: true,
+            ..EvalOptions::default()
+        };
+        options.retrievers.lprag.train.epochs = 2;
+        options
+    }
+
+    /// Eight one-sentence passages and three questions, and the hashing encoder.
+    fn toy_dataset() -> (Dataset, Arc<dyn Encoder>) {
         use crate::datasets::{DatasetFormat, Question};
         use lprag_core::Document;
         let topics = [
@@ -815,7 +834,7 @@ mod tests {
             unmatched_gold: vec![],
             metadata: Default::default(),
         };
-        Dataset {
+        let dataset = Dataset {
             name: "toy".into(),
             format: DatasetFormat::Jsonl,
             corpus,
@@ -829,7 +848,14 @@ mod tests {
                 question("c", "Who founded the Nobel prizes?", vec![7]),
             ],
             duplicates_dropped: 0,
-        }
+        };
+        let encoder = crate::registry::build_encoder(
+            crate::registry::EncoderKind::Hashing,
+            &dataset.corpus,
+            None,
+        )
+        .unwrap();
+        (dataset, encoder)
     }
 
     /// A store row ranks as the in-memory row on the same index (an exact store), and
@@ -837,18 +863,8 @@ mod tests {
     #[tokio::test]
     async fn a_memory_store_row_matches_the_in_memory_row() {
         use lprag_core::NoProgress;
-        let dataset = toy_dataset();
-        let encoder = crate::registry::build_encoder(
-            crate::registry::EncoderKind::Hashing,
-            &dataset.corpus,
-            None,
-        )
-        .unwrap();
-        let mut options = EvalOptions {
-            keep_rankings: true,
-            ..EvalOptions::default()
-        };
-        options.retrievers.lprag.train.epochs = 2;
+        let (dataset, encoder) = toy_dataset();
+        let options = toy_options();
         let stores: Vec<Box<dyn StoreSetup>> = vec![Box::new(MemoryStoreSetup)];
         let variants = Variants {
             pools: &[Some(2)],
@@ -868,13 +884,6 @@ mod tests {
         let names: Vec<&str> = rows.iter().map(|r| r.result.retriever.as_str()).collect();
         assert_eq!(names, ["lprag P=2", "lprag P=2 store=memory"]);
         assert_eq!(rows[0].result.recall, rows[1].result.recall);
-        let ranked = |r: &ScaleResult| -> Vec<(Vec<usize>, Vec<f32>)> {
-            r.result
-                .per_question
-                .iter()
-                .map(|q| (q.ranking.clone(), q.scores.clone()))
-                .collect()
-        };
         assert_eq!(ranked(&rows[0]), ranked(&rows[1]));
         assert!(!ranked(&rows[0]).is_empty());
         let stages: Vec<&str> = rows[1].stages.iter().map(|(s, _)| s.as_str()).collect();
@@ -889,20 +898,10 @@ mod tests {
     #[tokio::test]
     async fn an_answer_only_row_ranks_as_the_saved_index() {
         use lprag_core::NoProgress;
-        let dataset = toy_dataset();
-        let encoder = crate::registry::build_encoder(
-            crate::registry::EncoderKind::Hashing,
-            &dataset.corpus,
-            None,
-        )
-        .unwrap();
+        let (dataset, encoder) = toy_dataset();
         let dir = tempfile::tempdir().unwrap();
         let saved = dir.path().join("musique-8");
-        let mut options = EvalOptions {
-            keep_rankings: true,
-            ..EvalOptions::default()
-        };
-        options.retrievers.lprag.train.epochs = 2;
+        let mut options = toy_options();
         options.retrievers.lprag_save = Some(saved.clone());
         let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
             let (dataset, encoder) = (dataset.clone(), encoder.clone());
@@ -926,13 +925,6 @@ mod tests {
             .map(|r| r.result.retriever.as_str())
             .collect();
         assert_eq!(names, ["lprag P=2 answer-only"]);
-        let ranked = |r: &ScaleResult| -> Vec<(Vec<usize>, Vec<f32>)> {
-            r.result
-                .per_question
-                .iter()
-                .map(|q| (q.ranking.clone(), q.scores.clone()))
-                .collect()
-        };
         assert!(!ranked(&built[0]).is_empty());
         assert_eq!(ranked(&built[0]), ranked(&answered[0]));
         assert_eq!(built[0].result.recall, answered[0].result.recall);
