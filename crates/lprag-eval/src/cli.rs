@@ -135,9 +135,9 @@ struct ScaleArgs {
     #[arg(long, value_name = "DIR")]
     lprag_save: Option<PathBuf>,
     /// Do not build LP-RAG: open each size's index saved in DIR/musique-N to answer only
-    /// (`LpRag::open_to_answer`), a row `lprag answer-only` and one per `--store`
-    /// written by an earlier run (`… answer-only store=NAME`), each opened afresh with
-    /// its peak RSS.
+    /// (`LpRag::open_to_answer`): a row `lprag answer-only` in memory, or with `--store`
+    /// one per store made by an earlier run (`… answer-only store=NAME`, opened afresh
+    /// with its own peak RSS; give one store per run for a clean peak).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["lprag_save", "lprag_work_dir"])]
     lprag_answer_from: Option<PathBuf>,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in

@@ -400,10 +400,10 @@ impl Turn<'_> {
     }
 
     /// LP-RAG opened to answer only from the index saved in `dir`
-    /// ([`lprag::LpRag::open_to_answer`]): its rows with the in-memory search, then, for
-    /// each of `variants.stores`, opened afresh with the store an earlier run made (no
-    /// in-memory search is built), the peak RSS of each opening and its queries. The
-    /// "index" time of these rows is the opening's.
+    /// ([`lprag::LpRag::open_to_answer`]): without `variants.stores` its rows with the
+    /// in-memory search, else for each store, opened afresh with the store an earlier run
+    /// made (no in-memory search is built); the peak RSS of each opening and its queries.
+    /// The "index" time of these rows is the opening's.
     async fn lprag_answering(
         &self,
         dir: &Path,
@@ -416,13 +416,24 @@ impl Turn<'_> {
             store: None,
         };
         let (pools, _) = variant_lists(variants);
-        let mut opened = Vec::with_capacity(variants.stores.len() + 1);
-        opened.push(None);
-        opened.extend(variants.stores.iter().map(Some));
+        // A process answers in memory or from a store: without `--store` one row in
+        // memory, else one per store (one store per run keeps each peak clean of the
+        // memory the allocator holds back from an earlier row).
+        let opened: Vec<Option<&Box<dyn StoreSetup>>> = if variants.stores.is_empty() {
+            vec![None]
+        } else {
+            variants.stores.iter().map(Some).collect()
+        };
         for (i, setup) in opened.into_iter().enumerate() {
             if i > 0 {
                 reset_peak_rss();
             }
+            // What the process holds before opening (the dataset, the encoder): the
+            // index's share of the RSS printed after the row is the difference.
+            eprintln!(
+                "lprag answer-only: RSS before opening {:.2} GB",
+                rss_bytes().unwrap_or(0) as f64 / 1e9
+            );
             let t = Instant::now();
             let store = match setup {
                 None => None,

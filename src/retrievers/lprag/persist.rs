@@ -282,8 +282,8 @@ impl LpRag {
     /// graph's features with the default two questions per chunk) and the k-NN lists —
     /// and the predictor serves on the index's chunk rows instead of a second copy.
     /// With [`AnswerOptions::store`], the candidates come from the store and the in-memory
-    /// search structure (a column copy of the chunk rows at a million chunks) is never
-    /// built. Updates, [`LpRag::retrain`] and [`LpRag::save`] are refused
+    /// search structure (by default a column-wise copy of the chunk rows from 10,000
+    /// chunks on) is never built. Updates, [`LpRag::retrain`] and [`LpRag::save`] are refused
     /// ([`LpRag::answers_only`]).
     ///
     /// The files are read on the calling task (as [`LpRag::open`] reads them); only the
