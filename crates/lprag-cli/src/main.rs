@@ -179,6 +179,13 @@ struct ServeArgs {
     /// scripts, with `--addr 127.0.0.1:0` to let the system choose the port.
     #[arg(long)]
     port_file: Option<PathBuf>,
+    /// Answer only: an LP-RAG index is opened without its synthetic questions and their
+    /// rows (`LpRag::open_to_answer`: about half the memory), updates are refused (400)
+    /// and the index directory is neither locked nor written, so several such services
+    /// can serve one index while `lprag sync` rebuilds it (they see the rebuild after a
+    /// restart).
+    #[arg(long)]
+    answer_only: bool,
     #[command(flatten)]
     on: DeviceArg,
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
 use crate::settings::index_path;
-use crate::store::{open, AnyIndex, Hit, Opened};
+use crate::store::{open, open_to_answer, AnyIndex, Hit, Opened};
 use crate::ServeArgs;
 
 /// The service's state.
@@ -39,6 +39,8 @@ struct App {
     updates: Arc<Semaphore>,
     counters: Arc<Counters>,
     token: Option<Arc<str>>,
+    /// `--answer-only`: updates are refused.
+    answer_only: bool,
 }
 
 struct Limits {
@@ -246,6 +248,13 @@ impl App {
         upsert: Vec<Document>,
         remove: Vec<String>,
     ) -> Result<Json<UpdateResponse>, Failure> {
+        if self.answer_only {
+            return Err(fail(
+                StatusCode::CONFLICT,
+                "this service answers only (--answer-only); update the index with `lprag \
+                 sync` and restart the service",
+            ));
+        }
         if !self.live.snapshot().updates() {
             return Err(fail(
                 StatusCode::CONFLICT,
@@ -379,10 +388,17 @@ pub async fn serve(args: ServeArgs) -> lprag::Result<()> {
             ),
         ));
     }
-    // One writer of the index directory at a time: `lprag sync` waits for the service.
-    let _lock = DirLock::acquire(&args.index, "lprag serve")?;
-    let Opened { index, inputs, .. } = open(&args.index, args.on)?;
-    let live = Live::new(index).saving_to(index_path(&args.index));
+    let (_lock, live, inputs) = if args.answer_only {
+        // Nothing is written: no lock, no saving; updates are refused by the index.
+        let Opened { index, inputs, .. } = open_to_answer(&args.index, args.on).await?;
+        (None, Live::new(index), inputs)
+    } else {
+        // One writer of the index directory at a time: `lprag sync` waits for the service.
+        let lock = DirLock::acquire(&args.index, "lprag serve")?;
+        let Opened { index, inputs, .. } = open(&args.index, args.on)?;
+        let live = Live::new(index).saving_to(index_path(&args.index));
+        (Some(lock), live, inputs)
+    };
     let app = App {
         live: Arc::new(live),
         inputs,
@@ -395,6 +411,7 @@ pub async fn serve(args: ServeArgs) -> lprag::Result<()> {
         updates: Arc::new(Semaphore::new(args.max_pending_updates.max(1))),
         counters: Arc::new(Counters::default()),
         token: token.map(Arc::from),
+        answer_only: args.answer_only,
     };
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

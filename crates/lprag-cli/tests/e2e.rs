@@ -555,6 +555,94 @@ async fn off_loopback_needs_a_token_and_every_request_carries_it() {
     assert_eq!(v["hits"][0]["document"], "more.jsonl#1");
 }
 
+/// `lprag serve --answer-only` on an LP-RAG index: two services on one index (no lock)
+/// answer as `lprag query` does, refuse every update with 409 and write nothing.
+#[tokio::test]
+async fn answer_only_services_share_an_index_and_refuse_updates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
+    notes(&src);
+    index_hashing(&src, &idx, &["--epochs", "2"]);
+    let q = "Which river flows through the capital of Poland?";
+    let want = docs_of(&query(&idx, q, &["-k", "5"]));
+    assert!(!want.is_empty());
+    let listing = |dir: &Path| {
+        let mut files = walkdir(dir);
+        files.sort();
+        files
+    };
+    let before = listing(&idx);
+    let (a, b) = (
+        serve(&idx, &["--answer-only"]),
+        serve(&idx, &["--answer-only"]),
+    );
+    let client = http();
+    for server in [&a, &b] {
+        let v: Value = client
+            .post(format!("{}/search", server.base))
+            .json(&json!({"query": q, "k": 5}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(docs_of(v["hits"].as_array().unwrap()), want);
+    }
+    let r = client
+        .put(format!("{}/documents", a.base))
+        .json(&json!([{"id": "new", "title": "New", "text": "Krakow lies on the Vistula."}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("--answer-only"),
+        "{v}"
+    );
+    let r = client
+        .delete(format!(
+            "{}/documents/{}",
+            b.base,
+            want[0].replace('/', "%2F")
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("--answer-only"),
+        "{v}"
+    );
+    drop((a, b));
+    assert_eq!(
+        listing(&idx),
+        before,
+        "an answer-only service wrote to the index"
+    );
+}
+
+/// Every file under `dir`: relative path, length, modification time.
+fn walkdir(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+                out.push((rel, meta.len(), meta.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
 /// The README's main job: the bundled folder of notes, indexed with the defaults, answers
 /// its question with the right file.
 #[test]
