@@ -108,6 +108,16 @@ fn index_hashing(src: &Path, idx: &Path, extra: &[&str]) -> String {
     ok(&args)
 }
 
+/// The notes of [`notes`] indexed with the hashing encoder and `extra` options: the
+/// temporary directory (kept alive by the caller) and the index.
+fn notes_index(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
+    notes(&src);
+    index_hashing(&src, &idx, extra);
+    (tmp, idx)
+}
+
 fn docs_of(h: &[Value]) -> Vec<String> {
     h.iter()
         .map(|h| h["document"].as_str().unwrap().to_string())
@@ -318,10 +328,8 @@ async fn the_lp_rag_service_answers_64_clients_while_documents_change() {
 }
 
 async fn service_under_load(retriever: &str) {
-    let tmp = tempfile::tempdir().unwrap();
-    let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
-    notes(&src);
-    index_hashing(&src, &idx, &["--retriever", retriever, "--epochs", "2"]);
+    let (tmp, idx) = notes_index(&["--retriever", retriever, "--epochs", "2"]);
+    let src = tmp.path().join("notes");
     let server = serve(&idx, &[]);
     let client = http();
     let base = server.base.clone();
@@ -527,10 +535,7 @@ async fn service_under_load(retriever: &str) {
 
 #[tokio::test]
 async fn off_loopback_needs_a_token_and_every_request_carries_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
-    notes(&src);
-    index_hashing(&src, &idx, &["--retriever", "bm25"]);
+    let (_tmp, idx) = notes_index(&["--retriever", "bm25"]);
     let out = lprag(&["serve", idx.to_str().unwrap(), "--addr", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
@@ -559,10 +564,7 @@ async fn off_loopback_needs_a_token_and_every_request_carries_it() {
 /// answer as `lprag query` does, refuse every update with 409 and write nothing.
 #[tokio::test]
 async fn answer_only_services_share_an_index_and_refuse_updates() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (src, idx) = (tmp.path().join("notes"), tmp.path().join("idx"));
-    notes(&src);
-    index_hashing(&src, &idx, &["--epochs", "2"]);
+    let (_tmp, idx) = notes_index(&["--epochs", "2"]);
     let q = "Which river flows through the capital of Poland?";
     let want = docs_of(&query(&idx, q, &["-k", "5"]));
     assert!(!want.is_empty());
@@ -578,50 +580,40 @@ async fn answer_only_services_share_an_index_and_refuse_updates() {
     );
     let client = http();
     for server in [&a, &b] {
-        let v: Value = client
+        let search = client
             .post(format!("{}/search", server.base))
-            .json(&json!({"query": q, "k": 5}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .json(&json!({"query": q, "k": 5}));
+        let v = json_of(search).await;
         assert_eq!(docs_of(v["hits"].as_array().unwrap()), want);
     }
-    let r = client
+    let put = client
         .put(format!("{}/documents", a.base))
-        .json(&json!([{"id": "new", "title": "New", "text": "Krakow lies on the Vistula."}]))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 409);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"].as_str().unwrap().contains("--answer-only"),
-        "{v}"
-    );
-    let r = client
-        .delete(format!(
-            "{}/documents/{}",
-            b.base,
-            want[0].replace('/', "%2F")
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 409);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"].as_str().unwrap().contains("--answer-only"),
-        "{v}"
-    );
+        .json(&json!([{"id": "new", "title": "New", "text": "Krakow lies on the Vistula."}]));
+    let delete = client.delete(format!(
+        "{}/documents/{}",
+        b.base,
+        want[0].replace('/', "%2F")
+    ));
+    for update in [put, delete] {
+        let r = update.send().await.unwrap();
+        assert_eq!(r.status(), 409);
+        let v: Value = r.json().await.unwrap();
+        assert!(
+            v["error"].as_str().unwrap().contains("--answer-only"),
+            "{v}"
+        );
+    }
     drop((a, b));
     assert_eq!(
         listing(&idx),
         before,
         "an answer-only service wrote to the index"
     );
+}
+
+/// The JSON body of the answer to `request`.
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
 
 /// Every file under `dir`: relative path, length, modification time.
