@@ -118,6 +118,7 @@ impl std::fmt::Debug for LpRag {
             .field("encoder", &self.encoder.name())
             .field("predictor", &self.predictor.name())
             .field("store", &self.store.is_some())
+            .field("answer_only", &self.answer_only)
             .finish()
     }
 }

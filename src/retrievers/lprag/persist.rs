@@ -47,6 +47,7 @@ impl LpRag {
     /// # Errors
     /// [`Error::ForeignDirectory`] when `dir` exists and is neither empty nor an `LpRag`
     /// index (a manifest and only an index's files): nothing is written then.
+    /// [`Error::InvalidInput`] for an index opened to answer only ([`LpRag::open_to_answer`]).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         self.refuse_answer_only("LpRag::save")?;
         let dir = dir.as_ref();

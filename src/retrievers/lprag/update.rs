@@ -77,7 +77,8 @@ impl LpRag {
     /// [`Error::InvalidInput`] when a document id repeats or is already in the index (use
     /// [`LpRag::update_documents_with`]) or the predictor cannot be attached to a new
     /// graph (a custom predictor without [`LinkPredictor::attach`], or one still shared
-    /// with a running query); the errors of the chunker and the encoder.
+    /// with a running query), or in an index opened to answer only
+    /// ([`LpRag::open_to_answer`]); the errors of the chunker and the encoder.
     pub async fn add_documents_with(
         &mut self,
         documents: &[Document],
@@ -168,7 +169,9 @@ impl LpRag {
     /// training-free scorer only gets the new queries.
     ///
     /// # Errors
-    /// The errors of the query writer, the encoder and training. The index is unchanged
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) in an index opened to answer
+    /// only ([`LpRag::open_to_answer`]); the errors of the query writer, the encoder and
+    /// training. The index is unchanged
     /// after any of them, except that a custom predictor whose `fit` failed half-way is
     /// left as its `fit` left it.
     pub async fn retrain_with(
