@@ -125,20 +125,33 @@ impl LpRag {
                 ),
             ));
         }
-        let Some(spec) = manifest.default_encoder else {
-            return Err(Error::invalid(
-                "LpRag::open",
-                format!(
-                    "the index in {} was built with the custom encoder '{}'; load it with \
-                     LpRag::load(dir, encoder)",
-                    dir.display(),
-                    manifest.encoder
-                ),
-            ));
-        };
         let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
-        let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-        Self::load_on(dir, spec.rebuild(&texts)?, device)
+        let encoder = rebuilt_encoder(
+            dir,
+            &manifest,
+            &chunks,
+            "LpRag::open",
+            "load it with LpRag::load(dir, encoder)",
+        )?;
+        // The chunks read once: handed to the loader instead of read again.
+        let opened = Opened {
+            chunks: Some(chunks),
+            ..Opened::default()
+        };
+        let parts = Parts::read_as(
+            dir,
+            encoder,
+            "LpRag::open",
+            &[PredictorSource::Builtin],
+            opened,
+        )?;
+        let predictor = BuiltinPredictor::restore(
+            &parts.manifest.config,
+            &dir.join(PREDICTOR_DIR),
+            &parts.graph,
+            device,
+        )?;
+        Ok(parts.finish(predictor, device))
     }
 
     /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
@@ -317,21 +330,13 @@ impl LpRag {
         let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
         let encoder = match options.encoder {
             Some(encoder) => encoder,
-            None => {
-                let Some(spec) = manifest.default_encoder.clone() else {
-                    return Err(Error::invalid(
-                        HERE,
-                        format!(
-                            "the index in {} was built with the custom encoder '{}'; pass it \
-                             in AnswerOptions::encoder",
-                            dir.display(),
-                            manifest.encoder
-                        ),
-                    ));
-                };
-                let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-                spec.rebuild(&texts)?
-            }
+            None => rebuilt_encoder(
+                dir,
+                &manifest,
+                &chunks,
+                HERE,
+                "pass it in AnswerOptions::encoder",
+            )?,
         };
         let opened = Opened {
             chunks: Some(chunks),
@@ -351,6 +356,30 @@ impl LpRag {
         }
         Ok(rag)
     }
+}
+
+/// The index's built-in encoder rebuilt from its manifest and its `chunks`;
+/// [`Error::InvalidInput`] for `loader`, ending with `how` to load it, when the index was
+/// built with a custom encoder.
+fn rebuilt_encoder(
+    dir: &Path,
+    manifest: &Manifest,
+    chunks: &[Chunk],
+    loader: &str,
+    how: &str,
+) -> Result<Arc<dyn Encoder>> {
+    let Some(spec) = &manifest.default_encoder else {
+        return Err(Error::invalid(
+            loader,
+            format!(
+                "the index in {} was built with the custom encoder '{}'; {how}",
+                dir.display(),
+                manifest.encoder
+            ),
+        ));
+    };
+    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+    spec.rebuild(&texts)
 }
 
 /// What [`Parts::read_as`] reads besides the manifest and the graph's chunk rows.
