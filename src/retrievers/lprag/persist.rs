@@ -145,13 +145,7 @@ impl LpRag {
             &[PredictorSource::Builtin],
             opened,
         )?;
-        let predictor = BuiltinPredictor::restore(
-            &parts.manifest.config,
-            &dir.join(PREDICTOR_DIR),
-            &parts.graph,
-            device,
-        )?;
-        Ok(parts.finish(predictor, device))
+        parts.finish_builtin(dir, device)
     }
 
     /// Load an index saved by [`LpRag::save`] whose predictor is the built-in
@@ -173,13 +167,7 @@ impl LpRag {
     ) -> Result<Self> {
         let dir = dir.as_ref();
         let parts = Parts::read(dir, encoder, "LpRag::load", &[PredictorSource::Builtin])?;
-        let predictor = BuiltinPredictor::restore(
-            &parts.manifest.config,
-            &dir.join(PREDICTOR_DIR),
-            &parts.graph,
-            device,
-        )?;
-        Ok(parts.finish(predictor, device))
+        parts.finish_builtin(dir, device)
     }
 
     /// Load an index saved by [`LpRag::save`] that was built with a custom
@@ -344,13 +332,7 @@ impl LpRag {
             in_memory_search: options.store.is_none(),
         };
         let parts = Parts::read_as(dir, encoder, HERE, &[PredictorSource::Builtin], opened)?;
-        let predictor = BuiltinPredictor::restore(
-            &parts.manifest.config,
-            &dir.join(PREDICTOR_DIR),
-            &parts.graph,
-            options.device,
-        )?;
-        let mut rag = parts.finish(predictor, options.device);
+        let mut rag = parts.finish_builtin(dir, options.device)?;
         if let Some(store) = options.store {
             rag.attach_store(store).await?;
         }
@@ -522,6 +504,18 @@ impl Parts {
             knn,
             answer_only: opened.answer_only,
         })
+    }
+
+    /// [`Parts::finish`] with the built-in predictor restored from the index in `dir`,
+    /// scoring on `device`.
+    fn finish_builtin(self, dir: &Path, device: ComputeDevice) -> Result<LpRag> {
+        let predictor = BuiltinPredictor::restore(
+            &self.manifest.config,
+            &dir.join(PREDICTOR_DIR),
+            &self.graph,
+            device,
+        )?;
+        Ok(self.finish(predictor, device))
     }
 
     fn finish(self, predictor: Arc<dyn LinkPredictor>, device: ComputeDevice) -> LpRag {
