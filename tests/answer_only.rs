@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use lprag::core::EdgeKind;
+use lprag::core::{ChunkStore, EdgeKind, Retriever};
 use lprag::{
     AnswerOptions, Document, Encoder, Error, Filter, HashingEncoder, LpRag, MemoryStore, NoProgress,
 };
@@ -111,4 +111,120 @@ async fn an_index_opened_to_answer_answers_as_the_whole_index_and_refuses_change
         .unwrap_err();
     assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     assert!(err.to_string().contains("custom encoder"), "{err}");
+}
+
+/// Two answer lists name the same chunks in the same order with scores within `tol`.
+fn same_answers(a: &[Vec<(usize, f32)>], b: &[Vec<(usize, f32)>], tol: f32) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        let ids = |v: &[(usize, f32)]| v.iter().map(|h| h.0).collect::<Vec<_>>();
+        assert_eq!(ids(x), ids(y), "{x:?} vs {y:?}");
+        for (p, q) in x.iter().zip(y) {
+            assert!((p.1 - q.1).abs() <= tol, "{x:?} vs {y:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
+    let docs = labelled(mini_corpus::documents());
+    let built = index(&docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    built.save(&path).unwrap();
+    let filter = Filter::eq("half", "a");
+    let want = answers(&built, &filter).await;
+    let encoder: Arc<dyn Encoder> = Arc::new(HashingEncoder::default());
+    let dim = built.graph().features.dim();
+    let rd = built.predictor().stored_representation_dim().unwrap();
+
+    // A store that keeps the predictor's representations gets them from write_store.
+    let store = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
+    built.write_store(&*store, &NoProgress).await.unwrap();
+    let n = built.chunks().len();
+    let reps = store.representations(&[0, n - 1]).await.unwrap().unwrap();
+    let own = built.predictor().stored_representations(0..n).unwrap();
+    assert_eq!(reps.row(1), own.row(n - 1));
+    let options = AnswerOptions {
+        encoder: Some(encoder.clone()),
+        store: Some(store.clone()),
+        rows_from_store: true,
+        ..AnswerOptions::default()
+    };
+    let mut rows = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
+    assert!(rows.answers_only());
+    // No row is held: the graph is empty, the rows are the store's.
+    assert_eq!(rows.graph().num_nodes(), 0);
+    assert_eq!(rows.chunks(), built.chunks());
+    same_answers(&answers(&rows, &filter).await, &want, 1e-5);
+    // Its predictor scores only through the index's query path.
+    let q = vec![0.1; dim];
+    let err = rows.predictor().score(&q, &[0]).unwrap_err();
+    assert!(err.to_string().contains("store"), "{err}");
+    // What would need rows in memory is refused, naming the option.
+    for err in [
+        rows.detach_store().unwrap_err(),
+        rows.set_column_scan_from(Some(1)).unwrap_err(),
+        rows.write_store(&*store, &NoProgress).await.unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("rows_from_store"), "{err}");
+    }
+    rows.set_candidates(None, true);
+    let err = rows
+        .retrieve("anything", lprag::Selection::TopK(2))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("candidate pool"), "{err}");
+
+    // Without a store, with a store without representations, or with representations of
+    // another training: refused, saying why.
+    let err = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            store: None,
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("give a store"), "{err}");
+    let plain = Arc::new(MemoryStore::new(dim, None).unwrap());
+    built.write_store(&*plain, &NoProgress).await.unwrap();
+    let err = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            store: Some(plain),
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("keeps no representations"),
+        "{err}"
+    );
+    let mut other_config = built.config().clone();
+    other_config.train.seed += 1;
+    let other = LpRag::builder()
+        .encoder(encoder.clone())
+        .config(other_config)
+        .build(&docs)
+        .await
+        .unwrap();
+    let foreign = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
+    other.write_store(&*foreign, &NoProgress).await.unwrap();
+    let err = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            store: Some(foreign),
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("another training"), "{err}");
+    // A store of another representation width is refused by write_store.
+    let narrow = MemoryStore::new(dim, Some(rd + 1)).unwrap();
+    let err = built.write_store(&narrow, &NoProgress).await.unwrap_err();
+    assert!(matches!(err, Error::DimensionMismatch { .. }), "{err}");
 }

@@ -206,7 +206,7 @@ pub async fn open_to_answer(dir: &Path, on: DeviceArg) -> Result<Opened> {
     let options = AnswerOptions {
         encoder: Some(encoder.clone()),
         device: on.device,
-        store: None,
+        ..AnswerOptions::default()
     };
     let rag = match LpRag::open_to_answer(&path, options).await {
         Ok(rag) => rag,

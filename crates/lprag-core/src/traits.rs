@@ -247,6 +247,30 @@ pub trait LinkPredictor: Send + Sync {
     fn copies_on_attach(&self) -> bool {
         false
     }
+
+    /// Width of the per-chunk rows this predictor can hand a [`crate::ChunkStore`] to score
+    /// from there ([`LinkPredictor::stored_representations`]); `None` (the default) for a
+    /// predictor that scores only with its rows in memory.
+    fn stored_representation_dim(&self) -> Option<usize> {
+        None
+    }
+
+    /// The per-chunk rows of the chunks `range` that a store keeps for this predictor
+    /// (for the built-in GNN: its cached layer outputs), one row per chunk,
+    /// [`LinkPredictor::stored_representation_dim`] wide.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] by default (the predictor keeps none) and for a range
+    /// past the chunks.
+    fn stored_representations(&self, range: std::ops::Range<usize>) -> Result<Embeddings> {
+        Err(crate::Error::invalid(
+            format!("LinkPredictor '{}'", self.name()),
+            format!(
+                "keeps no per-chunk rows for a store (chunks {}..{} asked)",
+                range.start, range.end
+            ),
+        ))
+    }
 }
 
 /// What a [`LinkScorer`] sees of the index when it scores one query.

@@ -140,6 +140,11 @@ struct ScaleArgs {
     /// with its own peak RSS; give one store per run for a clean peak).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["lprag_save", "lprag_work_dir"])]
     lprag_answer_from: Option<PathBuf>,
+    /// With `--lprag-answer-from` and `--store`: hold no chunk row, read each query's rows
+    /// from the store (`AnswerOptions::rows_from_store`; the store must keep the model's
+    /// representations, as the stores made by this command do). Rows `… rows=store`.
+    #[arg(long, requires_all = ["lprag_answer_from", "store"])]
+    lprag_rows_from_store: bool,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in
     /// DIR/musique-N/<retriever>, so an interrupted run resumes after its last finished
     /// epoch.
@@ -533,6 +538,7 @@ async fn scale_size(
         .lprag_answer_from
         .as_ref()
         .map(|d| d.join(format!("musique-{n}")));
+    options.retrievers.lprag_rows_from_store = args.lprag_rows_from_store;
     options.retrievers.checkpoint_dir = args
         .checkpoint_dir
         .as_ref()

@@ -56,6 +56,9 @@ pub struct RetrieverOptions {
     /// `lprag-eval scale`: instead of building `lprag`, open the index saved in this
     /// directory to answer only ([`lprag::LpRag::open_to_answer`]). Default none.
     pub lprag_answer_from: Option<std::path::PathBuf>,
+    /// With `lprag_answer_from` and a store: read each query's chunk rows from the store
+    /// ([`lprag::AnswerOptions::rows_from_store`]). Default off.
+    pub lprag_rows_from_store: bool,
     /// Build `lprag` with the predictor of the index saved in this directory, attached
     /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
     pub lprag_transfer_from: Option<std::path::PathBuf>,

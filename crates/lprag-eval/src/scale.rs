@@ -207,7 +207,10 @@ impl StoreSetup for MemoryStoreSetup {
         _passages: usize,
         progress: &dyn Progress,
     ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)> {
-        let store = Arc::new(lprag::MemoryStore::new(rag.graph().features.dim(), None)?);
+        let store = Arc::new(lprag::MemoryStore::new(
+            rag.graph().features.dim(),
+            rag.predictor().stored_representation_dim(),
+        )?);
         let wrote = rag.write_store(&*store, progress).await?;
         Ok((store, vec![("store write".into(), wrote.seconds)]))
     }
@@ -410,11 +413,19 @@ impl Turn<'_> {
         variants: &Variants<'_>,
         out: &mut Vec<ScaleResult>,
     ) -> Result<()> {
+        let rows_from_store = self.options.retrievers.lprag_rows_from_store;
         let options = lprag::AnswerOptions {
             encoder: Some(self.encoder.clone()),
             device: self.options.retrievers.device,
             store: None,
+            rows_from_store,
         };
+        if rows_from_store && variants.stores.is_empty() {
+            return Err(Error::invalid(
+                "--lprag-rows-from-store",
+                "the rows are read from a store: give one with --store",
+            ));
+        }
         let (pools, _) = variant_lists(variants);
         // A process answers in memory or from a store: without `--store` one row in
         // memory, else one per store (one store per run keeps each peak clean of the
@@ -471,7 +482,10 @@ impl Turn<'_> {
                 }
                 let row = self
                     .lprag_row(&rag, seconds, &stages, |name| {
-                        let name = format!("{} answer-only", variant_name(pool, None, name));
+                        let mut name = format!("{} answer-only", variant_name(pool, None, name));
+                        if rows_from_store {
+                            name.push_str(" rows=store");
+                        }
                         match setup {
                             Some(s) => format!("{name} store={}", s.label()),
                             None => name,
@@ -945,6 +959,85 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no store was made"), "{err}");
+    }
+
+    /// A store made beforehand, handed out by `open` (as a store of an earlier run).
+    #[derive(Debug)]
+    struct Held(Arc<lprag::MemoryStore>);
+
+    #[async_trait::async_trait]
+    impl StoreSetup for Held {
+        fn label(&self) -> String {
+            "held".into()
+        }
+
+        async fn make(
+            &self,
+            _rag: &lprag::LpRag,
+            _passages: usize,
+            _progress: &dyn Progress,
+        ) -> Result<(Arc<dyn ChunkStore>, Vec<(String, f64)>)> {
+            Ok((self.0.clone(), Vec::new()))
+        }
+
+        async fn open(&self, _passages: usize) -> Result<Option<Arc<dyn ChunkStore>>> {
+            Ok(Some(self.0.clone()))
+        }
+    }
+
+    /// `--lprag-rows-from-store`: the answering process reads every chunk row from the
+    /// store and ranks as the saved index; without a store it is refused.
+    #[tokio::test]
+    async fn a_row_reading_its_rows_from_the_store_ranks_as_the_saved_index() {
+        use lprag_core::NoProgress;
+        let (dataset, encoder) = toy_dataset();
+        let dir = tempfile::tempdir().unwrap();
+        let saved = dir.path().join("musique-8");
+        let mut options = toy_options();
+        options.retrievers.lprag_save = Some(saved.clone());
+        let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
+            let (dataset, encoder) = (dataset.clone(), encoder.clone());
+            async move {
+                let variants = Variants {
+                    pools: &[Some(2)],
+                    stores: &stores,
+                    ..Variants::default()
+                };
+                let lprag = ["lprag".to_string()];
+                run_scale(&dataset, &lprag, encoder, &options, &variants, &NoProgress).await
+            }
+        };
+        let built = run(options.clone(), Vec::new()).await.unwrap();
+        let rag = lprag::LpRag::load(&saved, encoder.clone()).unwrap();
+        let store = Arc::new(
+            lprag::MemoryStore::new(
+                rag.graph().features.dim(),
+                rag.predictor().stored_representation_dim(),
+            )
+            .unwrap(),
+        );
+        rag.write_store(&*store, &NoProgress).await.unwrap();
+        options.retrievers.lprag_save = None;
+        options.retrievers.lprag_answer_from = Some(saved.clone());
+        options.retrievers.lprag_rows_from_store = true;
+        let answered = run(options.clone(), vec![Box::new(Held(store))])
+            .await
+            .unwrap();
+        let names: Vec<&str> = answered
+            .iter()
+            .map(|r| r.result.retriever.as_str())
+            .collect();
+        assert_eq!(names, ["lprag P=2 answer-only rows=store store=held"]);
+        let (want, got) = (ranked(&built[0]), ranked(&answered[0]));
+        assert!(!want.is_empty() && want.len() == got.len());
+        for ((ids, scores), (got_ids, got_scores)) in want.iter().zip(&got) {
+            assert_eq!(ids, got_ids);
+            for (a, b) in scores.iter().zip(got_scores) {
+                assert!((a - b).abs() <= 1e-5, "{scores:?} vs {got_scores:?}");
+            }
+        }
+        let err = run(options, Vec::new()).await.unwrap_err().to_string();
+        assert!(err.contains("give one with --store"), "{err}");
     }
 
     fn row(passages: usize, name: &str, p50: f64) -> ScaleResult {

@@ -13,7 +13,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use lprag_core::{Embeddings, LinkGraph};
+use lprag_core::{Embeddings, LinkEdge, LinkGraph};
 
 use crate::kernels::{inverse_norms, nearest_by_cosine_where};
 use crate::{ColumnIndex, GraphError, GraphIndex, GraphParams, IvfIndex, IvfParams};
@@ -246,16 +246,9 @@ impl CandidateSearch {
 
     fn with_kind(graph: &LinkGraph, strategy: Box<dyn NearestSearch>, kind: SearchKind) -> Self {
         let nc = graph.num_chunks;
-        let mut neighbours = vec![Vec::new(); nc];
-        for e in &graph.edges {
-            if (e.a as usize) < nc && (e.b as usize) < nc && e.a != e.b {
-                neighbours[e.a as usize].push(e.b);
-                neighbours[e.b as usize].push(e.a);
-            }
-        }
         Self {
             inv_norms: inverse_norms(&graph.features, nc),
-            neighbours,
+            neighbours: neighbour_lists(nc, &graph.edges),
             strategy,
             kind,
             proximity: None,
@@ -393,21 +386,41 @@ impl CandidateSearch {
         neighbours: bool,
         keep: &dyn Fn(usize) -> bool,
     ) -> Vec<usize> {
-        let mut c = pool;
-        if neighbours {
-            for i in 0..c.len() {
-                c.extend(
-                    self.neighbours[c[i]]
-                        .iter()
-                        .map(|&j| j as usize)
-                        .filter(|&j| keep(j)),
-                );
-            }
-        }
-        c.sort_unstable();
-        c.dedup();
-        c
+        expand_pool(&self.neighbours, pool, neighbours, keep)
     }
+}
+
+/// Each chunk's neighbours in the chunk graph: the other ends of the edges between two of
+/// the `num_chunks` chunks (self-loops and edges touching other nodes skipped), as
+/// [`CandidateSearch::neighbour_lists`] keeps them.
+pub fn neighbour_lists(num_chunks: usize, edges: &[LinkEdge]) -> Vec<Vec<u32>> {
+    let mut neighbours = vec![Vec::new(); num_chunks];
+    for e in edges {
+        if (e.a as usize) < num_chunks && (e.b as usize) < num_chunks && e.a != e.b {
+            neighbours[e.a as usize].push(e.b);
+            neighbours[e.b as usize].push(e.a);
+        }
+    }
+    neighbours
+}
+
+/// [`CandidateSearch::expand_pool`] over `lists` ([`neighbour_lists`]): the pool, with
+/// `neighbours` the pool's neighbours that `keep` admits, sorted and distinct.
+pub fn expand_pool(
+    lists: &[Vec<u32>],
+    pool: Vec<usize>,
+    neighbours: bool,
+    keep: &dyn Fn(usize) -> bool,
+) -> Vec<usize> {
+    let mut c = pool;
+    if neighbours {
+        for i in 0..c.len() {
+            c.extend(lists[c[i]].iter().map(|&j| j as usize).filter(|&j| keep(j)));
+        }
+    }
+    c.sort_unstable();
+    c.dedup();
+    c
 }
 
 /// Whether `allowed` admits chunk `i` (`None` admits every chunk).
@@ -418,7 +431,7 @@ fn admitted(allowed: Option<&[bool]>, i: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lprag_core::{EdgeKind, LinkEdge};
+    use lprag_core::EdgeKind;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 

@@ -103,7 +103,10 @@ mod typed;
 
 pub use adjacency::{pair_key, WeightedAdjacency};
 pub use bridge::{bridge_edges, BridgeConfig};
-pub use candidates::{CandidateRequest, CandidateSearch, ExactScan, NearestSearch, SearchKind};
+pub use candidates::{
+    expand_pool, neighbour_lists, CandidateRequest, CandidateSearch, ExactScan, NearestSearch,
+    SearchKind,
+};
 pub use columns::ColumnIndex;
 pub use components::{cluster_knn, components};
 pub use error::GraphError;
@@ -120,8 +123,8 @@ pub use nndescent::NnDescentParams;
 pub use persist::{
     append_feature_rows, chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes,
     link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph,
-    load_link_graph_chunks, save_chunk_graph, save_feature_rows, save_knn_lists, save_link_graph,
-    FORMAT_VERSION,
+    load_link_graph_chunk_edges, load_link_graph_chunks, save_chunk_graph, save_feature_rows,
+    save_knn_lists, save_link_graph, ChunkEdges, FORMAT_VERSION,
 };
 pub use proximity::{GraphIndex, GraphParams};
 pub use sampling::{sample_batches, NegativeSampler, NegativeSampling};

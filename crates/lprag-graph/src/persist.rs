@@ -271,6 +271,58 @@ pub fn load_link_graph_chunks(path: impl AsRef<Path>) -> Result<LinkGraph, Graph
     decode_link_graph_rows(path, &mut file, total, true)
 }
 
+/// The chunk–chunk edges of a link-graph file, without any feature row
+/// ([`load_link_graph_chunk_edges`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkEdges {
+    /// Width of the file's feature rows.
+    pub dim: usize,
+    /// How many chunk nodes the graph has (nodes `0..num_chunks`).
+    pub num_chunks: usize,
+    /// The edges between two chunks.
+    pub edges: Vec<LinkEdge>,
+}
+
+/// The edges between chunks of the link-graph file at `path` and its sizes, holding no
+/// feature row at all: for a process that reads the chunk rows elsewhere (a chunk store).
+/// Every row is read through the checksum and dropped.
+///
+/// # Errors
+/// As [`load_link_graph`].
+pub fn load_link_graph_chunk_edges(path: impl AsRef<Path>) -> Result<ChunkEdges, GraphError> {
+    let path = path.as_ref();
+    let (mut file, total) = open_sized(path)?;
+    let bad = |m: String| GraphError::format(path, m);
+    let mut none = Vec::new();
+    let (h, mut edges) = read_link_payload_rows(path, &mut file, total, &mut none, KeepRows::None)?;
+    if h.num_chunks > h.num_nodes {
+        return Err(bad(format!(
+            "{} chunks but {} nodes",
+            h.num_chunks, h.num_nodes
+        )));
+    }
+    let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
+    let num_chunks =
+        usize::try_from(h.num_chunks).map_err(|_| bad("num_chunks overflows".into()))?;
+    if let Some(e) = edges.iter().find(|e| !e.weight.is_finite()) {
+        return Err(bad(format!("edge {}–{} has weight {}", e.a, e.b, e.weight)));
+    }
+    edges.retain(|e| (e.a as usize) < num_chunks && (e.b as usize) < num_chunks);
+    Ok(ChunkEdges {
+        dim,
+        num_chunks,
+        edges,
+    })
+}
+
+/// Which feature rows [`read_link_payload_rows`] keeps.
+#[derive(Clone, Copy)]
+enum KeepRows {
+    All,
+    Chunks,
+    None,
+}
+
 fn decode_link_graph(path: &Path, r: &mut impl Read, total: u64) -> Result<LinkGraph, GraphError> {
     decode_link_graph_rows(path, r, total, false)
 }
@@ -284,7 +336,12 @@ fn decode_link_graph_rows(
 ) -> Result<LinkGraph, GraphError> {
     let bad = |m: String| GraphError::format(path, m);
     let mut data = Vec::new();
-    let (h, mut edges) = read_link_payload_rows(path, r, total, &mut data, chunks_only)?;
+    let keep = if chunks_only {
+        KeepRows::Chunks
+    } else {
+        KeepRows::All
+    };
+    let (h, mut edges) = read_link_payload_rows(path, r, total, &mut data, keep)?;
     let dim = usize::try_from(h.dim).map_err(|_| bad("dim overflows".into()))?;
     let num_chunks =
         usize::try_from(h.num_chunks).map_err(|_| bad("num_chunks overflows".into()))?;
@@ -327,7 +384,7 @@ fn read_link_payload(
     total: u64,
     out: &mut Vec<f32>,
 ) -> Result<(Header, Vec<LinkEdge>), GraphError> {
-    read_link_payload_rows(path, r, total, out, false)
+    read_link_payload_rows(path, r, total, out, KeepRows::All)
 }
 
 /// [`read_link_payload`]; with `chunks_only`, only the chunks' rows are appended (the
@@ -337,7 +394,7 @@ fn read_link_payload_rows(
     r: &mut impl Read,
     total: u64,
     out: &mut Vec<f32>,
-    chunks_only: bool,
+    keep_rows: KeepRows,
 ) -> Result<(Header, Vec<LinkEdge>), GraphError> {
     let bad = |m: String| GraphError::format(path, m);
     let h = read_header(path, r, total, KIND_LINK)?;
@@ -367,14 +424,15 @@ fn read_link_payload_rows(
     let mut hash = Fnv1a::new();
     let mut buf = vec![0u8; BLOCK_FLOATS * 4];
     // How many of the floats to keep: all, or the chunks' rows.
-    let mut keep = if chunks_only {
-        h.num_chunks
+    let mut keep = match keep_rows {
+        KeepRows::Chunks => h
+            .num_chunks
             .min(h.num_nodes)
             .checked_mul(h.dim)
             .and_then(|x| usize::try_from(x).ok())
-            .ok_or_else(|| bad("feature size overflows".into()))?
-    } else {
-        n_feat
+            .ok_or_else(|| bad("feature size overflows".into()))?,
+        KeepRows::All => n_feat,
+        KeepRows::None => 0,
     };
     out.reserve_exact(keep);
     let mut left = n_feat;
@@ -838,6 +896,11 @@ mod tests {
             .collect();
         assert!(!among.is_empty() && among.len() < g.edges.len());
         assert_eq!(chunks.edges, among);
+        let edges = load_link_graph_chunk_edges(&path).unwrap();
+        assert_eq!(
+            (edges.dim, edges.num_chunks, &edges.edges),
+            (g.features.dim(), g.num_chunks, &among)
+        );
         // A flipped bit in the question's row, which is never kept, is still found.
         let mut bytes = fs::read(&path).unwrap();
         let hlen = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
@@ -845,6 +908,8 @@ mod tests {
         bytes[question_row + 1] ^= 0x10;
         fs::write(&path, bytes).unwrap();
         let err = load_link_graph_chunks(&path).unwrap_err();
+        assert!(matches!(err, GraphError::ChecksumMismatch { .. }), "{err}");
+        let err = load_link_graph_chunk_edges(&path).unwrap_err();
         assert!(matches!(err, GraphError::ChecksumMismatch { .. }), "{err}");
     }
 

@@ -18,6 +18,9 @@
 //! - `index=hnsw-sq` (IVF-HNSW-SQ, LanceDB's defaults; the default), `ivf-pq`, or `none`
 //!   (LanceDB's exact scan);
 //! - `nprobes=N`, `ef=N`, `refine=N`: the search ([`SearchParams`]; default: LanceDB's).
+//!
+//! A new table keeps the model's representations beside the vectors, so
+//! `--lprag-answer-from DIR --lprag-rows-from-store` answers holding no chunk row.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -108,7 +111,14 @@ impl StoreSetup for LanceSetup {
         let store = if exists {
             LanceStore::open(&uri, DEFAULT_TABLE).await?
         } else {
-            LanceStore::create(&uri, StoreSpec::new(dim)).await?
+            // The model's representations too, so that an answering process can read every
+            // row from the table (`--lprag-rows-from-store`).
+            let spec = StoreSpec::new(dim);
+            let spec = match rag.predictor().stored_representation_dim() {
+                Some(rd) => spec.with_representations(rd),
+                None => spec,
+            };
+            LanceStore::create(&uri, spec).await?
         };
         let mut stages = Vec::new();
         let wrote = rag.write_store(&store, progress).await?;

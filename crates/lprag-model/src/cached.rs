@@ -131,6 +131,43 @@ fn gather<'a>(nodes: &[u32], width: usize, input: &(dyn Fn(u32) -> &'a [f32] + S
     out
 }
 
+/// Where a [`CachedScorer`] reads a chunk's rows: its normalised features (the first
+/// layer's input and the residual's cosine) and its cached output of each layer.
+pub(crate) trait Rows: Sync {
+    /// Chunk `i`'s normalised features.
+    fn feature(&self, i: u32) -> &[f32];
+    /// Chunk `i`'s cached output of layer `l` (for the MLP encoder, `l = 0`: its output).
+    fn rep(&self, l: usize, i: u32) -> &[f32];
+}
+
+/// The rows held in memory: the features and the scorer's own cache.
+struct Held<'a> {
+    x: &'a Embeddings,
+    reps: &'a [Vec<f32>],
+    widths: &'a [usize],
+}
+
+impl Rows for Held<'_> {
+    fn feature(&self, i: u32) -> &[f32] {
+        self.x.row(i as usize)
+    }
+
+    fn rep(&self, l: usize, i: u32) -> &[f32] {
+        let w = self.widths[l + 1];
+        &self.reps[l][i as usize * w..(i as usize + 1) * w]
+    }
+}
+
+/// The chunk ids whose rows one query reads ([`CachedScorer::needed`]), sorted and
+/// distinct.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Needed {
+    /// Chunks whose features are read.
+    pub(crate) features: Vec<u32>,
+    /// Chunks whose cached representations (every layer's, side by side) are read.
+    pub(crate) reps: Vec<u32>,
+}
+
 /// Trained weights plus the chunks' representations at every layer.
 #[derive(Debug)]
 pub(crate) struct CachedScorer {
@@ -213,14 +250,64 @@ impl CachedScorer {
         Ok(me)
     }
 
+    /// A scorer that holds no rows: the weights, the chunk graph's weight sums and the
+    /// layers' widths for `d_in`-wide features; it scores only through
+    /// [`CachedScorer::score_with`] with rows read elsewhere.
+    pub(crate) fn unheld(
+        net: HostLinkNet,
+        aggregation: Aggregation,
+        host: &HostGraph,
+        num_chunks: usize,
+        d_in: usize,
+    ) -> Self {
+        let wsum: Vec<f32> = (0..num_chunks as u32)
+            .map(|i| host.neighbors(i).iter().map(|&(_, w)| w.max(0.0)).sum())
+            .collect();
+        let mut widths = vec![d_in];
+        match &net.node_mlp {
+            Some(layers) => widths.push(layers.last().map_or(d_in, |l| l.d_out)),
+            None => widths.extend(net.gnn.iter().map(|l| l.nbr.d_out)),
+        }
+        Self {
+            net,
+            aggregation,
+            wsum,
+            reps: Vec::new(),
+            widths,
+            join_all: None,
+        }
+    }
+
+    /// Width of a chunk's cached row as a store keeps it: every layer's output side by
+    /// side.
+    pub(crate) fn stored_width(&self) -> usize {
+        self.widths[1..].iter().sum()
+    }
+
+    /// The width of each layer's output, in a stored row's order.
+    pub(crate) fn layer_widths(&self) -> Vec<usize> {
+        self.widths[1..].to_vec()
+    }
+
+    /// The stored rows ([`CachedScorer::stored_width`] wide) of `chunks`, from this
+    /// scorer's cache; `None` for a scorer that holds no rows.
+    pub(crate) fn stored_rows(&self, chunks: std::ops::Range<usize>) -> Option<Vec<f32>> {
+        if self.reps.len() + 1 != self.widths.len() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(chunks.len() * self.stored_width());
+        for c in chunks {
+            for (l, r) in self.reps.iter().enumerate() {
+                let w = self.widths[l + 1];
+                out.extend_from_slice(&r[c * w..(c + 1) * w]);
+            }
+        }
+        Some(out)
+    }
+
     /// Output width of the node encoder.
     fn hidden(&self) -> usize {
         *self.widths.last().expect("at least the feature width")
-    }
-
-    /// The chunks' final representations.
-    fn final_reps(&self) -> &[f32] {
-        self.reps.last().map_or(&[], |r| r.as_slice())
     }
 
     /// GNN layer `l` for `nodes`, reading layer inputs through `input`.
@@ -345,19 +432,40 @@ impl CachedScorer {
         if candidates.is_empty() {
             return Vec::new();
         }
-        let h = self.hidden();
         if let (Join::All, Some(ja)) = (join, &self.join_all) {
             return self.score_join_all(ja, x, host, q, candidates);
         }
-        // Node representations: the query's and the changed chunks' rows, recomputed.
-        let (changed, rows, hq) = match &self.net.node_mlp {
-            Some(layers) => (HashMap::new(), Vec::new(), mlp(layers, q, q.len())),
-            None => self.changed_rows(x, host, q, join),
+        let held = Held {
+            x,
+            reps: &self.reps,
+            widths: &self.widths,
         };
-        let fin = self.final_reps();
+        self.score_with(&held, host, q, join, candidates)
+    }
+
+    /// [`CachedScorer::score`] reading the chunks' rows from `rows`, which must hold at
+    /// least those [`CachedScorer::needed`] names (a join to a list of chunks).
+    pub(crate) fn score_with(
+        &self,
+        rows: &dyn Rows,
+        host: &HostGraph,
+        q: &[f32],
+        join: &Join,
+        candidates: &[u32],
+    ) -> Vec<f32> {
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let h = self.hidden();
+        let last = self.widths.len() - 2;
+        // Node representations: the query's and the changed chunks' rows, recomputed.
+        let (changed, changed_rows, hq) = match &self.net.node_mlp {
+            Some(layers) => (HashMap::new(), Vec::new(), mlp(layers, q, q.len())),
+            None => self.changed_rows(rows, host, q, join),
+        };
         let rep = |i: u32| match changed.get(&i) {
-            Some(&r) => &rows[r * h..(r + 1) * h],
-            None => &fin[i as usize * h..(i as usize + 1) * h],
+            Some(&r) => &changed_rows[r * h..(r + 1) * h],
+            None => rows.rep(last, i),
         };
         let cn = |c: u32, z: &mut [f32]| {
             for &(u, _) in host.neighbors(c) {
@@ -366,32 +474,109 @@ impl CachedScorer {
                 }
             }
         };
-        self.head(x, q, &hq, candidates, &rep, &cn)
+        let feature = |c: u32| rows.feature(c);
+        self.head(&feature, q, &hq, candidates, &rep, &cn)
     }
 
-    /// With a GNN: the rows of every node whose representation the query changes (the
-    /// query's first), layer by layer; their row index, the rows and the query's own row.
-    fn changed_rows(
-        &self,
-        x: &Embeddings,
-        host: &HostGraph,
-        q: &[f32],
-        join: &Join,
-    ) -> (HashMap<u32, usize>, Vec<f32>, Vec<f32>) {
-        let qid = x.rows() as u32;
-        let mut changed: HashMap<u32, usize> = HashMap::new();
+    /// The nodes whose layer-`l` output computing `nodes`' representations (no query)
+    /// reads, for each layer: the last layer's are `nodes`, each layer below adds the
+    /// neighbours of the one above.
+    fn closure_sets(&self, host: &HostGraph, nodes: &[u32]) -> Vec<Vec<u32>> {
+        let depth = self.net.gnn.len();
+        let mut sets = vec![Vec::new(); depth];
+        let mut cur: Vec<u32> = nodes.to_vec();
+        cur.sort_unstable();
+        cur.dedup();
+        for l in (0..depth).rev() {
+            sets[l] = cur.clone();
+            let mut seen: std::collections::HashSet<u32> = cur.iter().copied().collect();
+            let mut next = cur.clone();
+            for &i in &cur {
+                for &(j, _) in host.neighbors(i) {
+                    if seen.insert(j) {
+                        next.push(j);
+                    }
+                }
+            }
+            next.sort_unstable();
+            cur = next;
+        }
+        sets
+    }
+
+    /// The chunks whose features [`CachedScorer::recompute`] reads for `nodes`.
+    pub(crate) fn recompute_needs(&self, host: &HostGraph, nodes: &[u32]) -> Vec<u32> {
+        let mut need: Vec<u32> = match self.net.node_mlp {
+            Some(_) => nodes.to_vec(),
+            None => {
+                let sets = self.closure_sets(host, nodes);
+                let mut v = sets.first().cloned().unwrap_or_default();
+                for &i in sets.first().map_or(&[][..], |s| s.as_slice()) {
+                    v.extend(host.neighbors(i).iter().map(|&(j, _)| j));
+                }
+                v
+            }
+        };
+        need.sort_unstable();
+        need.dedup();
+        need
+    }
+
+    /// The stored rows ([`CachedScorer::stored_width`] wide) of `nodes`, computed from the
+    /// features in `rows` (which must hold [`CachedScorer::recompute_needs`]'s), no query
+    /// joined: what [`CachedScorer::stored_rows`] gives for them.
+    pub(crate) fn recompute(&self, rows: &dyn Rows, host: &HostGraph, nodes: &[u32]) -> Vec<f32> {
+        if let Some(layers) = &self.net.node_mlp {
+            let x = gather(nodes, self.widths[0], &|i| rows.feature(i));
+            return mlp(layers, &x, self.widths[0]);
+        }
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: None,
+        };
+        let depth = self.net.gnn.len();
+        let mut outs: Vec<HashMap<u32, Vec<f32>>> = Vec::new();
+        for (l, set) in self.closure_sets(host, nodes).into_iter().enumerate() {
+            let width = self.widths[l];
+            let prev = outs.last();
+            let input = |j: u32| match prev {
+                None => rows.feature(j),
+                Some(p) => p.get(&j).map_or(&[][..], |r| r.as_slice()),
+            };
+            let mut out = self.layer(l, &view, &set, &input, width);
+            if l + 1 < depth {
+                relu_in_place(&mut out);
+            }
+            let w = self.widths[l + 1];
+            outs.push(
+                set.iter()
+                    .enumerate()
+                    .map(|(r, &i)| (i, out[r * w..(r + 1) * w].to_vec()))
+                    .collect(),
+            );
+        }
+        let mut result = Vec::with_capacity(nodes.len() * self.stored_width());
+        for &i in nodes {
+            for layer in &outs {
+                result.extend_from_slice(&layer[&i]);
+            }
+        }
+        result
+    }
+
+    /// The nodes whose layer-`l` output a query joined per `join` changes, for each layer
+    /// (the query's id, `num_chunks`, first).
+    fn changed_sets(&self, host: &HostGraph, join: &Join) -> Vec<Vec<u32>> {
+        let qid = self.wsum.len() as u32;
         let view = View {
             host,
             wsum: &self.wsum,
             query: Some(join),
         };
         let mut order = vec![qid];
-        changed.insert(qid, 0);
-        let mut rows = q.to_vec();
-        let depth = self.net.gnn.len();
-        for l in 0..depth {
-            let width = self.widths[l];
-            // Nodes whose layer-l output changes.
+        let mut sets = Vec::new();
+        for l in 0..self.net.gnn.len() {
             let mut next = order.clone();
             let mut seen: std::collections::HashSet<u32> = order.iter().copied().collect();
             for &i in &order {
@@ -411,15 +596,94 @@ impl CachedScorer {
                     }
                 }
             }
-            let prev: &[f32] = if l == 0 {
-                x.as_slice()
-            } else {
-                &self.reps[l - 1]
+            sets.push(next.clone());
+            order = next;
+        }
+        sets
+    }
+
+    /// The chunks whose rows scoring `candidates` for a query joined per `join` (a list)
+    /// reads: what [`CachedScorer::score_with`] asks of its [`Rows`].
+    pub(crate) fn needed(&self, host: &HostGraph, join: &Join, candidates: &[u32]) -> Needed {
+        let qid = self.wsum.len() as u32;
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: Some(join),
+        };
+        let mut features = Vec::new();
+        let mut reps = Vec::new();
+        let sets = match &self.net.node_mlp {
+            Some(_) => Vec::new(),
+            None => self.changed_sets(host, join),
+        };
+        // Layer l reads, for each node it computes, its own and its neighbours' inputs:
+        // the previous layer's changed rows, else the features (l = 0) or cached rows.
+        let mut before: std::collections::HashSet<u32> = [qid].into_iter().collect();
+        for (l, set) in sets.iter().enumerate() {
+            let mut read = |j: u32| {
+                if !before.contains(&j) {
+                    if l == 0 {
+                        features.push(j);
+                    } else {
+                        reps.push(j);
+                    }
+                }
             };
+            for &i in set {
+                read(i);
+                view.for_each_neighbor(i, |j, _| read(j));
+            }
+            before = set.iter().copied().collect();
+        }
+        for &c in candidates {
+            if !before.contains(&c) {
+                reps.push(c);
+            }
+            if self.net.residual.is_some() {
+                features.push(c);
+            }
+            if self.net.cn_mlp.is_some() {
+                for &(u, _) in host.neighbors(c) {
+                    if join.contains(u) && !before.contains(&u) {
+                        reps.push(u);
+                    }
+                }
+            }
+        }
+        for v in [&mut features, &mut reps] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        Needed { features, reps }
+    }
+
+    /// With a GNN: the rows of every node whose representation the query changes (the
+    /// query's first), layer by layer; their row index, the rows and the query's own row.
+    fn changed_rows(
+        &self,
+        source: &dyn Rows,
+        host: &HostGraph,
+        q: &[f32],
+        join: &Join,
+    ) -> (HashMap<u32, usize>, Vec<f32>, Vec<f32>) {
+        let qid = self.wsum.len() as u32;
+        let mut changed: HashMap<u32, usize> = HashMap::new();
+        let view = View {
+            host,
+            wsum: &self.wsum,
+            query: Some(join),
+        };
+        changed.insert(qid, 0);
+        let mut rows = q.to_vec();
+        let depth = self.net.gnn.len();
+        for (l, next) in self.changed_sets(host, join).into_iter().enumerate() {
+            let width = self.widths[l];
             let (cur, cur_rows) = (&changed, &rows);
             let input = |j: u32| match cur.get(&j) {
                 Some(&r) => &cur_rows[r * width..(r + 1) * width],
-                None => &prev[j as usize * width..(j as usize + 1) * width],
+                None if l == 0 => source.feature(j),
+                None => source.rep(l - 1, j),
             };
             let mut out = self.layer(l, &view, &next, &input, width);
             if l + 1 < depth {
@@ -427,7 +691,6 @@ impl CachedScorer {
             }
             changed = next.iter().enumerate().map(|(r, &i)| (i, r)).collect();
             rows = out;
-            order = next;
         }
         let hq = rows[..self.hidden()].to_vec();
         (changed, rows, hq)
@@ -469,14 +732,15 @@ impl CachedScorer {
             z.copy_from_slice(&ja.cn_base[c * h..(c + 1) * h]);
             axpy(z, ja.cn_coef[c], &msg);
         };
-        self.head(x, q, &hq, candidates, &rep, &cn)
+        let feature = |c: u32| x.row(c as usize);
+        self.head(&feature, q, &hq, candidates, &rep, &cn)
     }
 
     /// The pair decoder (and dense residual) for `hq` against each candidate.
     #[allow(clippy::too_many_arguments)]
-    fn head<'a>(
+    fn head<'a, 'b>(
         &self,
-        x: &Embeddings,
+        feature: &(dyn Fn(u32) -> &'b [f32] + Sync),
         q: &[f32],
         hq: &[f32],
         candidates: &[u32],
@@ -514,7 +778,7 @@ impl CachedScorer {
                 .par_iter_mut()
                 .zip(candidates.par_iter())
                 .for_each(|(l, &c)| {
-                    let cos: f32 = x.row(c as usize).iter().zip(q).map(|(u, v)| u * v).sum();
+                    let cos: f32 = feature(c).iter().zip(q).map(|(u, v)| u * v).sum();
                     *l += cos * a + b;
                 });
         }

@@ -52,7 +52,7 @@ pub use config::{
     TrainConfig, MAX_HIDDEN, MAX_LAYERS,
 };
 pub use device::ComputeDevice;
-pub use gnn::{GnnLinkPredictor, PREDICTOR_FORMAT_VERSION};
+pub use gnn::{FetchedRows, GnnLinkPredictor, GnnRowScorer, PREDICTOR_FORMAT_VERSION};
 pub use link_model::{
     BurnLinkPredictor, GraphBatch, LinkModel, ModelInit, PairModel, Pairs,
     BURN_PREDICTOR_FORMAT_VERSION,

@@ -196,3 +196,124 @@ fn cached_scores_equal_the_full_graph_on_a_graph_larger_than_one_block() {
         assert!(diff <= 1e-4, "{model:?}: max |cached − full| = {diff}");
     }
 }
+
+/// [`GnnRowScorer`] reading a query's rows from a store gives the logits of the predictor
+/// that holds every row, for every kind, aggregation and depth, and reads fewer rows than
+/// there are chunks where the query's neighbourhood is small.
+#[test]
+fn rows_read_from_a_store_score_as_the_held_rows() {
+    use lprag_core::{Chunk, ChunkBatch, ChunkStore, Embeddings, Provenance};
+    use lprag_graph::MemoryStore;
+    use lprag_model::GnnRowScorer;
+
+    let g = graph();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    let queries: Vec<Vec<f32>> = (0..3)
+        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
+        .collect();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    let mut fewer = 0;
+    for model in models() {
+        for mode in [
+            InferenceMode::JoinTopK(3),
+            InferenceMode::JoinTopK(CHUNKS + 4),
+            InferenceMode::Isolated,
+        ] {
+            let train = TrainConfig {
+                epochs: 2,
+                batch_size: 16,
+                learning_rate: 0.02,
+                inference: mode,
+                ..TrainConfig::default()
+            };
+            let mut p = GnnLinkPredictor::new(model.clone(), train);
+            p.fit(&g, &NoProgress).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            p.save(dir.path()).unwrap();
+            let rd = LinkPredictor::stored_representation_dim(&p).unwrap();
+            let store = MemoryStore::new(DIM, Some(rd)).unwrap();
+            let chunks: Vec<Chunk> = (0..CHUNKS)
+                .map(|i| {
+                    let prov = Provenance {
+                        document_id: format!("d{i}"),
+                        title: String::new(),
+                        span: 0..1,
+                    };
+                    Chunk::new(i, format!("chunk {i}"), prov)
+                })
+                .collect();
+            let vectors =
+                Embeddings::new(DIM, g.features.leading_rows(CHUNKS).as_slice().to_vec()).unwrap();
+            let mut batch = ChunkBatch::new(chunks, vectors);
+            batch.representations =
+                Some(LinkPredictor::stored_representations(&p, 0..CHUNKS).unwrap());
+            rt.block_on(store.append(batch)).unwrap();
+            let scorer = GnnRowScorer::from_dir(dir.path(), CHUNKS, &g.edges).unwrap();
+            assert_eq!(scorer.representation_dim(), rd);
+            // The stored representations are recomputed from the store's vectors.
+            let ids = [0, 5, 17, 29];
+            let need = scorer.representation_rows_needed(&ids).unwrap();
+            let vectors = rt.block_on(store.vectors(&need)).unwrap();
+            let again = scorer
+                .recompute_representations(&ids, need, vectors)
+                .unwrap();
+            let stored = rt.block_on(store.representations(&ids)).unwrap().unwrap();
+            let diff = again
+                .as_slice()
+                .iter()
+                .zip(stored.as_slice())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                diff <= 1e-4,
+                "{model:?} {mode:?}: recomputed rows differ by {diff}"
+            );
+            for q in &queries {
+                // Any order of every chunk: the first three (or all) are the join.
+                let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+                let held = p.score_near(q, &nearest, &all).unwrap();
+                let rows = rt.block_on(scorer.fetch(&store, &nearest, &all)).unwrap();
+                let read = scorer.score(&rows, q, &nearest, &all).unwrap();
+                let diff = held
+                    .iter()
+                    .zip(&read)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                assert!(
+                    diff <= 1e-4,
+                    "{model:?} {mode:?}: max |held − read| = {diff}"
+                );
+                // A few candidates read only their own rows' share.
+                let some = [3, 17];
+                let rows = rt.block_on(scorer.fetch(&store, &nearest, &some)).unwrap();
+                let sub = scorer.score(&rows, q, &nearest, &some).unwrap();
+                for (k, &c) in some.iter().enumerate() {
+                    assert!((sub[k] - held[c]).abs() <= 1e-4, "{model:?} {mode:?}");
+                }
+                let (f, r) = rows.counts();
+                if f < CHUNKS && r < CHUNKS {
+                    fewer += 1;
+                }
+                // Rows fetched for two candidates do not score every chunk (each candidate's
+                // features are read).
+                if f < CHUNKS {
+                    assert!(scorer.score(&rows, q, &nearest, &all).is_err());
+                }
+            }
+        }
+    }
+    assert!(fewer > 0, "every query read every chunk's rows");
+    // A predictor that joins every chunk is refused, naming why.
+    let train = TrainConfig {
+        epochs: 1,
+        inference: InferenceMode::JoinAll,
+        ..TrainConfig::default()
+    };
+    let mut p = GnnLinkPredictor::new(ModelConfig::default(), train);
+    p.fit(&g, &NoProgress).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    p.save(dir.path()).unwrap();
+    let err = GnnRowScorer::from_dir(dir.path(), CHUNKS, &g.edges).unwrap_err();
+    assert!(err.to_string().contains("JoinAll"), "{err}");
+}

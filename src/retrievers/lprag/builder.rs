@@ -320,6 +320,7 @@ impl LpRagBuilder {
             parents,
             store: None,
             answer_only: false,
+            rows: None,
         })
     }
 }

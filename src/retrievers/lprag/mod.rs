@@ -105,6 +105,9 @@ pub struct LpRag {
     /// Opened with [`LpRag::open_to_answer`]: no synthetic questions, no question rows, no
     /// k-NN lists, so updates, retraining and saving are refused.
     pub(crate) answer_only: bool,
+    /// Opened with [`AnswerOptions::rows_from_store`]: the predictor reads each query's
+    /// chunk rows from the store, and `graph` holds no row.
+    pub(crate) rows: Option<Arc<store::StoreRows>>,
 }
 
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
@@ -119,6 +122,7 @@ impl std::fmt::Debug for LpRag {
             .field("predictor", &self.predictor.name())
             .field("store", &self.store.is_some())
             .field("answer_only", &self.answer_only)
+            .field("rows_from_store", &self.rows.is_some())
             .finish()
     }
 }
@@ -141,7 +145,9 @@ impl LpRag {
     }
 
     /// The training graph (chunks, synthetic queries and their edges); in an index opened
-    /// with [`LpRag::open_to_answer`], the chunk nodes and the edges between them only.
+    /// with [`LpRag::open_to_answer`], the chunk nodes and the edges between them only, and
+    /// with [`AnswerOptions::rows_from_store`] an empty graph (the rows and edges are the
+    /// store's and the predictor's).
     pub fn graph(&self) -> &LinkGraph {
         &self.graph
     }
@@ -244,6 +250,7 @@ impl LpRag {
     /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the index has no candidate graph or `beam` is 0.
     pub fn set_candidate_graph_beam(&mut self, beam: usize) -> Result<()> {
         let location = "LpRag::set_candidate_graph_beam";
+        self.refuse_rows_in_store(location)?;
         if beam == 0 {
             return Err(lprag_core::Error::invalid(
                 location,
@@ -292,6 +299,7 @@ impl LpRag {
 
     /// Make the candidate search `config` asks for, then keep `config` (unchanged on error).
     fn set_search(&mut self, config: LpRagConfig) -> Result<()> {
+        self.refuse_rows_in_store("LpRag (candidate search)")?;
         self.search = Arc::new(search_for(&self.graph, &config)?);
         self.config = config;
         Ok(())

@@ -10,11 +10,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, ChunkStore, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result, SyntheticQuery,
+    Chunk, ChunkStore, Embeddings, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result,
+    SyntheticQuery,
 };
 
-use lprag_model::ComputeDevice;
+use lprag_model::{ComputeDevice, GnnRowScorer};
 use serde::{Deserialize, Serialize};
+
+use super::store::{RowsInStore, StoreRows};
 
 use crate::retrievers::common::{check_fingerprint, check_version, DefaultEncoder, Parents};
 
@@ -265,6 +268,16 @@ pub struct AnswerOptions {
     /// A store holding the index's chunks ([`LpRag::write_store`]), attached as
     /// [`LpRag::attach_store`] does; the in-memory candidate search is then never built.
     pub store: Option<Arc<dyn ChunkStore>>,
+    /// Hold no chunk row at all: each query reads the rows its scores need (a few hundred:
+    /// the candidates' and those around the chunks it joins) from
+    /// [`AnswerOptions::store`], which must keep the predictor's representations
+    /// ([`LpRag::write_store`] into a store made with them). The process then holds the
+    /// records, the chunk graph's edges and the weights. Needs a predictor that joins
+    /// each query to its nearest chunks (the default), and a candidate pool smaller than
+    /// the corpus ([`LpRag::set_candidates`]; a query scoring every chunk is refused). At
+    /// open, a sample of the store's representations is recomputed from its vectors, so
+    /// a store written from another training is refused.
+    pub rows_from_store: bool,
 }
 
 impl std::fmt::Debug for AnswerOptions {
@@ -273,6 +286,7 @@ impl std::fmt::Debug for AnswerOptions {
             .field("encoder", &self.encoder.as_ref().map(|e| e.name()))
             .field("device", &self.device)
             .field("store", &self.store.is_some())
+            .field("rows_from_store", &self.rows_from_store)
             .finish()
     }
 }
@@ -295,7 +309,10 @@ impl LpRag {
     /// Those of [`LpRag::open`] and [`LpRag::load`]; [`Error::InvalidInput`] for an index
     /// whose predictor is not the built-in GNN (VGAE, PEG, SEAL, custom predictors and
     /// scorers: open those with [`LpRag::open`] or the loader their message names), and
-    /// those of [`LpRag::attach_store`].
+    /// those of [`LpRag::attach_store`]; with [`AnswerOptions::rows_from_store`],
+    /// [`Error::InvalidInput`] without a store, for a store without this model's
+    /// representations (missing, of another width, or from another training: a sample is
+    /// recomputed), or for a predictor that joins every chunk.
     pub async fn open_to_answer(dir: impl AsRef<Path>, options: AnswerOptions) -> Result<Self> {
         const HERE: &str = "LpRag::open_to_answer";
         let dir = dir.as_ref();
@@ -330,7 +347,21 @@ impl LpRag {
             chunks: Some(chunks),
             answer_only: true,
             in_memory_search: options.store.is_none(),
+            no_rows: options.rows_from_store,
         };
+        if options.rows_from_store {
+            let Some(store) = options.store else {
+                return Err(Error::invalid(
+                    HERE,
+                    "AnswerOptions::rows_from_store reads the rows from AnswerOptions::store: \
+                     give a store",
+                ));
+            };
+            let parts = Parts::read_as(dir, encoder, HERE, &[PredictorSource::Builtin], opened)?;
+            let mut rag = parts.finish_rows_in_store(dir, options.device)?;
+            rag.attach_rows_store(store, HERE).await?;
+            return Ok(rag);
+        }
         let parts = Parts::read_as(dir, encoder, HERE, &[PredictorSource::Builtin], opened)?;
         let mut rag = parts.finish_builtin(dir, options.device)?;
         if let Some(store) = options.store {
@@ -373,6 +404,8 @@ struct Opened {
     /// Build the in-memory candidate search the configuration asks for (else exact scans
     /// over the chunk rows, for a store to replace).
     in_memory_search: bool,
+    /// Read no feature row: only the edges between chunks (the rows are a store's).
+    no_rows: bool,
 }
 
 impl Default for Opened {
@@ -381,6 +414,7 @@ impl Default for Opened {
             chunks: None,
             answer_only: false,
             in_memory_search: true,
+            no_rows: false,
         }
     }
 }
@@ -395,6 +429,8 @@ pub(super) struct Parts {
     encoder: Arc<dyn Encoder>,
     knn: Option<Arc<KnnLists>>,
     answer_only: bool,
+    /// The edges between chunks, when no row was read ([`Opened::no_rows`]).
+    chunk_edges: Option<lprag_graph::ChunkEdges>,
 }
 
 impl Parts {
@@ -455,21 +491,33 @@ impl Parts {
             Some(chunks) => chunks,
             None => read_json(&dir.join(CHUNKS))?,
         };
-        let (queries, graph) = if opened.answer_only {
-            (
-                Vec::new(),
-                lprag_graph::load_link_graph_chunks(dir.join(GRAPH))?,
-            )
+        let (queries, graph, chunk_edges) = if opened.no_rows {
+            let edges = lprag_graph::load_link_graph_chunk_edges(dir.join(GRAPH))?;
+            let empty = LinkGraph {
+                features: Embeddings::empty(edges.dim),
+                num_chunks: 0,
+                edges: Vec::new(),
+            };
+            (Vec::new(), empty, Some(edges))
+        } else if opened.answer_only {
+            let graph = lprag_graph::load_link_graph_chunks(dir.join(GRAPH))?;
+            (Vec::new(), graph, None)
         } else {
             let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;
-            (queries, lprag_graph::load_link_graph(dir.join(GRAPH))?)
+            (
+                queries,
+                lprag_graph::load_link_graph(dir.join(GRAPH))?,
+                None,
+            )
         };
-        if graph.num_chunks != chunks.len() {
+        let graph_chunks = chunk_edges
+            .as_ref()
+            .map_or(graph.num_chunks, |e| e.num_chunks);
+        if graph_chunks != chunks.len() {
             return Err(Error::format(
                 dir.join(GRAPH),
                 format!(
-                    "graph has {} chunks, chunks.json has {}",
-                    graph.num_chunks,
+                    "graph has {graph_chunks} chunks, chunks.json has {}",
                     chunks.len()
                 ),
             ));
@@ -489,7 +537,7 @@ impl Parts {
         } else {
             None
         };
-        let search = Arc::new(if opened.in_memory_search {
+        let search = Arc::new(if opened.in_memory_search && !opened.no_rows {
             open_search(dir, &graph, &manifest.config)?
         } else {
             CandidateSearch::exact(&graph)
@@ -503,7 +551,31 @@ impl Parts {
             encoder,
             knn,
             answer_only: opened.answer_only,
+            chunk_edges,
         })
+    }
+
+    /// [`Parts::finish`] for an index reading its rows from a store: the built-in
+    /// predictor's weights over the chunk graph's edges ([`GnnRowScorer`]), no row held.
+    fn finish_rows_in_store(mut self, dir: &Path, device: ComputeDevice) -> Result<LpRag> {
+        let Some(edges) = self.chunk_edges.take() else {
+            return Err(Error::invalid(
+                "LpRag::open_to_answer",
+                "the chunk graph's edges were not read",
+            ));
+        };
+        let scorer =
+            GnnRowScorer::from_dir(&dir.join(PREDICTOR_DIR), edges.num_chunks, &edges.edges)?;
+        let rows = StoreRows {
+            neighbours: lprag_graph::neighbour_lists(edges.num_chunks, &edges.edges),
+            scorer,
+        };
+        let predictor = Arc::new(RowsInStore {
+            name: self.manifest.predictor.clone(),
+        });
+        let mut rag = self.finish(predictor, device);
+        rag.rows = Some(Arc::new(rows));
+        Ok(rag)
     }
 
     /// [`Parts::finish`] with the built-in predictor restored from the index in `dir`,
@@ -535,6 +607,7 @@ impl Parts {
             device,
             store: None,
             answer_only: self.answer_only,
+            rows: None,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::anchor::{cosines, fuse, Ranked};
+use super::store::StoreRows;
 use super::{Anchor, LpRag, LpRagConfig};
 
 use async_trait::async_trait;
@@ -13,6 +14,7 @@ use lprag_core::{
     RETRIEVE_BATCH_CONCURRENCY,
 };
 use lprag_graph::{CandidateRequest, CandidateSearch};
+use lprag_model::FetchedRows;
 
 use crate::retrievers::common::{blocking, embed_queries, embed_query, Parents};
 
@@ -132,6 +134,21 @@ impl LpRag {
             .instrument(span.clone())
             .await?;
         let store_time = t.elapsed();
+        // With the rows in the store, the candidates must come from there and their rows
+        // are read now (the predictor's time).
+        let t = Instant::now();
+        let fetched = match (&self.rows, &found) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::invalid(
+                    "LpRag (rows in the store)",
+                    "reading the rows from the store needs a candidate pool smaller than \
+                     the corpus (LpRag::set_candidates): scoring every chunk reads every row",
+                ))
+            }
+            (Some(_), Some(f)) => self.fetch_rows(&f.nearest, &f.candidates).await?,
+        };
+        let fetch_time = t.elapsed();
         // The admitted chunks, when the candidates are found here.
         let allowed: Option<Vec<bool>> = match (&filter, &found) {
             (Some(f), None) => Some(self.chunks.iter().map(|c| f.matches(c)).collect()),
@@ -143,9 +160,15 @@ impl LpRag {
         let (ranked, mut profile) = blocking(move || {
             let mut profile = QueryProfile {
                 candidates: store_time,
+                predictor: fetch_time,
                 ..QueryProfile::default()
             };
-            let mut r = view.score_timed(&query, allowed.as_deref(), found, &mut profile)?;
+            let mut r = match (fetched, found) {
+                (Some((rows, fetched)), Some(found)) => {
+                    score_read_rows(&rows, &fetched, &query, found, &mut profile)?
+                }
+                (_, found) => view.score_timed(&query, allowed.as_deref(), found, &mut profile)?,
+            };
             inner.record("candidates", r.candidates.len());
             let t = Instant::now();
             fuse(&mut r.logits, &r.cos, weight);
@@ -267,6 +290,41 @@ impl RankView {
     }
 }
 
+/// The predictor's logits and the cosines from rows read from the store
+/// ([`super::store::StoreRows`]).
+fn score_read_rows(
+    rows: &StoreRows,
+    fetched: &FetchedRows,
+    query: &[f32],
+    found: Found,
+    profile: &mut QueryProfile,
+) -> Result<Ranked> {
+    let Found {
+        nearest,
+        candidates,
+    } = found;
+    profile.candidates_scored = candidates.len();
+    let t = Instant::now();
+    let logits = rows.scorer.score(fetched, query, &nearest, &candidates)?;
+    profile.predictor += t.elapsed();
+    let t = Instant::now();
+    let qn = query.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+    let cos = candidates
+        .iter()
+        .map(|&c| {
+            fetched.feature(c).map_or(0.0, |row| {
+                row.iter().zip(query).map(|(r, q)| r * q).sum::<f32>() / qn
+            })
+        })
+        .collect();
+    profile.rank += t.elapsed();
+    Ok(Ranked {
+        candidates,
+        logits,
+        cos,
+    })
+}
+
 /// A query's candidate stage: its nearest chunks (best first; the model's join) and the
 /// chunks to score.
 pub(super) struct Found {
@@ -283,7 +341,8 @@ pub struct QueryProfile {
     /// The candidate stage: the nearest-chunk search, the pool's chunk-graph neighbours
     /// and, when documents rank as one, their other chunks.
     pub candidates: Duration,
-    /// The link predictor's scores of the candidates.
+    /// The link predictor's scores of the candidates (with
+    /// [`crate::AnswerOptions::rows_from_store`], reading their rows from the store too).
     pub predictor: Duration,
     /// The candidates' cosines, the anchor's mix, the documents' ranking, the selection
     /// and the copies of the selected chunks.

@@ -6,8 +6,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{cosine, ChunkBatch, ChunkStore, Error, Filter, Progress, Result};
+use lprag_core::{
+    cosine, ChunkBatch, ChunkId, ChunkStore, Error, Filter, LinkPredictor, Progress, Result,
+    TrainReport,
+};
 use lprag_graph::CandidateSearch;
+use lprag_model::{FetchedRows, GnnRowScorer};
 
 use super::search::Found;
 use super::{search_for, LpRag};
@@ -39,7 +43,12 @@ pub struct StoreWrite {
 impl LpRag {
     /// Write this index's chunks and their vectors into `store`, [`STORE_WRITE_BATCH`]
     /// chunks per append, so that chunk `i` of the index is chunk `i` of the store; then
-    /// [`LpRag::attach_store`] can search there. Cached representations are not written.
+    /// [`LpRag::attach_store`] can search there. A store that keeps representations gets
+    /// the predictor's per-chunk rows too ([`LinkPredictor::stored_representations`]: the
+    /// built-in GNN's cached layer outputs), so that an answering process can read every
+    /// row from the store ([`AnswerOptions::rows_from_store`]).
+    ///
+    /// [`AnswerOptions::rows_from_store`]: crate::AnswerOptions::rows_from_store
     ///
     /// A write that stopped (a crash, a failed append) resumes: a store that already holds
     /// the first `m` chunks of this index is checked (a sample of its records and vectors
@@ -47,8 +56,10 @@ impl LpRag {
     /// `store`, in chunks.
     ///
     /// # Errors
-    /// [`Error::DimensionMismatch`] when the store's vectors are not the encoder's width;
-    /// [`Error::InvalidInput`] when the store holds more chunks than the index, or chunks
+    /// [`Error::DimensionMismatch`] when the store's vectors are not the encoder's width, or
+    /// its representations not the predictor's;
+    /// [`Error::InvalidInput`] when the store keeps representations and the predictor has
+    /// none to give, when the store holds more chunks than the index, or chunks
     /// that are not this index's (another corpus, another encoder), or when another writer
     /// appended meanwhile; the store's own failures (what was appended before stays, and
     /// the next call resumes after it).
@@ -61,6 +72,30 @@ impl LpRag {
         let started = Instant::now();
         let n = self.chunks.len();
         self.check_store_width(store, HERE)?;
+        self.refuse_rows_in_store(HERE)?;
+        let with_reps = match store.representation_dim() {
+            None => false,
+            Some(rd) => match self.predictor.stored_representation_dim() {
+                Some(own) if own == rd => true,
+                Some(own) => {
+                    return Err(Error::DimensionMismatch {
+                        location: format!("{HERE} (the store's representation width)"),
+                        expected: own,
+                        actual: rd,
+                    })
+                }
+                None => {
+                    return Err(Error::invalid(
+                        HERE,
+                        format!(
+                            "the store keeps {rd}-wide representations and the predictor \
+                             '{}' has none to give: write into a store without them",
+                            self.predictor.name()
+                        ),
+                    ))
+                }
+            },
+        };
         let held = store.len();
         if held > n {
             return Err(Error::invalid(
@@ -83,10 +118,13 @@ impl LpRag {
         while at < n {
             let end = (at + STORE_WRITE_BATCH).min(n);
             let rows: Vec<usize> = (at..end).collect();
-            let batch = ChunkBatch::new(
+            let mut batch = ChunkBatch::new(
                 self.chunks[at..end].to_vec(),
                 self.graph.features.select(&rows),
             );
+            if with_reps {
+                batch.representations = Some(self.predictor.stored_representations(at..end)?);
+            }
             let got = store.append(batch).await?;
             appends += 1;
             if got != (at..end) {
@@ -138,6 +176,7 @@ impl LpRag {
     /// sample of its chunks differs from the index's; the store's own failures.
     pub async fn attach_store(&mut self, store: Arc<dyn ChunkStore>) -> Result<()> {
         const HERE: &str = "LpRag::attach_store";
+        self.refuse_rows_in_store(HERE)?;
         self.check_store_width(&*store, HERE)?;
         let n = self.chunks.len();
         if store.len() != n {
@@ -163,6 +202,7 @@ impl LpRag {
     /// # Errors
     /// As building the in-memory search (invalid candidate-search settings).
     pub fn detach_store(&mut self) -> Result<Option<Arc<dyn ChunkStore>>> {
+        self.refuse_rows_in_store("LpRag::detach_store")?;
         let store = self.store.take();
         if store.is_some() {
             self.search = Arc::new(search_for(&self.graph, &self.config)?);
@@ -228,6 +268,9 @@ impl LpRag {
                 Some("text")
             } else if theirs.provenance.document_id != mine.provenance.document_id {
                 Some("document")
+            } else if self.rows.is_some() {
+                // No row held here to compare: the representations are checked instead.
+                None
             } else {
                 let (a, b) = (vectors.row(k), self.graph.features.row(id));
                 (a != b && cosine(a, b) < SAME_VECTOR).then_some("vector")
@@ -295,9 +338,11 @@ impl LpRag {
             }
         };
         let keep = |c: usize| filter.is_none_or(|f| f.matches(&self.chunks[c]));
-        let mut candidates =
-            self.search
-                .expand_pool(pooled, self.config.candidate_neighbours, &keep);
+        let wide = self.config.candidate_neighbours;
+        let mut candidates = match &self.rows {
+            Some(rows) => lprag_graph::expand_pool(&rows.neighbours, pooled, wide, &keep),
+            None => self.search.expand_pool(pooled, wide, &keep),
+        };
         if self.config.parents.scores_siblings() {
             candidates = self.parents.with_siblings(&candidates, &keep);
         }
@@ -305,5 +350,180 @@ impl LpRag {
             nearest,
             candidates,
         }))
+    }
+}
+
+/// An index answering with its chunk rows in the store ([`AnswerOptions::rows_from_store`]):
+/// the predictor reads each query's rows there; the chunk graph's neighbour lists expand
+/// the candidate pool.
+///
+/// [`AnswerOptions::rows_from_store`]: crate::AnswerOptions::rows_from_store
+pub(crate) struct StoreRows {
+    pub(crate) scorer: GnnRowScorer,
+    pub(crate) neighbours: Vec<Vec<u32>>,
+}
+
+/// How many chunks [`LpRag::attach_rows_store`] recomputes from the store's vectors to
+/// check its representations.
+const CHECKED_REPRESENTATIONS: usize = 8;
+
+impl LpRag {
+    /// [`Error::InvalidInput`] for `location` when the chunk rows are the store's
+    /// ([`AnswerOptions::rows_from_store`]: no row is held to rebuild a search from).
+    ///
+    /// [`AnswerOptions::rows_from_store`]: crate::AnswerOptions::rows_from_store
+    pub(crate) fn refuse_rows_in_store(&self, location: &str) -> Result<()> {
+        if self.rows.is_some() {
+            return Err(Error::invalid(
+                location,
+                "this index reads its chunk rows from its store (AnswerOptions::rows_from_store): \
+                 it holds none to search or write; open it with its rows in memory for that",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Attach `store` to an index opened with its rows in the store: the widths, the
+    /// chunk count and a sample of the records are checked as [`LpRag::attach_store`]
+    /// checks them, and a sample of the stored representations is recomputed from the
+    /// store's vectors and the chunk graph.
+    pub(super) async fn attach_rows_store(
+        &mut self,
+        store: Arc<dyn ChunkStore>,
+        location: &str,
+    ) -> Result<()> {
+        let Some(rows) = self.rows.clone() else {
+            return Err(Error::invalid(location, "the index holds its rows"));
+        };
+        let scorer = &rows.scorer;
+        let n = self.chunks.len();
+        if store.dim() != scorer.dim() {
+            return Err(Error::DimensionMismatch {
+                location: format!("{location} (the store's vector width)"),
+                expected: scorer.dim(),
+                actual: store.dim(),
+            });
+        }
+        match store.representation_dim() {
+            Some(rd) if rd == scorer.representation_dim() => {}
+            Some(rd) => {
+                return Err(Error::DimensionMismatch {
+                    location: format!("{location} (the store's representation width)"),
+                    expected: scorer.representation_dim(),
+                    actual: rd,
+                })
+            }
+            None => {
+                return Err(Error::invalid(
+                    location,
+                    "the store keeps no representations: write the index into a store that \
+                     keeps them (LpRag::write_store) to read every row from it",
+                ))
+            }
+        }
+        if store.len() != n {
+            return Err(Error::invalid(
+                location,
+                format!(
+                    "the store holds {} chunks and this index {n}; LpRag::write_store writes \
+                     them (and resumes a write that stopped)",
+                    store.len()
+                ),
+            ));
+        }
+        self.check_store_chunks(&*store, n, location).await?;
+        let count = CHECKED_REPRESENTATIONS.min(n);
+        let ids: Vec<ChunkId> = (0..count)
+            .map(|i| {
+                if count == 1 {
+                    0
+                } else {
+                    i * (n - 1) / (count - 1)
+                }
+            })
+            .collect();
+        let feature_ids = scorer.representation_rows_needed(&ids)?;
+        let features = store.vectors(&feature_ids).await?;
+        let stored = store.representations(&ids).await?;
+        let Some(stored) = stored else {
+            return Err(Error::invalid(
+                location,
+                "the store keeps no representations for some chunks: write the index into a \
+                 store that keeps them (LpRag::write_store)",
+            ));
+        };
+        let recomputed = scorer.recompute_representations(&ids, feature_ids, features)?;
+        for (k, &id) in ids.iter().enumerate() {
+            let (a, b) = (stored.row(k), recomputed.row(k));
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+                .fold(0.0f32, f32::max);
+            if worst > 1e-3 {
+                return Err(Error::invalid(
+                    location,
+                    format!(
+                        "chunk {id}'s representation in the store is not this index's model's \
+                         (recomputed from the store's vectors it differs by {worst:.2e}): the \
+                         store was written from another training; write this index into a new \
+                         store"
+                    ),
+                ));
+            }
+        }
+        self.store = Some(store);
+        Ok(())
+    }
+
+    /// One query's rows read from the store, when the index reads its rows there.
+    pub(super) async fn fetch_rows(
+        &self,
+        nearest: &[ChunkId],
+        candidates: &[ChunkId],
+    ) -> Result<Option<(Arc<StoreRows>, FetchedRows)>> {
+        let (Some(rows), Some(store)) = (&self.rows, &self.store) else {
+            return Ok(None);
+        };
+        let fetched = rows.scorer.fetch(&**store, nearest, candidates).await?;
+        Ok(Some((rows.clone(), fetched)))
+    }
+}
+
+/// The ranking model of an index reading its rows from the store: it scores only through
+/// the store (`LpRag`'s query path); called directly it says so.
+pub(super) struct RowsInStore {
+    pub(super) name: String,
+}
+
+impl RowsInStore {
+    fn refuse<T>(&self, what: &str) -> Result<T> {
+        Err(Error::invalid(
+            format!("LinkPredictor '{}' ({what})", self.name),
+            "this predictor reads its chunk rows from the index's store: rank through \
+             LpRag::retrieve; open the index with LpRag::open to score or train directly",
+        ))
+    }
+}
+
+impl LinkPredictor for RowsInStore {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fit(&mut self, _graph: &lprag_core::LinkGraph, _: &dyn Progress) -> Result<TrainReport> {
+        self.refuse("fit")
+    }
+
+    fn attach(&mut self, _graph: &lprag_core::LinkGraph) -> Result<()> {
+        self.refuse("attach")
+    }
+
+    fn score(&self, _query: &[f32], _candidates: &[ChunkId]) -> Result<Vec<f32>> {
+        self.refuse("score")
+    }
+
+    fn save(&self, _dir: &std::path::Path) -> Result<()> {
+        self.refuse("save")
     }
 }

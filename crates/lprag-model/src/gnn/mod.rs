@@ -29,7 +29,10 @@ use crate::link_model::{BurnLinkPredictor, FastPath, GraphBatch, PairModel, Pair
 use crate::net::LinkNet;
 use crate::shared::read_versioned;
 
+mod rows;
 mod train;
+
+pub use rows::{FetchedRows, GnnRowScorer};
 
 /// Version of the manifest (`predictor.json`) that [`GnnLinkPredictor`] wrote before it
 /// was served by [`BurnLinkPredictor`]; such directories still open. New saves write the
@@ -288,6 +291,31 @@ impl LinkPredictor for GnnLinkPredictor {
         self.engine.score_near(query, nearest, candidates)
     }
 
+    /// Every layer's cached output side by side: the hidden width for the default
+    /// one-layer NCN; `None` until the predictor is trained or restored.
+    fn stored_representation_dim(&self) -> Option<usize> {
+        self.engine.cached_scorer().map(CachedScorer::stored_width)
+    }
+
+    /// The chunks' cached layer outputs as a [`lprag_core::ChunkStore`] keeps them for
+    /// [`GnnRowScorer`].
+    fn stored_representations(&self, range: std::ops::Range<usize>) -> Result<Embeddings> {
+        let scorer = self.engine.cached_scorer().ok_or_else(|| {
+            Error::NotReady("the predictor has not been trained or restored".into())
+        })?;
+        let n = self.engine.num_chunks().unwrap_or(0);
+        if range.end > n || range.start > range.end {
+            return Err(Error::invalid(
+                "GnnLinkPredictor::stored_representations",
+                format!("chunks {}..{} asked, {n} chunks", range.start, range.end),
+            ));
+        }
+        let rows = scorer.stored_rows(range).ok_or_else(|| {
+            Error::NotReady("the predictor holds no cached representations".into())
+        })?;
+        Embeddings::new(scorer.stored_width(), rows)
+    }
+
     /// The engine's manifest and weights, and the chunk graph [`GnnLinkPredictor::from_dir`]
     /// reopens them on.
     fn save(&self, dir: &Path) -> Result<()> {
@@ -299,7 +327,7 @@ impl LinkPredictor for GnnLinkPredictor {
 }
 
 /// What a saved directory says about its network, from either manifest.
-struct Meta {
+pub(crate) struct Meta {
     model: ModelConfig,
     train: TrainConfig,
     d_in: usize,
@@ -314,7 +342,7 @@ struct LegacyMeta {
     d_in: usize,
 }
 
-fn read_meta(dir: &Path) -> Result<Meta> {
+pub(crate) fn read_meta(dir: &Path) -> Result<Meta> {
     let (path, meta) = match crate::link_model::read_manifest(dir)? {
         Some((path, m)) => {
             let model = m.model.ok_or_else(|| {

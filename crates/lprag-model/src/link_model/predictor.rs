@@ -246,6 +246,16 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         &self.train
     }
 
+    /// The fast path's cache, once the model is trained or restored.
+    pub(crate) fn cached_scorer(&self) -> Option<&CachedScorer> {
+        self.state.as_ref().and_then(|s| s.cached.as_ref())
+    }
+
+    /// How many chunks the model serves on, once trained or restored.
+    pub(crate) fn num_chunks(&self) -> Option<usize> {
+        self.state.as_ref().map(|s| s.ctx.num_chunks())
+    }
+
     /// The trained model, once [`LinkPredictor::fit`] or [`BurnLinkPredictor::restore`]
     /// made one.
     pub fn model(&self) -> Option<&M> {
