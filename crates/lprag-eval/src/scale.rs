@@ -918,27 +918,34 @@ mod tests {
         );
     }
 
+    /// `lprag` on `dataset` with a pool of 2 and `stores`.
+    async fn lprag_pool_2(
+        dataset: Dataset,
+        encoder: Arc<dyn Encoder>,
+        options: EvalOptions,
+        stores: Vec<Box<dyn StoreSetup>>,
+    ) -> Result<Vec<ScaleResult>> {
+        let variants = Variants {
+            pools: &[Some(2)],
+            stores: &stores,
+            ..Variants::default()
+        };
+        let lprag = ["lprag".to_string()];
+        let progress = lprag_core::NoProgress;
+        run_scale(&dataset, &lprag, encoder, &options, &variants, &progress).await
+    }
+
     /// `--lprag-save` then `--lprag-answer-from`: the index opened to answer only ranks
     /// as the one that was built and saved; a store that keeps nothing is refused.
     #[tokio::test]
     async fn an_answer_only_row_ranks_as_the_saved_index() {
-        use lprag_core::NoProgress;
         let (dataset, encoder) = toy_dataset();
         let dir = tempfile::tempdir().unwrap();
         let saved = dir.path().join("musique-8");
         let mut options = toy_options();
         options.retrievers.lprag_save = Some(saved.clone());
         let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
-            let (dataset, encoder) = (dataset.clone(), encoder.clone());
-            async move {
-                let variants = Variants {
-                    pools: &[Some(2)],
-                    stores: &stores,
-                    ..Variants::default()
-                };
-                let lprag = ["lprag".to_string()];
-                run_scale(&dataset, &lprag, encoder, &options, &variants, &NoProgress).await
-            }
+            lprag_pool_2(dataset.clone(), encoder.clone(), options, stores)
         };
         let built = run(options.clone(), Vec::new()).await.unwrap();
         assert!(saved.join("manifest.json").exists());
@@ -996,16 +1003,7 @@ mod tests {
         let mut options = toy_options();
         options.retrievers.lprag_save = Some(saved.clone());
         let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
-            let (dataset, encoder) = (dataset.clone(), encoder.clone());
-            async move {
-                let variants = Variants {
-                    pools: &[Some(2)],
-                    stores: &stores,
-                    ..Variants::default()
-                };
-                let lprag = ["lprag".to_string()];
-                run_scale(&dataset, &lprag, encoder, &options, &variants, &NoProgress).await
-            }
+            lprag_pool_2(dataset.clone(), encoder.clone(), options, stores)
         };
         let built = run(options.clone(), Vec::new()).await.unwrap();
         let rag = lprag::LpRag::load(&saved, encoder.clone()).unwrap();
