@@ -114,6 +114,10 @@ impl<R: Retriever, K: Reranker> Retriever for Reranked<R, K> {
         self.retriever.chunks()
     }
 
+    fn num_chunks(&self) -> usize {
+        self.retriever.num_chunks()
+    }
+
     async fn retrieve_filtered(
         &self,
         query: &str,

@@ -228,3 +228,119 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
     let err = built.write_store(&narrow, &NoProgress).await.unwrap_err();
     assert!(matches!(err, Error::DimensionMismatch { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index() {
+    use lprag::core::ChunkBatch;
+    let docs = labelled(mini_corpus::documents());
+    let built = index(&docs).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    built.save(&path).unwrap();
+    let filter = Filter::eq("half", "a");
+    let want = answers(&built, &filter).await;
+    let encoder: Arc<dyn Encoder> = Arc::new(HashingEncoder::default());
+    let dim = built.graph().features.dim();
+    let rd = built.predictor().stored_representation_dim().unwrap();
+    let store = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
+    built.write_store(&*store, &NoProgress).await.unwrap();
+    let n = built.chunks().len();
+    let options = AnswerOptions {
+        encoder: Some(encoder.clone()),
+        store: Some(store.clone()),
+        records_from_store: true,
+        ..AnswerOptions::default()
+    };
+
+    // Rows held, records read: the same answers, whole records as the index's.
+    let mut records = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
+    assert!(records.chunks().is_empty());
+    assert_eq!(records.num_chunks(), n);
+    assert_eq!(Retriever::num_chunks(&records), n);
+    assert_eq!(answers(&records, &filter).await, want);
+    let hits = records
+        .retrieve(
+            "Which river flows through Krakow?",
+            lprag::Selection::TopK(5),
+        )
+        .await
+        .unwrap();
+    assert!(!hits.is_empty());
+    for h in &hits {
+        assert_eq!(h.chunk, built.chunks()[h.chunk.id]);
+    }
+    // Neither rows nor records held: the same answers.
+    let neither = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            rows_from_store: true,
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(neither.chunks().is_empty() && neither.graph().num_nodes() == 0);
+    same_answers(&answers(&neither, &filter).await, &want, 1e-5);
+
+    // What needs the records here is refused, naming the option.
+    for err in [
+        records.write_store(&*store, &NoProgress).await.unwrap_err(),
+        records.detach_store().unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("records_from_store"), "{err}");
+    }
+    records.set_candidates(None, true);
+    let err = records
+        .retrieve_filtered("Krakow", lprag::Selection::TopK(2), &filter)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("candidate pool"), "{err}");
+    // Unfiltered, every chunk is scored and only the returned records are read.
+    let all = records
+        .retrieve("Krakow", lprag::Selection::TopK(2))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+
+    // Without a store: refused.
+    let err = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            store: None,
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("give a store"), "{err}");
+    // A store whose records are not this index's (one text changed): refused.
+    let mut chunks = built.chunks().to_vec();
+    chunks[n - 1].text.push_str(" (edited)");
+    let other = Arc::new(MemoryStore::new(dim, None).unwrap());
+    other
+        .append(ChunkBatch::new(
+            chunks,
+            built.graph().features.leading_rows(n),
+        ))
+        .await
+        .unwrap();
+    let err = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            store: Some(other),
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("differs"), "{err}");
+    // chunks.json with a record missing is refused as a format error naming the file.
+    let file = path.join("chunks.json");
+    let mut saved: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    saved.pop();
+    std::fs::write(&file, serde_json::to_vec(&saved).unwrap()).unwrap();
+    let err = LpRag::open_to_answer(&path, options).await.unwrap_err();
+    assert!(matches!(err, Error::Format { .. }), "{err}");
+    assert!(err.to_string().contains("chunks.json"), "{err}");
+}

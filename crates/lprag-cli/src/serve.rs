@@ -323,7 +323,7 @@ async fn stats(State(app): State<App>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "retriever": index.name(),
         "documents": documents,
-        "chunks": index.chunks().len(),
+        "chunks": index.num_chunks(),
         "searches": app.counters.searches.load(Ordering::Relaxed),
         "updates": app.counters.updates.load(Ordering::Relaxed),
     }))

@@ -72,6 +72,10 @@ impl Retriever for AnyIndex {
         each!(self, r => r.chunks())
     }
 
+    fn num_chunks(&self) -> usize {
+        each!(self, r => r.num_chunks())
+    }
+
     async fn retrieve_filtered(
         &self,
         query: &str,

@@ -371,8 +371,15 @@ pub trait Retriever: Send + Sync {
     /// Rank chunks for `query`, best first, keeping those `selection` admits.
     async fn retrieve(&self, query: &str, selection: Selection) -> Result<Vec<ScoredChunk>>;
 
-    /// Every chunk the retriever can return.
+    /// Every chunk the retriever can return (empty for one that reads its records from a
+    /// store per query; [`Retriever::num_chunks`] counts them then).
     fn chunks(&self) -> &[Chunk];
+
+    /// How many chunks the retriever ranks: [`Retriever::chunks`]'s length unless the
+    /// records are read from a store.
+    fn num_chunks(&self) -> usize {
+        self.chunks().len()
+    }
 
     /// [`Retriever::retrieve`] over the chunks `filter` admits: the filter is applied
     /// before `selection` truncates, so `TopK(k)` returns `k` admitted chunks when the

@@ -145,6 +145,11 @@ struct ScaleArgs {
     /// representations, as the stores made by this command do). Rows `… rows=store`.
     #[arg(long, requires_all = ["lprag_answer_from", "store"])]
     lprag_rows_from_store: bool,
+    /// With `--lprag-answer-from` and `--store`: hold no chunk record, read the returned
+    /// chunks' records from the store (`AnswerOptions::records_from_store`). Rows
+    /// `… records=store`.
+    #[arg(long, requires_all = ["lprag_answer_from", "store"])]
+    lprag_records_from_store: bool,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in
     /// DIR/musique-N/<retriever>, so an interrupted run resumes after its last finished
     /// epoch.
@@ -539,6 +544,7 @@ async fn scale_size(
         .as_ref()
         .map(|d| d.join(format!("musique-{n}")));
     options.retrievers.lprag_rows_from_store = args.lprag_rows_from_store;
+    options.retrievers.lprag_records_from_store = args.lprag_records_from_store;
     options.retrievers.checkpoint_dir = args
         .checkpoint_dir
         .as_ref()

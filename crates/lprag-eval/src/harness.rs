@@ -152,7 +152,7 @@ pub async fn evaluate_retrieval(
         return Err(Error::invalid("EvalOptions.ks", "k must be at least 1"));
     }
     let doc_index = dataset.document_index();
-    let n_chunks = retriever.chunks().len();
+    let n_chunks = retriever.num_chunks();
     let per_passage = n_chunks.div_ceil(dataset.corpus.len().max(1)).max(1);
     let first_depth = if n_chunks > 0 {
         (max_k * per_passage).min(n_chunks)

@@ -59,6 +59,9 @@ pub struct RetrieverOptions {
     /// With `lprag_answer_from` and a store: read each query's chunk rows from the store
     /// ([`lprag::AnswerOptions::rows_from_store`]). Default off.
     pub lprag_rows_from_store: bool,
+    /// With `lprag_answer_from` and a store: read the records of the returned chunks from
+    /// the store ([`lprag::AnswerOptions::records_from_store`]). Default off.
+    pub lprag_records_from_store: bool,
     /// Build `lprag` with the predictor of the index saved in this directory, attached
     /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
     pub lprag_transfer_from: Option<std::path::PathBuf>,
@@ -148,6 +151,10 @@ impl Retriever for Renamed {
 
     fn chunks(&self) -> &[lprag::Chunk] {
         self.inner.chunks()
+    }
+
+    fn num_chunks(&self) -> usize {
+        self.inner.num_chunks()
     }
 
     async fn retrieve_filtered(

@@ -414,17 +414,24 @@ impl Turn<'_> {
         out: &mut Vec<ScaleResult>,
     ) -> Result<()> {
         let rows_from_store = self.options.retrievers.lprag_rows_from_store;
+        let records_from_store = self.options.retrievers.lprag_records_from_store;
         let options = lprag::AnswerOptions {
             encoder: Some(self.encoder.clone()),
             device: self.options.retrievers.device,
             store: None,
             rows_from_store,
+            records_from_store,
         };
-        if rows_from_store && variants.stores.is_empty() {
-            return Err(Error::invalid(
-                "--lprag-rows-from-store",
-                "the rows are read from a store: give one with --store",
-            ));
+        for (on, flag, what) in [
+            (rows_from_store, "--lprag-rows-from-store", "rows"),
+            (records_from_store, "--lprag-records-from-store", "records"),
+        ] {
+            if on && variants.stores.is_empty() {
+                return Err(Error::invalid(
+                    flag,
+                    format!("the {what} are read from a store: give one with --store"),
+                ));
+            }
         }
         let (pools, _) = variant_lists(variants);
         // A process answers in memory or from a store: without `--store` one row in
@@ -485,6 +492,9 @@ impl Turn<'_> {
                         let mut name = format!("{} answer-only", variant_name(pool, None, name));
                         if rows_from_store {
                             name.push_str(" rows=store");
+                        }
+                        if records_from_store {
+                            name.push_str(" records=store");
                         }
                         match setup {
                             Some(s) => format!("{name} store={}", s.label()),
@@ -1018,7 +1028,7 @@ mod tests {
         options.retrievers.lprag_save = None;
         options.retrievers.lprag_answer_from = Some(saved.clone());
         options.retrievers.lprag_rows_from_store = true;
-        let answered = run(options.clone(), vec![Box::new(Held(store))])
+        let answered = run(options.clone(), vec![Box::new(Held(store.clone()))])
             .await
             .unwrap();
         let names: Vec<&str> = answered
@@ -1034,6 +1044,20 @@ mod tests {
                 assert!((a - b).abs() <= 1e-5, "{scores:?} vs {got_scores:?}");
             }
         }
+        // The records read from the store too: the same rankings, the same passages.
+        options.retrievers.lprag_records_from_store = true;
+        let answered = run(options.clone(), vec![Box::new(Held(store))])
+            .await
+            .unwrap();
+        assert_eq!(
+            answered[0].result.retriever,
+            "lprag P=2 answer-only rows=store records=store store=held"
+        );
+        assert_eq!(ranked(&answered[0]).len(), want.len());
+        for ((ids, _), (got_ids, _)) in want.iter().zip(&ranked(&answered[0])) {
+            assert_eq!(ids, got_ids);
+        }
+        assert_eq!(built[0].result.recall, answered[0].result.recall);
         let err = run(options, Vec::new()).await.unwrap_err().to_string();
         assert!(err.contains("give one with --store"), "{err}");
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use lprag::{Filter, HashingEncoder, LpRag, NoProgress};
-use lprag_core::ChunkStore;
+use lprag_core::{ChunkStore, Retriever};
 use lprag_lance::{LanceStore, SearchParams, StoreSpec, VectorIndex, DEFAULT_TABLE};
 
 #[path = "../../../examples/data/mini_corpus.rs"]
@@ -96,7 +96,8 @@ async fn lprag_over_a_lance_table_ranks_as_in_memory() {
 
 /// A process that holds no chunk row (`AnswerOptions::rows_from_store`) reads each query's
 /// rows from a real Lance table — vectors and the model's representations, written by
-/// `write_store` — and ranks as the in-memory index does, filters included.
+/// `write_store` — and ranks as the in-memory index does, filters included; holding no
+/// record either (`AnswerOptions::records_from_store`), it returns the table's records.
 #[tokio::test]
 async fn an_index_reading_its_rows_from_a_lance_table_ranks_as_in_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -113,17 +114,15 @@ async fn an_index_reading_its_rows_from_a_lance_table_ranks_as_in_memory() {
     rag.write_store(&store, &NoProgress).await.unwrap();
     // Another process opens the table and the saved index, holding no row.
     let reader = Arc::new(LanceStore::open(&uri, DEFAULT_TABLE).await.unwrap());
-    let served = LpRag::open_to_answer(
-        &saved,
-        lprag::AnswerOptions {
-            encoder: Some(Arc::new(HashingEncoder::default())),
-            store: Some(reader),
-            rows_from_store: true,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let options = lprag::AnswerOptions {
+        encoder: Some(Arc::new(HashingEncoder::default())),
+        store: Some(reader),
+        rows_from_store: true,
+        ..Default::default()
+    };
+    let served = LpRag::open_to_answer(&saved, options.clone())
+        .await
+        .unwrap();
     assert_eq!(served.graph().num_nodes(), 0);
     // The rows are normalised on reading: the last bits of a score may differ.
     assert_within(
@@ -132,4 +131,28 @@ async fn an_index_reading_its_rows_from_a_lance_table_ranks_as_in_memory() {
         "rows from Lance",
         1e-5,
     );
+    let bare = LpRag::open_to_answer(
+        &saved,
+        lprag::AnswerOptions {
+            records_from_store: true,
+            ..options
+        },
+    )
+    .await
+    .unwrap();
+    assert!(bare.chunks().is_empty());
+    assert_within(
+        &answers(&bare, &half).await,
+        &in_memory,
+        "rows and records from Lance",
+        1e-5,
+    );
+    let hits = bare
+        .retrieve_filtered("Krakow", lprag::Selection::TopK(3), &half)
+        .await
+        .unwrap();
+    assert!(!hits.is_empty());
+    for h in &hits {
+        assert_eq!(h.chunk, rag.chunks()[h.chunk.id]);
+    }
 }

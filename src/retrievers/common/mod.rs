@@ -21,7 +21,7 @@ pub(crate) use embed::*;
 pub use encoder::DefaultEncoder;
 pub(crate) use hits::*;
 pub use parents::ParentScoring;
-pub(crate) use parents::Parents;
+pub(crate) use parents::{Parents, ParentsBuilder};
 pub use peer::{Peer, PeerState, PeerUpdate};
 pub(crate) use persist::*;
 pub(crate) use update::*;

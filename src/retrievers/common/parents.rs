@@ -35,34 +35,70 @@ impl ParentScoring {
     }
 }
 
-/// Each chunk's document, and each document's chunks (in chunk order).
+/// [`Parents`] made one chunk at a time, in chunk order (from records streamed off disk).
+#[derive(Debug, Default)]
+pub(crate) struct ParentsBuilder {
+    index: HashMap<String, u32>,
+    of: Vec<u32>,
+}
+
+impl ParentsBuilder {
+    /// The next chunk belongs to `document_id`.
+    pub(crate) fn push(&mut self, document_id: &str) {
+        let next = self.index.len() as u32;
+        let p = match self.index.get(document_id) {
+            Some(&p) => p,
+            None => {
+                self.index.insert(document_id.to_string(), next);
+                next
+            }
+        };
+        self.of.push(p);
+    }
+
+    /// The chunks' documents.
+    pub(crate) fn finish(self) -> Parents {
+        let documents = self.index.len();
+        drop(self.index);
+        // Each document's chunks as one slice of `members` (chunk order within it).
+        let mut start = vec![0u32; documents + 1];
+        for &p in &self.of {
+            start[p as usize + 1] += 1;
+        }
+        for d in 0..documents {
+            start[d + 1] += start[d];
+        }
+        let mut next = start.clone();
+        let mut members = vec![0u32; self.of.len()];
+        for (c, &p) in self.of.iter().enumerate() {
+            members[next[p as usize] as usize] = c as u32;
+            next[p as usize] += 1;
+        }
+        Parents {
+            of: self.of,
+            start,
+            members,
+        }
+    }
+}
+
+/// Each chunk's document, and each document's chunks (in chunk order): document `d`'s are
+/// `members[start[d]..start[d + 1]]`.
 #[derive(Debug, Default)]
 pub(crate) struct Parents {
     of: Vec<u32>,
-    members: Vec<Vec<ChunkId>>,
+    start: Vec<u32>,
+    members: Vec<u32>,
 }
 
 impl Parents {
     /// The documents of `chunks` (by [`lprag_core::Provenance::document_id`]).
     pub(crate) fn of(chunks: &[Chunk]) -> Self {
-        let mut index: HashMap<&str, u32> = HashMap::new();
-        let mut members: Vec<Vec<ChunkId>> = Vec::new();
-        let of = chunks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let next = members.len() as u32;
-                let p = *index
-                    .entry(c.provenance.document_id.as_str())
-                    .or_insert(next);
-                if p == next {
-                    members.push(Vec::new());
-                }
-                members[p as usize].push(i);
-                p
-            })
-            .collect();
-        Self { of, members }
+        let mut builder = ParentsBuilder::default();
+        for c in chunks {
+            builder.push(&c.provenance.document_id);
+        }
+        builder.finish()
     }
 
     /// The document of chunk `c`.
@@ -80,7 +116,9 @@ impl Parents {
         let mut seen: std::collections::HashSet<ChunkId> = candidates.iter().copied().collect();
         let mut out = candidates.to_vec();
         for &c in candidates {
-            for &s in &self.members[self.of[c] as usize] {
+            let d = self.of[c] as usize;
+            let siblings = &self.members[self.start[d] as usize..self.start[d + 1] as usize];
+            for s in siblings.iter().map(|&s| s as ChunkId) {
                 if keep(s) && seen.insert(s) {
                     out.push(s);
                 }
@@ -171,6 +209,25 @@ mod tests {
             chunk(4, "c"),
             chunk(5, "c"),
         ])
+    }
+
+    #[test]
+    fn siblings_come_from_the_chunks_documents_when_documents_interleave() {
+        // a: 0, 2, 5; b: 1, 4; c: 3
+        let docs = ["a", "b", "a", "c", "b", "a"];
+        let chunks: Vec<Chunk> = docs.iter().enumerate().map(|(i, d)| chunk(i, d)).collect();
+        let p = Parents::of(&chunks);
+        assert_eq!(
+            (0..6).map(|c| p.parent(c)).collect::<Vec<_>>(),
+            [0, 1, 0, 2, 1, 0]
+        );
+        assert_eq!(p.with_siblings(&[2], &|_| true), [2, 0, 5]);
+        assert_eq!(p.with_siblings(&[4, 3], &|_| true), [4, 3, 1]);
+        assert_eq!(p.with_siblings(&[0, 5], &|c| c != 2), [0, 5]);
+        assert_eq!(
+            Parents::of(&[]).with_siblings(&[], &|_| true),
+            Vec::<usize>::new()
+        );
     }
 
     #[test]

@@ -321,6 +321,7 @@ impl LpRagBuilder {
             store: None,
             answer_only: false,
             rows: None,
+            records: None,
         })
     }
 }

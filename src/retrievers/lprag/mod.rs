@@ -108,6 +108,9 @@ pub struct LpRag {
     /// Opened with [`AnswerOptions::rows_from_store`]: the predictor reads each query's
     /// chunk rows from the store, and `graph` holds no row.
     pub(crate) rows: Option<Arc<store::StoreRows>>,
+    /// Opened with [`AnswerOptions::records_from_store`]: `chunks` is empty and the
+    /// records are read from the store.
+    pub(crate) records: Option<store::RecordsInStore>,
 }
 
 /// Each chunk's k nearest chunks, `(chunk, cosine)` best first.
@@ -123,6 +126,7 @@ impl std::fmt::Debug for LpRag {
             .field("store", &self.store.is_some())
             .field("answer_only", &self.answer_only)
             .field("rows_from_store", &self.rows.is_some())
+            .field("records_from_store", &self.records.is_some())
             .finish()
     }
 }
@@ -133,9 +137,15 @@ impl LpRag {
         LpRagBuilder::default()
     }
 
-    /// The indexed chunks.
+    /// The indexed chunks; empty when they are read from the store
+    /// ([`AnswerOptions::records_from_store`]).
     pub fn chunks(&self) -> &[Chunk] {
         &self.chunks
+    }
+
+    /// How many chunks the index ranks (also when their records are the store's).
+    pub fn num_chunks(&self) -> usize {
+        self.records.as_ref().map_or(self.chunks.len(), |r| r.len)
     }
 
     /// The synthetic queries written at index time (none in an index opened with

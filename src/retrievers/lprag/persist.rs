@@ -10,16 +10,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, ChunkStore, Embeddings, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer, Result,
-    SyntheticQuery,
+    Chunk, ChunkId, ChunkStore, Embeddings, Encoder, Error, LinkGraph, LinkPredictor, LinkScorer,
+    Result, SyntheticQuery,
 };
 
 use lprag_model::{ComputeDevice, GnnRowScorer};
 use serde::{Deserialize, Serialize};
 
-use super::store::{RowsInStore, StoreRows};
+use super::store::{spread_ids, RecordsInStore, RowsInStore, StoreRows, CHECKED_CHUNKS};
 
-use crate::retrievers::common::{check_fingerprint, check_version, DefaultEncoder, Parents};
+use crate::retrievers::common::{
+    check_fingerprint, check_version, DefaultEncoder, Parents, ParentsBuilder,
+};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Manifest {
@@ -132,7 +134,7 @@ impl LpRag {
         let encoder = rebuilt_encoder(
             dir,
             &manifest,
-            &chunks,
+            || chunks.iter().map(Chunk::embedding_text).collect(),
             "LpRag::open",
             "load it with LpRag::load(dir, encoder)",
         )?;
@@ -272,12 +274,21 @@ pub struct AnswerOptions {
     /// the candidates' and those around the chunks it joins) from
     /// [`AnswerOptions::store`], which must keep the predictor's representations
     /// ([`LpRag::write_store`] into a store made with them). The process then holds the
-    /// records, the chunk graph's edges and the weights. Needs a predictor that joins
+    /// records (unless [`AnswerOptions::records_from_store`]), the chunk graph's edges and
+    /// the weights. Needs a predictor that joins
     /// each query to its nearest chunks (the default), and a candidate pool smaller than
     /// the corpus ([`LpRag::set_candidates`]; a query scoring every chunk is refused). At
     /// open, a sample of the store's representations is recomputed from its vectors, so
     /// a store written from another training is refused.
     pub rows_from_store: bool,
+    /// Hold no chunk record (text, provenance, metadata): each query reads the records of
+    /// the chunks it returns from [`AnswerOptions::store`], and of the chunks its filter
+    /// must check beyond the store's filtered search (the pool's graph neighbours). At
+    /// open, `chunks.json` is read one record at a time for each chunk's document and the
+    /// sample compared with the store; [`LpRag::chunks`] is then empty
+    /// ([`LpRag::num_chunks`] counts them). A filtered query that scores every chunk (no
+    /// candidate pool) is refused.
+    pub records_from_store: bool,
 }
 
 impl std::fmt::Debug for AnswerOptions {
@@ -287,6 +298,7 @@ impl std::fmt::Debug for AnswerOptions {
             .field("device", &self.device)
             .field("store", &self.store.is_some())
             .field("rows_from_store", &self.rows_from_store)
+            .field("records_from_store", &self.records_from_store)
             .finish()
     }
 }
@@ -312,7 +324,10 @@ impl LpRag {
     /// those of [`LpRag::attach_store`]; with [`AnswerOptions::rows_from_store`],
     /// [`Error::InvalidInput`] without a store, for a store without this model's
     /// representations (missing, of another width, or from another training: a sample is
-    /// recomputed), or for a predictor that joins every chunk.
+    /// recomputed), or for a predictor that joins every chunk; with
+    /// [`AnswerOptions::records_from_store`], [`Error::InvalidInput`] without a store and
+    /// [`Error::Format`] when `chunks.json` holds another count of records than the
+    /// manifest says.
     pub async fn open_to_answer(dir: impl AsRef<Path>, options: AnswerOptions) -> Result<Self> {
         const HERE: &str = "LpRag::open_to_answer";
         let dir = dir.as_ref();
@@ -332,19 +347,41 @@ impl LpRag {
                 ),
             ));
         }
-        let chunks: Vec<Chunk> = read_json(&dir.join(CHUNKS))?;
+        if options.records_from_store && options.store.is_none() {
+            return Err(Error::invalid(
+                HERE,
+                "AnswerOptions::records_from_store reads the records from \
+                 AnswerOptions::store: give a store",
+            ));
+        }
+        let (chunks, mut streamed) = if options.records_from_store {
+            // Only a fitted encoder reads the texts (once, here).
+            let texts = options.encoder.is_none()
+                && matches!(
+                    manifest.default_encoder,
+                    Some(DefaultEncoder::FittedHashing { .. })
+                );
+            let streamed = stream_records(&dir.join(CHUNKS), manifest.stats.chunks, texts)?;
+            (Vec::new(), Some(streamed))
+        } else {
+            (read_json::<Vec<Chunk>>(&dir.join(CHUNKS))?, None)
+        };
         let encoder = match options.encoder {
             Some(encoder) => encoder,
             None => rebuilt_encoder(
                 dir,
                 &manifest,
-                &chunks,
+                || match &mut streamed {
+                    Some(s) => std::mem::take(&mut s.texts),
+                    None => chunks.iter().map(Chunk::embedding_text).collect(),
+                },
                 HERE,
                 "pass it in AnswerOptions::encoder",
             )?,
         };
         let opened = Opened {
             chunks: Some(chunks),
+            records: streamed.map(|s| (s.records, s.parents)),
             answer_only: true,
             in_memory_search: options.store.is_none(),
             no_rows: options.rows_from_store,
@@ -377,7 +414,7 @@ impl LpRag {
 fn rebuilt_encoder(
     dir: &Path,
     manifest: &Manifest,
-    chunks: &[Chunk],
+    texts: impl FnOnce() -> Vec<String>,
     loader: &str,
     how: &str,
 ) -> Result<Arc<dyn Encoder>> {
@@ -391,14 +428,93 @@ fn rebuilt_encoder(
             ),
         ));
     };
-    let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-    spec.rebuild(&texts)
+    spec.rebuild(&texts())
+}
+
+/// What [`stream_records`] keeps of `chunks.json`.
+struct StreamedRecords {
+    records: RecordsInStore,
+    parents: Parents,
+    /// The chunks' embedding texts, when asked for (a fitted encoder's corpus).
+    texts: Vec<String>,
+}
+
+/// `chunks.json` read one record at a time ([`AnswerOptions::records_from_store`]): each
+/// chunk's document, the records of the sample checked against the store, and, with
+/// `texts`, the embedding texts; no other record is held. `expected` is the manifest's
+/// count, which picks the sample.
+fn stream_records(path: &Path, expected: usize, texts: bool) -> Result<StreamedRecords> {
+    use serde::de::{Deserializer as _, SeqAccess, Visitor};
+
+    struct Each<'a> {
+        sample_ids: &'a [ChunkId],
+        texts: bool,
+        out: &'a mut StreamedRecords,
+        parents: &'a mut ParentsBuilder,
+    }
+    impl<'de> Visitor<'de> for Each<'_> {
+        type Value = usize;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of chunk records")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<usize, A::Error> {
+            let mut n = 0;
+            let mut next_sample = 0;
+            while let Some(chunk) = seq.next_element::<Chunk>()? {
+                self.parents.push(&chunk.provenance.document_id);
+                if self.texts {
+                    self.out.texts.push(chunk.embedding_text());
+                }
+                if self.sample_ids.get(next_sample) == Some(&n) {
+                    next_sample += 1;
+                    self.out.records.sample.push(chunk);
+                }
+                n += 1;
+            }
+            Ok(n)
+        }
+    }
+
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let sample_ids = spread_ids(CHECKED_CHUNKS, expected);
+    let mut out = StreamedRecords {
+        records: RecordsInStore {
+            len: 0,
+            sample_ids: sample_ids.clone(),
+            sample: Vec::with_capacity(sample_ids.len()),
+        },
+        parents: Parents::default(),
+        texts: Vec::new(),
+    };
+    let mut parents = ParentsBuilder::default();
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, file));
+    let n = de
+        .deserialize_seq(Each {
+            sample_ids: &sample_ids,
+            texts,
+            out: &mut out,
+            parents: &mut parents,
+        })
+        .and_then(|n| de.end().map(|()| n))
+        .map_err(|e| Error::format(path, e.to_string()))?;
+    if n != expected {
+        return Err(Error::format(
+            path,
+            format!("{n} chunk records, the manifest says {expected}"),
+        ));
+    }
+    out.records.len = n;
+    out.parents = parents.finish();
+    Ok(out)
 }
 
 /// What [`Parts::read_as`] reads besides the manifest and the graph's chunk rows.
 struct Opened {
     /// The chunk records, when the caller read them already.
     chunks: Option<Vec<Chunk>>,
+    /// The records are the store's: what was kept of them (`chunks` is then empty).
+    records: Option<(RecordsInStore, Parents)>,
     /// Only what answering needs: the graph's chunk nodes, no questions, no k-NN lists.
     answer_only: bool,
     /// Build the in-memory candidate search the configuration asks for (else exact scans
@@ -412,6 +528,7 @@ impl Default for Opened {
     fn default() -> Self {
         Self {
             chunks: None,
+            records: None,
             answer_only: false,
             in_memory_search: true,
             no_rows: false,
@@ -431,6 +548,10 @@ pub(super) struct Parts {
     answer_only: bool,
     /// The edges between chunks, when no row was read ([`Opened::no_rows`]).
     chunk_edges: Option<lprag_graph::ChunkEdges>,
+    /// What was kept of the records when they are the store's ([`Opened::records`]).
+    records: Option<RecordsInStore>,
+    /// The chunks' documents, made while the records were streamed.
+    parents: Option<Parents>,
 }
 
 impl Parts {
@@ -513,13 +634,12 @@ impl Parts {
         let graph_chunks = chunk_edges
             .as_ref()
             .map_or(graph.num_chunks, |e| e.num_chunks);
-        if graph_chunks != chunks.len() {
+        let (records, parents) = opened.records.unzip();
+        let num_records = records.as_ref().map_or(chunks.len(), |r| r.len);
+        if graph_chunks != num_records {
             return Err(Error::format(
                 dir.join(GRAPH),
-                format!(
-                    "graph has {graph_chunks} chunks, chunks.json has {}",
-                    chunks.len()
-                ),
+                format!("graph has {graph_chunks} chunks, chunks.json has {num_records}"),
             ));
         }
         // The k-NN lists are optional (indexes saved before incremental updates have
@@ -552,6 +672,8 @@ impl Parts {
             knn,
             answer_only: opened.answer_only,
             chunk_edges,
+            records,
+            parents,
         })
     }
 
@@ -592,7 +714,7 @@ impl Parts {
 
     fn finish(self, predictor: Arc<dyn LinkPredictor>, device: ComputeDevice) -> LpRag {
         LpRag {
-            parents: Arc::new(Parents::of(&self.chunks)),
+            parents: Arc::new(self.parents.unwrap_or_else(|| Parents::of(&self.chunks))),
             chunks: self.chunks,
             queries: self.queries,
             search: self.search,
@@ -608,6 +730,7 @@ impl Parts {
             store: None,
             answer_only: self.answer_only,
             rows: None,
+            records: self.records,
         }
     }
 }

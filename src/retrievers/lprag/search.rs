@@ -10,8 +10,8 @@ use super::{Anchor, LpRag, LpRagConfig};
 
 use async_trait::async_trait;
 use lprag_core::{
-    Chunk, Error, Filter, LinkGraph, LinkPredictor, Result, Retriever, ScoredChunk, Selection,
-    RETRIEVE_BATCH_CONCURRENCY,
+    Chunk, ChunkId, Error, Filter, LinkGraph, LinkPredictor, Result, Retriever, ScoredChunk,
+    Selection, RETRIEVE_BATCH_CONCURRENCY,
 };
 use lprag_graph::{CandidateRequest, CandidateSearch};
 use lprag_model::FetchedRows;
@@ -151,6 +151,13 @@ impl LpRag {
         let fetch_time = t.elapsed();
         // The admitted chunks, when the candidates are found here.
         let allowed: Option<Vec<bool>> = match (&filter, &found) {
+            (Some(_), None) if self.records.is_some() => {
+                return Err(Error::invalid(
+                    "LpRag (records in the store)",
+                    "a filter over every chunk reads every record: give the index a \
+                     candidate pool smaller than the corpus (LpRag::set_candidates)",
+                ))
+            }
             (Some(f), None) => Some(self.chunks.iter().map(|c| f.matches(c)).collect()),
             _ => None,
         };
@@ -182,13 +189,24 @@ impl LpRag {
         .instrument(span)
         .await?;
         let t = Instant::now();
-        let hits = ranked
-            .into_iter()
-            .map(|(c, score)| ScoredChunk {
-                chunk: self.chunks[c].clone(),
-                score,
-            })
-            .collect();
+        let hits = match (&self.records, &self.store) {
+            (Some(_), Some(store)) => {
+                let ids: Vec<ChunkId> = ranked.iter().map(|&(c, _)| c).collect();
+                let records = store.chunks(&ids).await?;
+                records
+                    .into_iter()
+                    .zip(ranked)
+                    .map(|(chunk, (_, score))| ScoredChunk { chunk, score })
+                    .collect()
+            }
+            _ => ranked
+                .into_iter()
+                .map(|(c, score)| ScoredChunk {
+                    chunk: self.chunks[c].clone(),
+                    score,
+                })
+                .collect(),
+        };
         profile.rank += t.elapsed();
         Ok((hits, profile))
     }
@@ -345,7 +363,8 @@ pub struct QueryProfile {
     /// [`crate::AnswerOptions::rows_from_store`], reading their rows from the store too).
     pub predictor: Duration,
     /// The candidates' cosines, the anchor's mix, the documents' ranking, the selection
-    /// and the copies of the selected chunks.
+    /// and the copies of the selected chunks (with
+    /// [`crate::AnswerOptions::records_from_store`], reading their records from the store).
     pub rank: Duration,
     /// The whole call, waits for a blocking thread included.
     pub total: Duration,
@@ -432,5 +451,9 @@ impl Retriever for LpRag {
 
     fn chunks(&self) -> &[Chunk] {
         &self.chunks
+    }
+
+    fn num_chunks(&self) -> usize {
+        LpRag::num_chunks(self)
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lprag_core::{
-    cosine, ChunkBatch, ChunkId, ChunkStore, Error, Filter, LinkPredictor, Progress, Result,
+    cosine, Chunk, ChunkBatch, ChunkId, ChunkStore, Error, Filter, LinkPredictor, Progress, Result,
     TrainReport,
 };
 use lprag_graph::CandidateSearch;
@@ -21,7 +21,45 @@ pub const STORE_WRITE_BATCH: usize = 8_192;
 
 /// How many chunks [`LpRag::attach_store`] and a resumed [`LpRag::write_store`] compare
 /// between the store and the index, spread evenly over the ids (first and last included).
-const CHECKED_CHUNKS: usize = 64;
+pub(super) const CHECKED_CHUNKS: usize = 64;
+
+/// `count` ids spread evenly over `0..n` (first and last included; all of them when
+/// `n <= count`): the sample [`LpRag::attach_store`] compares.
+pub(super) fn spread_ids(count: usize, n: usize) -> Vec<ChunkId> {
+    let count = count.min(n);
+    let mut ids: Vec<ChunkId> = (0..count)
+        .map(|i| {
+            if count == 1 {
+                0
+            } else {
+                i * (n - 1) / (count - 1)
+            }
+        })
+        .collect();
+    ids.dedup();
+    ids
+}
+
+/// What an index whose records are the store's ([`AnswerOptions::records_from_store`])
+/// keeps of them: their count and the sample compared with the store's at attach.
+///
+/// [`AnswerOptions::records_from_store`]: crate::AnswerOptions::records_from_store
+#[derive(Debug, Clone)]
+pub(crate) struct RecordsInStore {
+    pub(crate) len: usize,
+    /// [`spread_ids`]`(CHECKED_CHUNKS, len)`, ascending.
+    pub(crate) sample_ids: Vec<ChunkId>,
+    /// The records of `sample_ids`, in that order.
+    pub(crate) sample: Vec<Chunk>,
+}
+
+impl RecordsInStore {
+    /// The record of chunk `id`, when it is one of the sample.
+    fn held(&self, id: ChunkId) -> Option<&Chunk> {
+        let k = self.sample_ids.binary_search(&id).ok()?;
+        self.sample.get(k)
+    }
+}
 
 /// The lowest cosine at which a stored vector counts as the index's own (a store written
 /// from the same encoder on another device may differ in the last bits).
@@ -73,6 +111,7 @@ impl LpRag {
         let n = self.chunks.len();
         self.check_store_width(store, HERE)?;
         self.refuse_rows_in_store(HERE)?;
+        self.refuse_records_in_store(HERE)?;
         let with_reps = match store.representation_dim() {
             None => false,
             Some(rd) => match self.predictor.stored_representation_dim() {
@@ -178,7 +217,7 @@ impl LpRag {
         const HERE: &str = "LpRag::attach_store";
         self.refuse_rows_in_store(HERE)?;
         self.check_store_width(&*store, HERE)?;
-        let n = self.chunks.len();
+        let n = self.num_chunks();
         if store.len() != n {
             return Err(Error::invalid(
                 HERE,
@@ -203,6 +242,7 @@ impl LpRag {
     /// As building the in-memory search (invalid candidate-search settings).
     pub fn detach_store(&mut self) -> Result<Option<Arc<dyn ChunkStore>>> {
         self.refuse_rows_in_store("LpRag::detach_store")?;
+        self.refuse_records_in_store("LpRag::detach_store")?;
         let store = self.store.take();
         if store.is_some() {
             self.search = Arc::new(search_for(&self.graph, &self.config)?);
@@ -248,21 +288,18 @@ impl LpRag {
         if held == 0 {
             return Ok(());
         }
-        let count = CHECKED_CHUNKS.min(held);
-        let mut ids: Vec<usize> = (0..count)
-            .map(|i| {
-                if count == 1 {
-                    0
-                } else {
-                    i * (held - 1) / (count - 1)
-                }
-            })
-            .collect();
-        ids.dedup();
+        let ids = spread_ids(CHECKED_CHUNKS, held);
         let records = store.chunks(&ids).await?;
         let vectors = store.vectors(&ids).await?;
         for (k, &id) in ids.iter().enumerate() {
-            let mine = &self.chunks[id];
+            let mine = match &self.records {
+                None => &self.chunks[id],
+                // The sample kept is this one (`held` is the index's length here).
+                Some(r) => match r.held(id) {
+                    Some(mine) => mine,
+                    None => continue,
+                },
+            };
             let theirs = &records[k];
             let what = if theirs.text != mine.text {
                 Some("text")
@@ -299,7 +336,7 @@ impl LpRag {
         let Some(store) = &self.store else {
             return Ok(None);
         };
-        let n = self.chunks.len();
+        let n = self.num_chunks();
         let Some(pool) = self.config.candidate_pool.filter(|&p| p < n) else {
             return Ok(None);
         };
@@ -337,7 +374,11 @@ impl LpRag {
                 (nearest, ids(store.nearest(query, pool, f).await?)?)
             }
         };
-        let keep = |c: usize| filter.is_none_or(|f| f.matches(&self.chunks[c]));
+        // Without the records here, the filter is checked afterwards on the records of the
+        // chunks the store's filtered search did not return.
+        let held = self.records.is_none();
+        let keep = |c: usize| !held || filter.is_none_or(|f| f.matches(&self.chunks[c]));
+        let pooled_ids = (!held && filter.is_some()).then(|| pooled.clone());
         let wide = self.config.candidate_neighbours;
         let mut candidates = match &self.rows {
             Some(rows) => lprag_graph::expand_pool(&rows.neighbours, pooled, wide, &keep),
@@ -345,6 +386,24 @@ impl LpRag {
         };
         if self.config.parents.scores_siblings() {
             candidates = self.parents.with_siblings(&candidates, &keep);
+        }
+        if let (Some(f), Some(mut admitted)) = (filter, pooled_ids) {
+            admitted.sort_unstable();
+            let unchecked: Vec<ChunkId> = candidates
+                .iter()
+                .copied()
+                .filter(|c| admitted.binary_search(c).is_err())
+                .collect();
+            if !unchecked.is_empty() {
+                let records = store.chunks(&unchecked).await?;
+                let refused: std::collections::HashSet<ChunkId> = unchecked
+                    .iter()
+                    .zip(&records)
+                    .filter(|(_, r)| !f.matches(r))
+                    .map(|(&c, _)| c)
+                    .collect();
+                candidates.retain(|c| !refused.contains(c));
+            }
         }
         Ok(Some(Found {
             nearest,
@@ -383,6 +442,22 @@ impl LpRag {
         Ok(())
     }
 
+    /// [`Error::InvalidInput`] for `location` when the chunk records are the store's
+    /// ([`AnswerOptions::records_from_store`]: none is held to write or rank without it).
+    ///
+    /// [`AnswerOptions::records_from_store`]: crate::AnswerOptions::records_from_store
+    pub(crate) fn refuse_records_in_store(&self, location: &str) -> Result<()> {
+        if self.records.is_some() {
+            return Err(Error::invalid(
+                location,
+                "this index reads its chunk records from its store \
+                 (AnswerOptions::records_from_store): it holds none to write or to rank \
+                 without the store; open it with its records in memory for that",
+            ));
+        }
+        Ok(())
+    }
+
     /// Attach `store` to an index opened with its rows in the store: the widths, the
     /// chunk count and a sample of the records are checked as [`LpRag::attach_store`]
     /// checks them, and a sample of the stored representations is recomputed from the
@@ -396,7 +471,7 @@ impl LpRag {
             return Err(Error::invalid(location, "the index holds its rows"));
         };
         let scorer = &rows.scorer;
-        let n = self.chunks.len();
+        let n = self.num_chunks();
         if store.dim() != scorer.dim() {
             return Err(Error::DimensionMismatch {
                 location: format!("{location} (the store's vector width)"),
@@ -432,16 +507,7 @@ impl LpRag {
             ));
         }
         self.check_store_chunks(&*store, n, location).await?;
-        let count = CHECKED_REPRESENTATIONS.min(n);
-        let ids: Vec<ChunkId> = (0..count)
-            .map(|i| {
-                if count == 1 {
-                    0
-                } else {
-                    i * (n - 1) / (count - 1)
-                }
-            })
-            .collect();
+        let ids = spread_ids(CHECKED_REPRESENTATIONS, n);
         let feature_ids = scorer.representation_rows_needed(&ids)?;
         let features = store.vectors(&feature_ids).await?;
         let stored = store.representations(&ids).await?;
