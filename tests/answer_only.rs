@@ -125,8 +125,22 @@ fn same_answers(a: &[Vec<(usize, f32)>], b: &[Vec<(usize, f32)>], tol: f32) {
     }
 }
 
-#[tokio::test]
-async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
+/// A saved index and a store that keeps the predictor's representations, written from it.
+struct Saved {
+    docs: Vec<Document>,
+    built: LpRag,
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    filter: Filter,
+    /// The built index's answers ([`answers`] under `filter`).
+    want: Vec<Vec<(usize, f32)>>,
+    encoder: Arc<dyn Encoder>,
+    dim: usize,
+    rd: usize,
+    store: Arc<MemoryStore>,
+}
+
+async fn saved_with_store() -> Saved {
     let docs = labelled(mini_corpus::documents());
     let built = index(&docs).await;
     let dir = tempfile::tempdir().unwrap();
@@ -134,13 +148,39 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
     built.save(&path).unwrap();
     let filter = Filter::eq("half", "a");
     let want = answers(&built, &filter).await;
-    let encoder: Arc<dyn Encoder> = Arc::new(HashingEncoder::default());
     let dim = built.graph().features.dim();
     let rd = built.predictor().stored_representation_dim().unwrap();
-
-    // A store that keeps the predictor's representations gets them from write_store.
     let store = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
     built.write_store(&*store, &NoProgress).await.unwrap();
+    Saved {
+        docs,
+        built,
+        _dir: dir,
+        path,
+        filter,
+        want,
+        encoder: Arc::new(HashingEncoder::default()),
+        dim,
+        rd,
+        store,
+    }
+}
+
+#[tokio::test]
+async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
+    let Saved {
+        docs,
+        built,
+        _dir,
+        path,
+        filter,
+        want,
+        encoder,
+        dim,
+        rd,
+        store,
+    } = saved_with_store().await;
+    // A store that keeps the predictor's representations gets them from write_store.
     let n = built.chunks().len();
     let reps = store.representations(&[0, n - 1]).await.unwrap().unwrap();
     let own = built.predictor().stored_representations(0..n).unwrap();
@@ -232,18 +272,17 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
 #[tokio::test]
 async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index() {
     use lprag::core::ChunkBatch;
-    let docs = labelled(mini_corpus::documents());
-    let built = index(&docs).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("index");
-    built.save(&path).unwrap();
-    let filter = Filter::eq("half", "a");
-    let want = answers(&built, &filter).await;
-    let encoder: Arc<dyn Encoder> = Arc::new(HashingEncoder::default());
-    let dim = built.graph().features.dim();
-    let rd = built.predictor().stored_representation_dim().unwrap();
-    let store = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
-    built.write_store(&*store, &NoProgress).await.unwrap();
+    let Saved {
+        built,
+        _dir,
+        path,
+        filter,
+        want,
+        encoder,
+        dim,
+        store,
+        ..
+    } = saved_with_store().await;
     let n = built.chunks().len();
     let options = AnswerOptions {
         encoder: Some(encoder.clone()),

@@ -136,8 +136,10 @@ struct ScaleArgs {
     lprag_save: Option<PathBuf>,
     /// Do not build LP-RAG: open each size's index saved in DIR/musique-N to answer only
     /// (`LpRag::open_to_answer`): a row `lprag answer-only` in memory, or with `--store`
-    /// one per store made by an earlier run (`… answer-only store=NAME`, opened afresh
-    /// with its own peak RSS; give one store per run for a clean peak).
+    /// one per store (`… answer-only store=NAME`, opened afresh with its own peak RSS; give
+    /// one store per run for a clean peak). A store not made for that size yet is made
+    /// first from the saved index (opened with its rows in memory for the write, then
+    /// dropped).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["lprag_save", "lprag_work_dir"])]
     lprag_answer_from: Option<PathBuf>,
     /// With `--lprag-answer-from` and `--store`: hold no chunk row, read each query's rows

@@ -402,10 +402,50 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// `setup`'s store made from the index saved in `dir`, opened to answer only with its
+    /// rows in memory for the write (the store's own vector index included), then dropped.
+    async fn make_answer_store(
+        &self,
+        dir: &Path,
+        setup: &dyn StoreSetup,
+        options: &lprag::AnswerOptions,
+    ) -> Result<Arc<dyn ChunkStore>> {
+        let t = Instant::now();
+        eprintln!(
+            "lprag answer-only: making store {} from {}",
+            setup.label(),
+            dir.display()
+        );
+        let held = lprag::LpRag::open_to_answer(
+            dir,
+            lprag::AnswerOptions {
+                encoder: options.encoder.clone(),
+                device: options.device,
+                ..lprag::AnswerOptions::default()
+            },
+        )
+        .await?;
+        let (store, stages) = setup
+            .make(&held, self.dataset.corpus.len(), self.progress)
+            .await?;
+        let stages: Vec<String> = stages
+            .iter()
+            .map(|(name, secs)| format!("{name} {secs:.1} s"))
+            .collect();
+        eprintln!(
+            "lprag answer-only: store {} made in {:.1} s ({})",
+            setup.label(),
+            t.elapsed().as_secs_f64(),
+            stages.join(", ")
+        );
+        Ok(store)
+    }
+
     /// LP-RAG opened to answer only from the index saved in `dir`
     /// ([`lprag::LpRag::open_to_answer`]): without `variants.stores` its rows with the
     /// in-memory search, else for each store, opened afresh with the store an earlier run
-    /// made (no in-memory search is built); the peak RSS of each opening and its queries.
+    /// made or, when none was, one made now from the saved index (no in-memory search is
+    /// built); the peak RSS of each opening and its queries.
     /// The "index" time of these rows is the opening's.
     async fn lprag_answering(
         &self,
@@ -442,8 +482,17 @@ impl Turn<'_> {
         } else {
             variants.stores.iter().map(Some).collect()
         };
+        let passages = self.dataset.corpus.len();
         for (i, setup) in opened.into_iter().enumerate() {
-            if i > 0 {
+            // A store not made for this size yet is made here, from the saved index opened
+            // in memory for that and dropped before the answering process opens.
+            let mut made = None;
+            if let Some(setup) = setup {
+                if setup.open(passages).await?.is_none() {
+                    made = Some(self.make_answer_store(dir, &**setup, &options).await?);
+                }
+            }
+            if i > 0 || made.is_some() {
                 reset_peak_rss();
             }
             // What the process holds before opening (the dataset, the encoder): the
@@ -455,19 +504,12 @@ impl Turn<'_> {
             let t = Instant::now();
             let store = match setup {
                 None => None,
-                Some(setup) => Some(setup.open(self.dataset.corpus.len()).await?.ok_or_else(
-                    || {
-                        Error::invalid(
-                            "--store",
-                            format!(
-                                "{}: no store was made for {} passages; run once \
-                                     without --lprag-answer-from to make it",
-                                setup.label(),
-                                self.dataset.corpus.len()
-                            ),
-                        )
-                    },
-                )?),
+                // A fresh handle, as another process opens the store; a kind that keeps
+                // nothing between handles hands the one just made.
+                Some(setup) => match setup.open(passages).await? {
+                    Some(store) => Some(store),
+                    None => made.take(),
+                },
             };
             let mut rag = lprag::LpRag::open_to_answer(
                 dir,
@@ -946,7 +988,8 @@ mod tests {
     }
 
     /// `--lprag-save` then `--lprag-answer-from`: the index opened to answer only ranks
-    /// as the one that was built and saved; a store that keeps nothing is refused.
+    /// as the one that was built and saved, in memory and with a store made from the saved
+    /// index (none was made before).
     #[tokio::test]
     async fn an_answer_only_row_ranks_as_the_saved_index() {
         let (dataset, encoder) = toy_dataset();
@@ -971,11 +1014,14 @@ mod tests {
         assert_eq!(ranked(&built[0]), ranked(&answered[0]));
         assert_eq!(built[0].result.recall, answered[0].result.recall);
         assert_eq!(answered[0].stages[0].0, "open to answer");
-        let err = run(options, vec![Box::new(MemoryStoreSetup)])
+        let stored = run(options, vec![Box::new(MemoryStoreSetup)])
             .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("no store was made"), "{err}");
+            .unwrap();
+        assert_eq!(
+            stored[0].result.retriever,
+            "lprag P=2 answer-only store=memory"
+        );
+        assert_eq!(ranked(&built[0]), ranked(&stored[0]));
     }
 
     /// A store made beforehand, handed out by `open` (as a store of an earlier run).

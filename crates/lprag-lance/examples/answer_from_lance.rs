@@ -12,7 +12,8 @@
 //! Without arguments it builds a small index and its table in a temporary directory and
 //! answers one question. With them: INDEX_DIR an index `lprag-eval scale --lprag-save` saved,
 //! TABLE_DIR the Lance database `scale --store lance:DIR` wrote it into (with the model's
-//! representations), DATASET_DIR the benchmark's corpus and questions; the corpus only
+//! representations; `?nprobes=N&ef=N&refine=N` after it sets the search, by default
+//! `nprobes=40&ef=400&refine=10`), DATASET_DIR the benchmark's corpus and questions; the corpus only
 //! fits the hashing encoder the benchmark used and is dropped before the index is opened,
 //! and the peak is reset there, so the figures after it are the index's and LanceDB's.
 //! PASSES (default 1) asks the questions that many times, printing the memory after each
@@ -63,6 +64,27 @@ async fn make_example(dir: &std::path::Path) -> Result<(String, String), BoxErro
     Ok((index.to_string_lossy().into_owned(), uri))
 }
 
+/// `DIR[?nprobes=N&ef=N&refine=N]`: the directory and the search parameters.
+fn search_params(spec: &str) -> Result<(String, SearchParams), BoxError> {
+    let mut search = SearchParams {
+        nprobes: Some(40),
+        ef: Some(400),
+        refine_factor: Some(10),
+    };
+    let (dir, options) = spec.split_once('?').unwrap_or((spec, ""));
+    for option in options.split('&').filter(|o| !o.is_empty()) {
+        let (key, value) = option.split_once('=').unwrap_or((option, ""));
+        let bad = || format!("{spec}: {option} is not a count");
+        match key {
+            "nprobes" => search.nprobes = Some(value.parse().map_err(|_| bad())?),
+            "ef" => search.ef = Some(value.parse().map_err(|_| bad())?),
+            "refine" => search.refine_factor = Some(value.parse().map_err(|_| bad())?),
+            _ => return Err(format!("{spec}: unknown option {key} (nprobes, ef, refine)").into()),
+        }
+    }
+    Ok((dir.to_string(), search))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     println!("start: {}", memory());
@@ -99,13 +121,10 @@ async fn main() -> Result<(), BoxError> {
     // What follows is the answering process proper (Linux: peak reset here).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 
+    let (uri, search) = search_params(&uri)?;
     let t = Instant::now();
     let store = LanceStore::open(&uri, DEFAULT_TABLE).await?;
-    store.set_search(SearchParams {
-        nprobes: Some(40),
-        ef: Some(400),
-        refine_factor: Some(10),
-    });
+    store.set_search(search);
     println!("table opened: {}", memory());
     let rag = LpRag::open_to_answer(
         &index,

@@ -189,8 +189,14 @@ impl LpRag {
         .instrument(span)
         .await?;
         let t = Instant::now();
-        let hits = match (&self.records, &self.store) {
-            (Some(_), Some(store)) => {
+        let hits = match &self.records {
+            Some(_) => {
+                let store = self.store.as_ref().ok_or_else(|| {
+                    Error::invalid(
+                        "LpRag (records in the store)",
+                        "the records are the store's and no store is attached",
+                    )
+                })?;
                 let ids: Vec<ChunkId> = ranked.iter().map(|&(c, _)| c).collect();
                 let records = store.chunks(&ids).await?;
                 records
@@ -199,7 +205,7 @@ impl LpRag {
                     .map(|(chunk, (_, score))| ScoredChunk { chunk, score })
                     .collect()
             }
-            _ => ranked
+            None => ranked
                 .into_iter()
                 .map(|(c, score)| ScoredChunk {
                     chunk: self.chunks[c].clone(),
