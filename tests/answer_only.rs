@@ -73,15 +73,7 @@ async fn an_index_opened_to_answer_answers_as_the_whole_index_and_refuses_change
     assert_eq!(answers(&stored, &filter).await, want);
     // An empty store is refused as attach_store refuses it.
     let empty = Arc::new(MemoryStore::new(built.graph().features.dim(), None).unwrap());
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: Some(empty),
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, Some(empty)).await;
     assert!(err.to_string().contains("write_store"), "{err}");
 
     // What needs the questions is refused, and nothing is written or changed.
@@ -111,6 +103,35 @@ async fn an_index_opened_to_answer_answers_as_the_whole_index_and_refuses_change
         .unwrap_err();
     assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     assert!(err.to_string().contains("custom encoder"), "{err}");
+}
+
+/// Options opening with `store`, the rows and the records read from it or not.
+fn from_store(
+    encoder: &Arc<dyn Encoder>,
+    store: &Arc<MemoryStore>,
+    rows_from_store: bool,
+    records_from_store: bool,
+) -> AnswerOptions {
+    AnswerOptions {
+        encoder: Some(encoder.clone()),
+        store: Some(store.clone()),
+        rows_from_store,
+        records_from_store,
+        ..AnswerOptions::default()
+    }
+}
+
+/// The error of opening `path` with `options` but `store`.
+async fn refused_with(
+    path: &std::path::Path,
+    options: &AnswerOptions,
+    store: Option<Arc<MemoryStore>>,
+) -> Error {
+    let options = AnswerOptions {
+        store: store.map(|s| s as Arc<dyn ChunkStore>),
+        ..options.clone()
+    };
+    LpRag::open_to_answer(path, options).await.unwrap_err()
 }
 
 /// Two answer lists name the same chunks in the same order with scores within `tol`.
@@ -185,12 +206,7 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
     let reps = store.representations(&[0, n - 1]).await.unwrap().unwrap();
     let own = built.predictor().stored_representations(0..n).unwrap();
     assert_eq!(reps.row(1), own.row(n - 1));
-    let options = AnswerOptions {
-        encoder: Some(encoder.clone()),
-        store: Some(store.clone()),
-        rows_from_store: true,
-        ..AnswerOptions::default()
-    };
+    let options = from_store(&encoder, &store, true, false);
     let mut rows = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
     assert!(rows.answers_only());
     // No row is held: the graph is empty, the rows are the store's.
@@ -218,27 +234,11 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
 
     // Without a store, with a store without representations, or with representations of
     // another training: refused, saying why.
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: None,
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, None).await;
     assert!(err.to_string().contains("give a store"), "{err}");
     let plain = Arc::new(MemoryStore::new(dim, None).unwrap());
     built.write_store(&*plain, &NoProgress).await.unwrap();
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: Some(plain),
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, Some(plain)).await;
     assert!(
         err.to_string().contains("keeps no representations"),
         "{err}"
@@ -253,15 +253,7 @@ async fn an_index_reading_its_rows_from_the_store_answers_as_the_whole_index() {
         .unwrap();
     let foreign = Arc::new(MemoryStore::new(dim, Some(rd)).unwrap());
     other.write_store(&*foreign, &NoProgress).await.unwrap();
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: Some(foreign),
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, Some(foreign)).await;
     assert!(err.to_string().contains("another training"), "{err}");
     // A store of another representation width is refused by write_store.
     let narrow = MemoryStore::new(dim, Some(rd + 1)).unwrap();
@@ -284,12 +276,7 @@ async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index(
         ..
     } = saved_with_store().await;
     let n = built.chunks().len();
-    let options = AnswerOptions {
-        encoder: Some(encoder.clone()),
-        store: Some(store.clone()),
-        records_from_store: true,
-        ..AnswerOptions::default()
-    };
+    let options = from_store(&encoder, &store, false, true);
 
     // Rows held, records read: the same answers, whole records as the index's.
     let mut records = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
@@ -342,15 +329,7 @@ async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index(
     assert_eq!(all.len(), 2);
 
     // Without a store: refused.
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: None,
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, None).await;
     assert!(err.to_string().contains("give a store"), "{err}");
     // A store whose records are not this index's (one text changed): refused.
     let mut chunks = built.chunks().to_vec();
@@ -363,15 +342,7 @@ async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index(
         ))
         .await
         .unwrap();
-    let err = LpRag::open_to_answer(
-        &path,
-        AnswerOptions {
-            store: Some(other),
-            ..options.clone()
-        },
-    )
-    .await
-    .unwrap_err();
+    let err = refused_with(&path, &options, Some(other)).await;
     assert!(err.to_string().contains("differs"), "{err}");
     // chunks.json with a record missing is refused as a format error naming the file.
     let file = path.join("chunks.json");
