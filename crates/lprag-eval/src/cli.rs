@@ -139,7 +139,8 @@ struct ScaleArgs {
     /// one per store (`… answer-only store=NAME`, opened afresh with its own peak RSS; give
     /// one store per run for a clean peak). A store not made for that size yet is made
     /// first from the saved index (opened with its rows in memory for the write, then
-    /// dropped).
+    /// dropped; that run's memory figures carry what the allocator kept of it: rerun for
+    /// clean ones).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["lprag_save", "lprag_work_dir"])]
     lprag_answer_from: Option<PathBuf>,
     /// With `--lprag-answer-from` and `--store`: hold no chunk row, read each query's rows

@@ -14,9 +14,12 @@
 //! (appends nothing when every chunk is there, after checking a sample of them) and an
 //! existing vector index is kept. With `--lprag-answer-from` (LP-RAG opened to answer
 //! only, from an index saved by `--lprag-save`), the database made before is opened as it
-//! is and nothing is written. Options after `?`, joined by `&`:
+//! is and nothing is written; one not made yet is made from the saved index first. Options
+//! after `?`, joined by `&`:
 //! - `index=hnsw-sq` (IVF-HNSW-SQ, LanceDB's defaults; the default), `ivf-pq`, or `none`
 //!   (LanceDB's exact scan);
+//! - `partitions=N` (either index), `sub_vectors=N` (IVF-PQ): the index's shape (default:
+//!   LanceDB's choice);
 //! - `nprobes=N`, `ef=N`, `refine=N`: the search ([`SearchParams`]; default: LanceDB's).
 //!
 //! A new table keeps the model's representations beside the vectors, so
@@ -60,6 +63,7 @@ fn parse(spec: &str, rest: &str) -> Result<LanceSetup> {
         search: SearchParams::default(),
         spec: spec.to_string(),
     };
+    let (mut partitions, mut sub_vectors) = (None, None);
     for option in options.split('&').filter(|o| !o.is_empty()) {
         let (key, value) = option
             .split_once('=')
@@ -84,11 +88,31 @@ fn parse(spec: &str, rest: &str) -> Result<LanceSetup> {
             "nprobes" => setup.search.nprobes = Some(number()?),
             "ef" => setup.search.ef = Some(number()?),
             "refine" => setup.search.refine_factor = Some(number()? as u32),
+            "partitions" => partitions = Some(number()? as u32),
+            "sub_vectors" => sub_vectors = Some(number()? as u32),
             _ => {
                 return Err(bad(format!(
-                    "unknown option {key} (index, nprobes, ef, refine)"
+                    "unknown option {key} (index, partitions, sub_vectors, nprobes, ef, refine)"
                 )))
             }
+        }
+    }
+    match &mut setup.index {
+        Some(VectorIndex::IvfHnswSq { partitions: p, .. }) if sub_vectors.is_none() => {
+            *p = partitions.or(*p);
+        }
+        Some(VectorIndex::IvfPq {
+            partitions: p,
+            sub_vectors: s,
+        }) => {
+            *p = partitions.or(*p);
+            *s = sub_vectors.or(*s);
+        }
+        None if partitions.is_none() && sub_vectors.is_none() => {}
+        _ => {
+            return Err(bad(
+                "partitions needs an IVF index, sub_vectors index=ivf-pq".to_string(),
+            ))
         }
     }
     Ok(setup)
