@@ -987,22 +987,55 @@ mod tests {
         run_scale(&dataset, &lprag, encoder, &options, &variants, &progress).await
     }
 
+    /// The toy dataset's LP-RAG row built and saved (`--lprag-save`), for the rows that
+    /// open it to answer only.
+    struct SavedToy {
+        dataset: Dataset,
+        encoder: Arc<dyn Encoder>,
+        _dir: tempfile::TempDir,
+        saved: std::path::PathBuf,
+        built: Vec<ScaleResult>,
+    }
+
+    impl SavedToy {
+        async fn new() -> Self {
+            let (dataset, encoder) = toy_dataset();
+            let dir = tempfile::tempdir().unwrap();
+            let saved = dir.path().join("musique-8");
+            let mut options = toy_options();
+            options.retrievers.lprag_save = Some(saved.clone());
+            let built = lprag_pool_2(dataset.clone(), encoder.clone(), options, Vec::new())
+                .await
+                .unwrap();
+            Self {
+                dataset,
+                encoder,
+                _dir: dir,
+                saved,
+                built,
+            }
+        }
+
+        /// The LP-RAG rows of a run over the same dataset with `options` and `stores`.
+        async fn run(
+            &self,
+            options: EvalOptions,
+            stores: Vec<Box<dyn StoreSetup>>,
+        ) -> Result<Vec<ScaleResult>> {
+            lprag_pool_2(self.dataset.clone(), self.encoder.clone(), options, stores).await
+        }
+    }
+
     /// `--lprag-save` then `--lprag-answer-from`: the index opened to answer only ranks
     /// as the one that was built and saved, in memory and with a store made from the saved
     /// index (none was made before).
     #[tokio::test]
     async fn an_answer_only_row_ranks_as_the_saved_index() {
-        let (dataset, encoder) = toy_dataset();
-        let dir = tempfile::tempdir().unwrap();
-        let saved = dir.path().join("musique-8");
+        let toy = SavedToy::new().await;
+        let (saved, built) = (toy.saved.clone(), &toy.built);
+        let run = |options, stores| toy.run(options, stores);
         let mut options = toy_options();
-        options.retrievers.lprag_save = Some(saved.clone());
-        let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
-            lprag_pool_2(dataset.clone(), encoder.clone(), options, stores)
-        };
-        let built = run(options.clone(), Vec::new()).await.unwrap();
         assert!(saved.join("manifest.json").exists());
-        options.retrievers.lprag_save = None;
         options.retrievers.lprag_answer_from = Some(saved.clone());
         let answered = run(options.clone(), Vec::new()).await.unwrap();
         let names: Vec<&str> = answered
@@ -1053,15 +1086,10 @@ mod tests {
     #[tokio::test]
     async fn a_row_reading_its_rows_from_the_store_ranks_as_the_saved_index() {
         use lprag_core::NoProgress;
-        let (dataset, encoder) = toy_dataset();
-        let dir = tempfile::tempdir().unwrap();
-        let saved = dir.path().join("musique-8");
+        let toy = SavedToy::new().await;
+        let (encoder, saved, built) = (toy.encoder.clone(), toy.saved.clone(), &toy.built);
+        let run = |options, stores| toy.run(options, stores);
         let mut options = toy_options();
-        options.retrievers.lprag_save = Some(saved.clone());
-        let run = |options: EvalOptions, stores: Vec<Box<dyn StoreSetup>>| {
-            lprag_pool_2(dataset.clone(), encoder.clone(), options, stores)
-        };
-        let built = run(options.clone(), Vec::new()).await.unwrap();
         let rag = lprag::LpRag::load(&saved, encoder.clone()).unwrap();
         let store = Arc::new(
             lprag::MemoryStore::new(
@@ -1071,7 +1099,6 @@ mod tests {
             .unwrap(),
         );
         rag.write_store(&*store, &NoProgress).await.unwrap();
-        options.retrievers.lprag_save = None;
         options.retrievers.lprag_answer_from = Some(saved.clone());
         options.retrievers.lprag_rows_from_store = true;
         let answered = run(options.clone(), vec![Box::new(Held(store.clone()))])
