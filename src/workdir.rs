@@ -175,11 +175,24 @@ where
     Ok((done, state))
 }
 
+/// The work directory's file of every feature row of the link graph (chunks, then
+/// questions), written and memory-mapped by a build that keeps its features on disk
+/// (`LpRagBuilder::features_on_disk`); rewritten by every such build, never a stage.
+pub(crate) const FEATURES_FILE: &str = "features.bin";
+
 /// Whether `name` is something a build writes into its work directory: the marker, a
 /// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
-/// write (`.tmp…`), or the training checkpoints (`train`).
+/// write (`.tmp…`), the training checkpoints (`train`), or the features file
+/// ([`FEATURES_FILE`]).
 fn owned(name: &str) -> bool {
     if name == MARKER || name == "train" || name.starts_with(crate::durable::TMP_PREFIX) {
+        return true;
+    }
+    if name == FEATURES_FILE
+        || name
+            .strip_prefix('.')
+            .is_some_and(|rest| rest.starts_with(FEATURES_FILE) && rest.contains(".tmp"))
+    {
         return true;
     }
     // The graph files' own temporary names: `.STAGE.bin.tmp-…`.
@@ -402,6 +415,72 @@ impl WorkDir {
                 false
             }
         }
+    }
+
+    /// The path of `name` in this directory.
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The rows `stage` saved under `key`, memory-mapped ([`lprag_graph::map_feature_rows`])
+    /// instead of read to the heap: `None` when the stage is not saved under `key`, or its
+    /// file is unreadable or not `rows` rows of width `dim` (`warn` hears why; the stage is
+    /// then recomputed).
+    pub(crate) fn map_rows(
+        &self,
+        stage: &str,
+        key: StageKey,
+        rows: usize,
+        dim: usize,
+        warn: &dyn Fn(String),
+    ) -> Option<lprag_core::Embeddings> {
+        if !self.has(stage, key) {
+            return None;
+        }
+        let path = self.dir.join(format!("{stage}.bin"));
+        match lprag_graph::map_feature_rows(&path, dim) {
+            Ok(e) if e.rows() == rows => Some(e),
+            Ok(e) => {
+                warn(format!(
+                    "work directory: {} holds {} rows, expected {rows}; recomputing",
+                    path.display(),
+                    e.rows()
+                ));
+                None
+            }
+            Err(e) => {
+                warn(format!(
+                    "work directory: {} unreadable ({e}); recomputing",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// A writer of `stage`'s rows, streamed to its file; the stage is forgotten until
+    /// [`WorkDir::finish_rows`] marks it.
+    pub(crate) fn rows_writer(
+        &self,
+        stage: &str,
+        dim: usize,
+    ) -> Result<lprag_graph::FeatureRowsWriter> {
+        self.unmark(stage)?;
+        Ok(lprag_graph::FeatureRowsWriter::create(
+            self.dir.join(format!("{stage}.bin")),
+            dim,
+        )?)
+    }
+
+    /// Finish a [`WorkDir::rows_writer`] of `stage` and mark the stage done under `key`.
+    pub(crate) fn finish_rows(
+        &self,
+        stage: &str,
+        key: StageKey,
+        rows: lprag_graph::FeatureRowsWriter,
+    ) -> Result<()> {
+        rows.finish()?;
+        self.mark(stage, key)
     }
 
     /// Save embedding rows (`dim` wide, row-major, possibly part of a larger buffer) as

@@ -56,6 +56,22 @@ async fn an_index_opened_to_answer_answers_as_the_whole_index_and_refuses_change
     assert!(light.synthetic_queries().is_empty());
     assert!(light.chunks_without_queries().is_empty());
     assert_eq!(light.chunks(), built.chunks());
+    assert!(!light.graph().features.is_stored());
+
+    // The chunk rows mapped from the graph file instead: the same rows, the same answers.
+    let mapped = LpRag::open_to_answer(
+        &path,
+        AnswerOptions {
+            map_rows: true,
+            ..options.clone()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(mapped.graph().features.is_stored());
+    assert_eq!(mapped.graph().features, light.graph().features);
+    assert_eq!(mapped.graph().edges, light.graph().edges);
+    assert_eq!(answers(&mapped, &filter).await, want);
 
     // With a store: the candidates come from it, the answers stay.
     let store = Arc::new(MemoryStore::new(built.graph().features.dim(), None).unwrap());

@@ -249,3 +249,102 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
         .unwrap();
     assert!(fifth.stats().reused_stages.is_empty());
 }
+
+/// The top three chunks (id, score) of each question.
+async fn answers(index: &LpRag) -> Vec<Vec<(usize, f32)>> {
+    use lprag::Retriever;
+    let mut out = Vec::new();
+    for q in [
+        "Where was Marie Curie born?",
+        "What is the capital of Japan?",
+        "Who invented dynamite?",
+    ] {
+        let hits = index.retrieve(q, lprag::Selection::TopK(3)).await.unwrap();
+        out.push(hits.iter().map(|h| (h.chunk.id, h.score)).collect());
+    }
+    out
+}
+
+#[tokio::test]
+async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_the_heap() {
+    let (heap_dir, disk_dir, saved) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let enc = Arc::new(CountingEncoder {
+        inner: HashingEncoder::default(),
+        texts: AtomicUsize::new(0),
+    });
+    let generator = Arc::new(CountingGenerator {
+        calls: AtomicUsize::new(0),
+        fail: AtomicBool::new(false),
+    });
+    let on_disk = |dir: &std::path::Path| {
+        LpRag::builder()
+            .encoder(enc.clone())
+            .query_generator(generator.clone())
+            .config(config(2))
+            .work_dir(dir)
+            .features_on_disk(true)
+    };
+
+    let heap = build(heap_dir.path(), &enc, &generator, config(2))
+        .await
+        .unwrap();
+    let embedded = enc.texts.load(Ordering::SeqCst);
+    let disk = on_disk(disk_dir.path()).build(&corpus()).await.unwrap();
+    assert_eq!(enc.texts.load(Ordering::SeqCst), 2 * embedded);
+    assert!(disk.graph().features.is_stored());
+    assert!(!heap.graph().features.is_stored());
+    assert!(disk_dir.path().join("features.bin").is_file());
+    // The same rows in the same order, the same graph, the same answers.
+    assert_eq!(
+        disk.graph().features.as_slice(),
+        heap.graph().features.as_slice()
+    );
+    assert_eq!(disk.graph().edges, heap.graph().edges);
+    let expected = answers(&heap).await;
+    assert_eq!(answers(&disk).await, expected);
+
+    // Resumed: the saved question rows are mapped and copied, nothing is embedded again,
+    // and the features file is rewritten beside the mapping the first index still reads.
+    let before = enc.texts.load(Ordering::SeqCst);
+    let again = on_disk(disk_dir.path()).build(&corpus()).await.unwrap();
+    assert!(again
+        .stats()
+        .reused_stages
+        .contains(&"query-embed".to_string()));
+    assert_eq!(enc.texts.load(Ordering::SeqCst), before);
+    assert!(again.graph().features.is_stored());
+    assert_eq!(answers(&again).await, expected);
+    assert_eq!(answers(&disk).await, expected);
+    // Nothing but the build's own files is left in the work directory.
+    for e in std::fs::read_dir(disk_dir.path()).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.contains(".tmp"), "{name} left behind");
+    }
+
+    // Saved and reopened, the index answers as built.
+    let path = saved.path().join("index");
+    disk.save(&path).unwrap();
+    drop((disk, again));
+    let reopened = LpRag::load(&path, enc.clone()).unwrap();
+    assert_eq!(answers(&reopened).await, expected);
+
+    // Without a work directory the option is refused before anything is paid for.
+    let (calls, before) = (
+        generator.calls.load(Ordering::SeqCst),
+        enc.texts.load(Ordering::SeqCst),
+    );
+    let err = LpRag::builder()
+        .encoder(enc.clone())
+        .query_generator(generator.clone())
+        .features_on_disk(true)
+        .build(&corpus())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("work directory"), "{err}");
+    assert_eq!(generator.calls.load(Ordering::SeqCst), calls);
+    assert_eq!(enc.texts.load(Ordering::SeqCst), before);
+}

@@ -180,7 +180,8 @@ struct ServeArgs {
     #[arg(long)]
     port_file: Option<PathBuf>,
     /// Answer only: an LP-RAG index is opened without its synthetic questions and their
-    /// rows (`LpRag::open_to_answer`: about half the memory), updates are refused (400)
+    /// rows (`LpRag::open_to_answer`: about half the memory; the chunk rows are read
+    /// through a memory map, shared by every service on the index), updates are refused (400)
     /// and the index directory is neither locked nor written, so several such services
     /// can serve one index while `lprag sync` rebuilds it (they see the rebuild after a
     /// restart).

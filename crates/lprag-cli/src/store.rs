@@ -196,7 +196,8 @@ pub fn open(dir: &Path, on: DeviceArg) -> Result<Opened> {
 
 /// [`open`] for a process that only answers (`lprag query`): an LP-RAG index with the
 /// built-in GNN is opened with [`LpRag::open_to_answer`] (its synthetic questions, their
-/// rows and the k-NN lists stay on disk); other indexes as [`open`] opens them.
+/// rows and the k-NN lists stay on disk; the chunk rows are memory-mapped,
+/// [`AnswerOptions::map_rows`]); other indexes as [`open`] opens them.
 ///
 /// # Errors
 /// As [`open`].
@@ -207,9 +208,13 @@ pub async fn open_to_answer(dir: &Path, on: DeviceArg) -> Result<Opened> {
         return open(dir, on);
     }
     let encoder = settings.encoder.build(on)?;
+    // The chunk rows are read through a memory map of the index's graph file: services
+    // answering from one index share them in the page cache, and `lprag sync` replaces
+    // the file by a rename, which leaves a mapping intact.
     let options = AnswerOptions {
         encoder: Some(encoder.clone()),
         device: on.device,
+        map_rows: true,
         ..AnswerOptions::default()
     };
     let rag = match LpRag::open_to_answer(&path, options).await {

@@ -3,7 +3,11 @@
 //! The buffer is reference-counted: cloning an [`Embeddings`] or taking its first rows
 //! ([`Embeddings::leading_rows`]) shares the memory instead of copying it (a million
 //! 1,024-wide rows are 4 GB), and a mutation copies only when the buffer is shared.
+//! The buffer is a `Vec` on the heap, or rows kept elsewhere behind [`RowStorage`] (a
+//! memory-mapped file: `lprag_graph::map_feature_rows`), which a mutation copies to the
+//! heap first.
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -20,9 +24,35 @@ use crate::{Error, Result};
 pub struct Embeddings {
     dim: usize,
     /// The shared buffer; this matrix is `data[start..start + len]`.
-    data: Arc<Vec<f32>>,
+    data: Arc<Buffer>,
     start: usize,
     len: usize,
+}
+
+/// Rows of `f32` kept outside the heap, for [`Embeddings::from_storage`]: a memory-mapped
+/// file (the rows of a graph file, `lprag_graph::map_feature_rows`), or memory another
+/// library owns. The floats must not change while the storage lives.
+pub trait RowStorage: Send + Sync + Debug {
+    /// Every float, row-major.
+    fn floats(&self) -> &[f32];
+}
+
+/// Where an [`Embeddings`] buffer lives.
+#[derive(Debug)]
+enum Buffer {
+    /// On the heap, owned.
+    Heap(Vec<f32>),
+    /// Behind a [`RowStorage`], read-only.
+    Stored(Box<dyn RowStorage>),
+}
+
+impl Buffer {
+    fn floats(&self) -> &[f32] {
+        match self {
+            Buffer::Heap(v) => v,
+            Buffer::Stored(s) => s.floats(),
+        }
+    }
 }
 
 /// The serialised form of [`Embeddings`], checked on the way in.
@@ -86,9 +116,37 @@ impl Embeddings {
         Self {
             dim,
             len: data.len(),
-            data: Arc::new(data),
+            data: Arc::new(Buffer::Heap(data)),
             start: 0,
         }
+    }
+
+    /// Rows kept in `storage` (a memory-mapped file, say) instead of on the heap; its
+    /// float count must be a multiple of `dim`. Reading rows reads the storage; a mutation
+    /// ([`Embeddings::extend`], [`Embeddings::normalize`]) copies the rows to the heap
+    /// first, and [`Embeddings::into_vec`] copies them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] as for [`Embeddings::new`].
+    pub fn from_storage(dim: usize, storage: Box<dyn RowStorage>) -> Result<Self> {
+        let len = storage.floats().len();
+        if dim == 0 || !len.is_multiple_of(dim) {
+            return Err(Error::invalid(
+                "Embeddings::from_storage",
+                format!("{len} floats are not a whole number of rows of width {dim}"),
+            ));
+        }
+        Ok(Self {
+            dim,
+            len,
+            data: Arc::new(Buffer::Stored(storage)),
+            start: 0,
+        })
+    }
+
+    /// `true` when the rows are read from a [`RowStorage`] rather than held on the heap.
+    pub fn is_stored(&self) -> bool {
+        matches!(*self.data, Buffer::Stored(_))
     }
 
     /// An empty matrix of the given width.
@@ -134,17 +192,18 @@ impl Embeddings {
 
     /// The flat row-major buffer.
     pub fn as_slice(&self) -> &[f32] {
-        &self.data[self.start..self.start + self.len]
+        &self.data.floats()[self.start..self.start + self.len]
     }
 
-    /// Consume into the flat row-major buffer (without a copy when nothing else shares it
-    /// and this matrix is all of it).
-    pub fn into_vec(self) -> Vec<f32> {
-        if self.start == 0 && self.len == self.data.len() {
-            Arc::try_unwrap(self.data).unwrap_or_else(|shared| shared.as_ref().clone())
-        } else {
-            self.as_slice().to_vec()
+    /// Consume into the flat row-major buffer (without a copy when it is on the heap,
+    /// nothing else shares it and this matrix is all of it).
+    pub fn into_vec(mut self) -> Vec<f32> {
+        if self.start == 0 && self.len == self.data.floats().len() {
+            if let Some(Buffer::Heap(v)) = Arc::get_mut(&mut self.data) {
+                return std::mem::take(v);
+            }
         }
+        self.as_slice().to_vec()
     }
 
     /// Iterate over rows.
@@ -172,11 +231,14 @@ impl Embeddings {
     /// The buffer, owned by this matrix alone and exactly its rows (copied first when
     /// shared or a view of a larger one).
     fn owned(&mut self) -> &mut Vec<f32> {
-        if self.start != 0 || self.len != self.data.len() || Arc::get_mut(&mut self.data).is_none()
-        {
+        let whole = self.start == 0 && self.len == self.data.floats().len();
+        if !whole || !matches!(Arc::get_mut(&mut self.data), Some(Buffer::Heap(_))) {
             *self = Self::wrap(self.dim, self.as_slice().to_vec());
         }
-        Arc::get_mut(&mut self.data).expect("owned just above")
+        match Arc::get_mut(&mut self.data) {
+            Some(Buffer::Heap(v)) => v,
+            _ => unreachable!("a sole heap buffer was made just above"),
+        }
     }
 
     /// Append the rows of `other` (same width).
@@ -190,7 +252,7 @@ impl Embeddings {
         }
         let data = self.owned();
         data.extend_from_slice(other.as_slice());
-        self.len = self.data.len();
+        self.len = self.data.floats().len();
         Ok(())
     }
 
@@ -324,5 +386,45 @@ mod tests {
         assert_eq!(alone.as_slice().as_ptr(), before);
         let back = alone.into_vec();
         assert_eq!(back.as_ptr(), before);
+    }
+
+    /// Rows kept outside the heap buffer type.
+    #[derive(Debug)]
+    struct Kept(Vec<f32>);
+
+    impl RowStorage for Kept {
+        fn floats(&self) -> &[f32] {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn stored_rows_are_read_in_place_and_copied_only_to_change() {
+        assert!(Embeddings::from_storage(3, Box::new(Kept(vec![1.0; 4]))).is_err());
+        assert!(Embeddings::from_storage(0, Box::new(Kept(vec![]))).is_err());
+        let e = Embeddings::from_storage(2, Box::new(Kept(vec![3.0, 4.0, 0.0, 2.0]))).unwrap();
+        let at = e.as_slice().as_ptr();
+        assert!(e.is_stored());
+        assert_eq!((e.rows(), e.row(1)), (2, &[0.0, 2.0][..]));
+        let head = e.leading_rows(1);
+        assert!(head.is_stored() && head.shares_buffer_with(&e));
+        assert_eq!(head.as_slice().as_ptr(), at);
+        assert_eq!(e, Embeddings::new(2, vec![3.0, 4.0, 0.0, 2.0]).unwrap());
+        // A change copies the rows to the heap; the storage keeps its floats.
+        let mut changed = e.clone();
+        changed.normalize();
+        assert!(!changed.is_stored());
+        assert_eq!(changed.row(0), &[0.6, 0.8]);
+        assert_eq!(e.row(0), &[3.0, 4.0]);
+        let mut grown = head.clone();
+        grown.extend(&e).unwrap();
+        assert_eq!(grown.rows(), 3);
+        assert!(!grown.is_stored());
+        // Even a sole owner copies out of the storage.
+        let v = e.clone().into_vec();
+        assert_eq!(v, vec![3.0, 4.0, 0.0, 2.0]);
+        assert_ne!(v.as_ptr(), at);
+        drop(head);
+        assert_eq!(e.into_vec().len(), 4);
     }
 }

@@ -34,7 +34,7 @@ mod task;
 mod traits;
 mod types;
 
-pub use embeddings::{cosine, dot, Embeddings};
+pub use embeddings::{cosine, dot, Embeddings, RowStorage};
 pub use error::{Error, Result};
 pub use extract::{Extraction, Triple, TripleExtractor};
 pub use filter::{Filter, MAX_FILTER_DEPTH};

@@ -130,6 +130,11 @@ struct ScaleArgs {
     /// there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Keep LP-RAG's feature rows (chunk and question embeddings) in the work directory's
+    /// features.bin, memory-mapped, instead of on the heap
+    /// (`LpRagBuilder::features_on_disk`).
+    #[arg(long, requires = "lprag_work_dir")]
+    lprag_features_on_disk: bool,
     /// Save each size's LP-RAG index to DIR/musique-N once built (`LpRag::save`; the
     /// save is part of the index time), for `--lprag-answer-from`.
     #[arg(long, value_name = "DIR")]
@@ -153,6 +158,11 @@ struct ScaleArgs {
     /// `… records=store`.
     #[arg(long, requires_all = ["lprag_answer_from", "store"])]
     lprag_records_from_store: bool,
+    /// With `--lprag-answer-from`: read the chunk rows through a memory map of the saved
+    /// graph file instead of copying them to the heap (`AnswerOptions::map_rows`). Rows
+    /// `… rows=mapped`.
+    #[arg(long, requires = "lprag_answer_from")]
+    lprag_map_rows: bool,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in
     /// DIR/musique-N/<retriever>, so an interrupted run resumes after its last finished
     /// epoch.
@@ -246,6 +256,11 @@ struct RetrievalArgs {
     /// so an interrupted build resumes there and a rerun reuses what is unchanged.
     #[arg(long, value_name = "DIR")]
     lprag_work_dir: Option<PathBuf>,
+    /// Keep LP-RAG's feature rows (chunk and question embeddings) in the work directory's
+    /// features.bin, memory-mapped, instead of on the heap
+    /// (`LpRagBuilder::features_on_disk`).
+    #[arg(long, requires = "lprag_work_dir")]
+    lprag_features_on_disk: bool,
     /// Checkpoint the training of `lesegr` and `gfm` after every epoch in DIR/<retriever>,
     /// so an interrupted run resumes after its last finished epoch.
     #[arg(long, value_name = "DIR")]
@@ -546,8 +561,10 @@ async fn scale_size(
         .lprag_answer_from
         .as_ref()
         .map(|d| d.join(format!("musique-{n}")));
+    options.retrievers.lprag_features_on_disk = args.lprag_features_on_disk;
     options.retrievers.lprag_rows_from_store = args.lprag_rows_from_store;
     options.retrievers.lprag_records_from_store = args.lprag_records_from_store;
+    options.retrievers.lprag_map_rows = args.lprag_map_rows;
     options.retrievers.checkpoint_dir = args
         .checkpoint_dir
         .as_ref()
@@ -897,6 +914,7 @@ fn eval_options(
     options.retrievers.device = device;
     options.retrievers.lprag_whole_passages = args.lprag_whole_passages;
     options.retrievers.lprag_work_dir = args.lprag_work_dir.clone();
+    options.retrievers.lprag_features_on_disk = args.lprag_features_on_disk;
     options.retrievers.checkpoint_dir = args.checkpoint_dir.clone();
     options.retrievers.lprag_save = args.lprag_save.clone();
     options.retrievers.lprag_transfer_from = args.lprag_transfer_from.clone();

@@ -47,6 +47,9 @@ pub struct RetrieverOptions {
     /// Work directory of `lprag` ([`lprag::LpRagBuilder::work_dir`]): finished stages and
     /// training checkpoints are kept there and reused. Default none.
     pub lprag_work_dir: Option<std::path::PathBuf>,
+    /// Keep `lprag`'s feature rows in its work directory, memory-mapped
+    /// ([`lprag::LpRagBuilder::features_on_disk`]; needs `lprag_work_dir`). Default off.
+    pub lprag_features_on_disk: bool,
     /// Training checkpoints of `lesegr` and `gfm` ([`lprag::LesegrRagBuilder::checkpoints`],
     /// [`lprag::GfmRagBuilder::checkpoints`]) in `DIR/<retriever>`: an interrupted
     /// training resumes after its last finished epoch. Default none.
@@ -62,6 +65,9 @@ pub struct RetrieverOptions {
     /// With `lprag_answer_from` and a store: read the records of the returned chunks from
     /// the store ([`lprag::AnswerOptions::records_from_store`]). Default off.
     pub lprag_records_from_store: bool,
+    /// With `lprag_answer_from`: the chunk rows memory-mapped from the saved graph file
+    /// ([`lprag::AnswerOptions::map_rows`]). Default off.
+    pub lprag_map_rows: bool,
     /// Build `lprag` with the predictor of the index saved in this directory, attached
     /// without training ([`lprag::LpRagBuilder::transfer_from`]). Default none.
     pub lprag_transfer_from: Option<std::path::PathBuf>,
@@ -435,6 +441,7 @@ pub async fn build_lprag(
     if let Some(dir) = &options.lprag_work_dir {
         builder = builder.work_dir(dir);
     }
+    builder = builder.features_on_disk(options.lprag_features_on_disk);
     if let Some(dir) = &options.lprag_transfer_from {
         builder = builder.transfer_from(dir);
     }

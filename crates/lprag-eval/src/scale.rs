@@ -455,12 +455,14 @@ impl Turn<'_> {
     ) -> Result<()> {
         let rows_from_store = self.options.retrievers.lprag_rows_from_store;
         let records_from_store = self.options.retrievers.lprag_records_from_store;
+        let map_rows = self.options.retrievers.lprag_map_rows;
         let options = lprag::AnswerOptions {
             encoder: Some(self.encoder.clone()),
             device: self.options.retrievers.device,
             store: None,
             rows_from_store,
             records_from_store,
+            map_rows,
         };
         for (on, flag, what) in [
             (rows_from_store, "--lprag-rows-from-store", "rows"),
@@ -537,6 +539,9 @@ impl Turn<'_> {
                         }
                         if records_from_store {
                             name.push_str(" records=store");
+                        }
+                        if map_rows && !rows_from_store {
+                            name.push_str(" rows=mapped");
                         }
                         match setup {
                             Some(s) => format!("{name} store={}", s.label()),

@@ -28,6 +28,9 @@
 //!   pair) write a versioned, checksummed file atomically; link graphs stream through
 //!   64 KiB blocks, so saving or loading one needs no second copy of its features
 //!   ([`save_feature_rows`] / [`append_feature_rows`] for rows inside a larger buffer).
+//!   [`map_link_graph`] / [`map_link_graph_chunks`] / [`map_feature_rows`] memory-map the
+//!   rows instead of reading them to the heap; [`FeatureRowsWriter`] writes rows block by
+//!   block.
 //!
 //! Every function returns a typed [`GraphError`] on bad input instead of panicking; it
 //! converts into [`lprag_core::Error`] with `?`.
@@ -94,6 +97,7 @@ mod kernels;
 mod kg;
 mod knn;
 mod link;
+mod mapped;
 mod nndescent;
 mod persist;
 mod proximity;
@@ -119,6 +123,7 @@ pub use knn::{
     DEFAULT_APPROXIMATE_FROM, DEFAULT_K,
 };
 pub use link::{build_link_graph, link_graph_from_features};
+pub use mapped::{map_feature_rows, map_link_graph, map_link_graph_chunks, FeatureRowsWriter};
 pub use nndescent::NnDescentParams;
 pub use persist::{
     append_feature_rows, chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes,

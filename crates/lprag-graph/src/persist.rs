@@ -6,7 +6,7 @@
 //! |---|---|
 //! | 8 | magic `LPRAGGR\0` |
 //! | 8 | `u64` length `H` of the header |
-//! | `H` | JSON header: `format_version`, `kind`, `checksum` (FNV-1a 64 of the payload), `payload_bytes` and the sizes below |
+//! | `H` | JSON header: `format_version`, `kind`, `checksum` (FNV-1a 64 of the payload), `payload_bytes` and the sizes below; trailing spaces start the payload at a multiple of 4 bytes (files written before may not) |
 //! | rest | payload |
 //!
 //! A [`LinkGraph`] payload is its features as `f32` (`num_nodes × dim`, row-major), then
@@ -23,7 +23,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph};
@@ -34,8 +34,8 @@ use crate::{ChunkGraph, Csr, GraphError};
 /// On-disk format version written by this build and the only one it reads.
 pub const FORMAT_VERSION: u64 = 1;
 
-const MAGIC: &[u8; 8] = b"LPRAGGR\0";
-const KIND_LINK: &str = "link_graph";
+pub(crate) const MAGIC: &[u8; 8] = b"LPRAGGR\0";
+pub(crate) const KIND_LINK: &str = "link_graph";
 const KIND_CHUNK: &str = "chunk_graph";
 const KIND_KNN: &str = "knn_lists";
 /// Headers are tiny; anything larger is corruption, not a header.
@@ -43,18 +43,18 @@ const MAX_HEADER: u64 = 1 << 20;
 const EDGE_RECORD: usize = 13;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Header {
-    format_version: u64,
-    kind: String,
+pub(crate) struct Header {
+    pub(crate) format_version: u64,
+    pub(crate) kind: String,
     /// FNV-1a 64 of the payload.
-    checksum: u64,
-    payload_bytes: u64,
-    num_nodes: u64,
+    pub(crate) checksum: u64,
+    pub(crate) payload_bytes: u64,
+    pub(crate) num_nodes: u64,
     #[serde(default)]
-    num_chunks: u64,
+    pub(crate) num_chunks: u64,
     #[serde(default)]
-    dim: u64,
-    num_edges: u64,
+    pub(crate) dim: u64,
+    pub(crate) num_edges: u64,
 }
 
 /// FNV-1a, 64 bit: detects corruption (not tampering). Also used for the checksums of
@@ -66,21 +66,22 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// [`fnv1a64`] over data that arrives in pieces.
-struct Fnv1a(u64);
+#[derive(Debug)]
+pub(crate) struct Fnv1a(u64);
 
 impl Fnv1a {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(0xcbf2_9ce4_8422_2325)
     }
 
-    fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= u64::from(b);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
 
-    fn finish(&self) -> u64 {
+    pub(crate) fn finish(&self) -> u64 {
         self.0
     }
 }
@@ -128,7 +129,7 @@ pub fn save_feature_rows(
 }
 
 /// Floats encoded per block when a payload is hashed or written (64 KiB).
-const BLOCK_FLOATS: usize = 1 << 14;
+pub(crate) const BLOCK_FLOATS: usize = 1 << 14;
 
 /// Feed a link graph's payload (features, then edge records) to `sink` in blocks, so
 /// neither hashing nor writing it needs a copy of the whole payload.
@@ -245,7 +246,7 @@ pub fn append_feature_rows(
 }
 
 /// `path` opened for reading, with its length.
-fn open_sized(path: &Path) -> Result<(std::io::BufReader<fs::File>, u64), GraphError> {
+pub(crate) fn open_sized(path: &Path) -> Result<(std::io::BufReader<fs::File>, u64), GraphError> {
     let file = fs::File::open(path).map_err(|e| GraphError::io(path, e))?;
     let total = file.metadata().map_err(|e| GraphError::io(path, e))?.len();
     Ok((std::io::BufReader::with_capacity(1 << 16, file), total))
@@ -317,7 +318,7 @@ pub fn load_link_graph_chunk_edges(path: impl AsRef<Path>) -> Result<ChunkEdges,
 
 /// Which feature rows [`read_link_payload_rows`] keeps.
 #[derive(Clone, Copy)]
-enum KeepRows {
+pub(crate) enum KeepRows {
     All,
     Chunks,
     None,
@@ -389,7 +390,7 @@ fn read_link_payload(
 
 /// [`read_link_payload`]; with `chunks_only`, only the chunks' rows are appended (the
 /// rest still pass through the checksum).
-fn read_link_payload_rows(
+pub(crate) fn read_link_payload_rows(
     path: &Path,
     r: &mut impl Read,
     total: u64,
@@ -639,7 +640,7 @@ fn decode_knn_lists(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<(u32, f32)>>, G
 
 /// The header of a container of `kind` around `payload`.
 /// The header of a payload with `(checksum, length)` `summary`.
-fn header(
+pub(crate) fn header(
     kind: &str,
     summary: (u64, u64),
     nodes: usize,
@@ -674,8 +675,11 @@ fn write_container_with(
     header: &Header,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), GraphError> {
-    let json = serde_json::to_vec(header)
+    let mut json = serde_json::to_vec(header)
         .map_err(|e| GraphError::format(path, format!("cannot encode header: {e}")))?;
+    // Spaces after the JSON (still JSON) start the payload at a multiple of 4 bytes, so
+    // the rows of a link graph can be mapped as floats in place (`map_link_graph`).
+    json.resize(json.len().next_multiple_of(4), b' ');
     write_atomic_with(path, |w| {
         w.write_all(MAGIC)?;
         w.write_all(&(json.len() as u64).to_le_bytes())?;
@@ -769,10 +773,9 @@ fn read_header(
 
 /// Write what `fill` writes (through a buffered writer) to a fresh temporary file next to
 /// `path`, sync it, rename it over `path`; the temporary file is removed on failure.
-fn write_atomic_with(
-    path: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), GraphError> {
+/// The directory of `path` and a temporary file name in it, unique in this process, for
+/// writing `path` atomically.
+pub(crate) fn temp_beside(path: &Path) -> Result<(PathBuf, PathBuf), GraphError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -787,6 +790,15 @@ fn write_atomic_with(
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
+    Ok((dir.to_path_buf(), tmp))
+}
+
+fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), GraphError> {
+    let (dir, tmp) = temp_beside(path)?;
+    let dir = dir.as_path();
     let write = || -> std::io::Result<()> {
         let f = fs::OpenOptions::new()
             .write(true)

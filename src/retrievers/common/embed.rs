@@ -74,13 +74,42 @@ pub(crate) async fn embed_queries_into(
     embed_rows(encoder, texts, stage, progress, out, true).await
 }
 
-/// Embed in batches of [`EMBED_BATCH`], checking every batch's shape and values.
+/// Query texts ([`Encoder::embed_queries`]) embedded in checked batches, each batch's
+/// rows handed to `sink` (row-major, the encoder's width) and not kept.
+pub(crate) async fn embed_queries_with(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
+) -> Result<()> {
+    embed_batches(encoder, texts, stage, progress, sink, true).await
+}
+
+/// Embed in batches of [`EMBED_BATCH`] appended to `out` (see [`embed_batches`]).
 async fn embed_rows(
     encoder: &dyn Encoder,
     texts: &[String],
     stage: &str,
     progress: &dyn Progress,
     out: &mut Vec<f32>,
+    queries: bool,
+) -> Result<()> {
+    let mut sink = |rows: &[f32]| {
+        out.extend_from_slice(rows);
+        Ok(())
+    };
+    embed_batches(encoder, texts, stage, progress, &mut sink, queries).await
+}
+
+/// Embed in batches of [`EMBED_BATCH`], checking every batch's shape and values before
+/// handing its rows to `sink`.
+async fn embed_batches(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
     queries: bool,
 ) -> Result<()> {
     progress.start(stage, Some(texts.len() as u64));
@@ -113,7 +142,7 @@ async fn embed_rows(
                 ),
             ));
         }
-        out.extend_from_slice(e.as_slice());
+        sink(e.as_slice())?;
         progress.update(stage, (i * EMBED_BATCH + batch.len()) as u64, "");
     }
     progress.finish(stage);

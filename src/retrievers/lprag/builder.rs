@@ -39,6 +39,7 @@ pub struct LpRagBuilder {
     labelled_only: bool,
     config: LpRagConfig,
     work_dir: Option<PathBuf>,
+    features_on_disk: bool,
     device: ComputeDevice,
 }
 
@@ -179,6 +180,22 @@ impl LpRagBuilder {
         self
     }
 
+    /// Keep the link graph's feature rows (every chunk's and every synthetic question's
+    /// embedding: 12 GB at a million passages with 1,024-wide rows) in a file of the work
+    /// directory, `features.bin`, memory-mapped, instead of on the heap (default: off).
+    /// Needs [`LpRagBuilder::work_dir`]. The question rows are written there batch by
+    /// batch as they are embedded and never held whole; training and the index read the
+    /// rows through the page cache, so the kernel keeps the rows in use and can drop the
+    /// rest when memory runs short. The built index answers exactly as one built without
+    /// it (same rows, same order). The file is rewritten by each such build; keep the
+    /// work directory while the index lives (it maps the file) and do not change the file
+    /// in place. [`LpRag::save`] writes the rows into the index as usual; an update that
+    /// adds rows ([`LpRag::add_documents`]) copies them back to the heap.
+    pub fn features_on_disk(mut self, on: bool) -> Self {
+        self.features_on_disk = on;
+        self
+    }
+
     /// Index `documents`: chunk, embed, build the chunk graph, write synthetic queries and
     /// train the link predictor.
     pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
@@ -199,6 +216,12 @@ impl LpRagBuilder {
         self.config.anchor.validate()?;
         super::search::check_search(&self.config)?;
         self.device.to_burn()?;
+        if self.features_on_disk && self.work_dir.is_none() {
+            return Err(Error::invalid(
+                "LpRagBuilder::features_on_disk",
+                "needs a work directory (LpRagBuilder::work_dir) to hold the features file",
+            ));
+        }
         Ok(())
     }
 
@@ -219,6 +242,7 @@ impl LpRagBuilder {
             labelled_only,
             config,
             work_dir,
+            features_on_disk,
             device,
             ..
         } = self;
@@ -241,6 +265,7 @@ impl LpRagBuilder {
             warn: &warn,
             progress: &*progress,
             reused: Vec::new(),
+            features_on_disk,
         };
 
         // 1–2. Chunks, labelled questions, the encoder and the chunk embeddings.

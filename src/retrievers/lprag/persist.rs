@@ -289,6 +289,14 @@ pub struct AnswerOptions {
     /// ([`LpRag::num_chunks`] counts them). A filtered query that scores every chunk (no
     /// candidate pool) is refused.
     pub records_from_store: bool,
+    /// Read the chunk rows through a memory map of the index's `graph.bin` instead of
+    /// copying them to the heap (with [`AnswerOptions::rows_from_store`], which reads no
+    /// row, there is nothing to map). The kernel's page cache then holds the rows in use,
+    /// shared by every process answering from the same index, and can drop the rest when
+    /// memory runs short. The index directory must not be changed in place while the
+    /// index lives ([`LpRag::save`] replaces files by renaming, which is fine); an index
+    /// saved before graph files were aligned for mapping has its rows read to the heap.
+    pub map_rows: bool,
 }
 
 impl std::fmt::Debug for AnswerOptions {
@@ -299,6 +307,7 @@ impl std::fmt::Debug for AnswerOptions {
             .field("store", &self.store.is_some())
             .field("rows_from_store", &self.rows_from_store)
             .field("records_from_store", &self.records_from_store)
+            .field("map_rows", &self.map_rows)
             .finish()
     }
 }
@@ -385,6 +394,7 @@ impl LpRag {
             answer_only: true,
             in_memory_search: options.store.is_none(),
             no_rows: options.rows_from_store,
+            map_rows: options.map_rows,
         };
         if options.rows_from_store {
             let Some(store) = options.store else {
@@ -522,6 +532,9 @@ struct Opened {
     in_memory_search: bool,
     /// Read no feature row: only the edges between chunks (the rows are a store's).
     no_rows: bool,
+    /// Map the chunk rows from the graph file instead of reading them to the heap
+    /// ([`AnswerOptions::map_rows`]; with `answer_only`).
+    map_rows: bool,
 }
 
 impl Default for Opened {
@@ -532,6 +545,7 @@ impl Default for Opened {
             answer_only: false,
             in_memory_search: true,
             no_rows: false,
+            map_rows: false,
         }
     }
 }
@@ -621,7 +635,11 @@ impl Parts {
             };
             (Vec::new(), empty, Some(edges))
         } else if opened.answer_only {
-            let graph = lprag_graph::load_link_graph_chunks(dir.join(GRAPH))?;
+            let graph = if opened.map_rows {
+                lprag_graph::map_link_graph_chunks(dir.join(GRAPH))?
+            } else {
+                lprag_graph::load_link_graph_chunks(dir.join(GRAPH))?
+            };
             (Vec::new(), graph, None)
         } else {
             let queries: Vec<SyntheticQuery> = read_json(&dir.join(QUERIES))?;

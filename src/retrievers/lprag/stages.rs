@@ -5,14 +5,16 @@
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, Chunker, Document, EdgeKind, Embeddings, Encoder, LinkEdge, Progress, QueryGenerator,
-    Result, SyntheticQuery,
+    Chunk, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, LinkEdge, Progress,
+    QueryGenerator, Result, SyntheticQuery,
 };
-use lprag_graph::{BridgeConfig, ChunkGraph, KnnBackend};
+use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
-use crate::retrievers::common::{blocking, embed_all, embed_queries_into};
-use crate::workdir::{keep_embeddings, run_stage, Stage, StageInput, StageKey, WorkDir};
+use crate::retrievers::common::{blocking, embed_all, embed_queries_into, embed_queries_with};
+use crate::workdir::{
+    keep_embeddings, run_stage, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
+};
 
 /// What the stages share: the work directory (if any), where warnings go, and the names
 /// of the stages loaded rather than computed.
@@ -21,6 +23,9 @@ pub(super) struct StageCtx<'a> {
     pub(super) warn: &'a dyn Fn(String),
     pub(super) progress: &'a dyn Progress,
     pub(super) reused: Vec<String>,
+    /// Write the link graph's feature rows to the work directory and map them
+    /// (`LpRagBuilder::features_on_disk`).
+    pub(super) features_on_disk: bool,
 }
 
 impl StageCtx<'_> {
@@ -367,6 +372,52 @@ pub(super) async fn embed_queries(
     Ok(())
 }
 
+/// The link graph's feature rows on disk: the chunk rows, then the queries' rows, written
+/// block by block to the work directory's [`FEATURES_FILE`] and memory-mapped back. The
+/// query rows never sit on the heap whole (saved ones are mapped and copied, fresh ones
+/// streamed to their stage file and the features file batch by batch), and the chunk
+/// rows leave it.
+async fn features_on_disk(
+    ctx: &mut StageCtx<'_>,
+    input: &QueryEmbedInput<'_>,
+    chunk_emb: Embeddings,
+) -> Result<Embeddings> {
+    let w = ctx.work.ok_or_else(|| {
+        Error::invalid(
+            "LpRagBuilder::features_on_disk",
+            "needs a work directory (LpRagBuilder::work_dir) to hold the features file",
+        )
+    })?;
+    let (texts, dim) = (input.texts, input.dim);
+    let path = w.file(FEATURES_FILE);
+    let mut all = FeatureRowsWriter::create(&path, dim)?;
+    all.append(chunk_emb.as_slice())?;
+    drop(chunk_emb);
+    let (stage, key) = (Stage::QueryEmbeddings, input.key()?);
+    if let Some(saved) = w.map_rows(stage.file(), key, texts.len(), dim, ctx.warn) {
+        all.append(saved.as_slice())?;
+        ctx.reused.push(stage.reused_as().into());
+    } else if !texts.is_empty() {
+        let mut rows = w.rows_writer(stage.file(), dim)?;
+        let mut sink = |batch: &[f32]| -> Result<()> {
+            rows.append(batch)?;
+            all.append(batch)?;
+            Ok(())
+        };
+        embed_queries_with(
+            input.encoder,
+            texts,
+            "embed queries",
+            ctx.progress,
+            &mut sink,
+        )
+        .await?;
+        w.finish_rows(stage.file(), key, rows)?;
+    }
+    all.finish()?;
+    Ok(lprag_graph::map_feature_rows(&path, dim)?)
+}
+
 /// Append the query rows of `input` to `features` (nothing for no queries).
 async fn embed_into(
     input: &QueryEmbedInput<'_>,
@@ -416,16 +467,20 @@ pub(super) async fn queries_and_graph(
     queries.extend(labelled);
     let texts: Vec<String> = queries.iter().map(|q| q.text.clone()).collect();
     let (nc, dim) = (chunk_emb.rows(), chunk_emb.dim());
-    let mut features = chunk_emb.into_vec();
     let input = QueryEmbedInput {
         embeddings,
         texts: &texts,
         encoder,
         dim,
     };
-    embed_queries(ctx, &input, &mut features).await?;
+    let features = if ctx.features_on_disk {
+        features_on_disk(ctx, &input, chunk_emb).await?
+    } else {
+        let mut features = chunk_emb.into_vec();
+        embed_queries(ctx, &input, &mut features).await?;
+        Embeddings::new(dim, features)?
+    };
     drop(texts);
-    let features = Embeddings::new(dim, features)?;
     let graph = lprag_graph::link_graph_from_features(features, nc, edges, &queries)?;
     Ok((queries, graph))
 }
