@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use lprag_core::{Embeddings, LinkGraph, RowStorage};
 
 use crate::persist::{
-    header, open_sized, read_link_payload_rows, temp_beside, Fnv1a, KeepRows, BLOCK_FLOATS,
-    KIND_LINK,
+    checked_link_graph, header, open_sized, read_link_payload_rows, temp_beside, Fnv1a, KeepRows,
+    BLOCK_FLOATS, KIND_LINK,
 };
 use crate::GraphError;
 
@@ -101,18 +101,8 @@ pub fn map_link_graph(path: impl AsRef<Path>) -> Result<LinkGraph, GraphError> {
     let start = usize::try_from(start).map_err(|_| bad("header overflows".into()))?;
     let rows = MappedRows::new(map, start, floats)
         .ok_or_else(|| bad("feature rows out of the mapped file's bounds".into()))?;
-    let features = if dim == 0 {
-        Embeddings::empty(0)
-    } else {
-        Embeddings::from_storage(dim, Box::new(rows)).map_err(|e| bad(e.to_string()))?
-    };
-    let graph = LinkGraph {
-        features,
-        num_chunks,
-        edges,
-    };
-    graph.validate().map_err(|e| bad(e.to_string()))?;
-    Ok(graph)
+    let features = Embeddings::from_storage(dim, Box::new(rows)).map_err(|e| bad(e.to_string()))?;
+    checked_link_graph(path, features, num_chunks, edges)
 }
 
 /// [`map_link_graph`] keeping only the chunk nodes, as

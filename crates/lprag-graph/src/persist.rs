@@ -367,12 +367,25 @@ fn decode_link_graph_rows(
     if chunks_only {
         edges.retain(|e| (e.a as usize) < num_chunks && (e.b as usize) < num_chunks);
     }
+    checked_link_graph(path, features, num_chunks, edges)
+}
+
+/// The link graph of these parts, read from `path`, when it passes
+/// [`LinkGraph::validate`] (else [`GraphError::Format`] naming `path`).
+pub(crate) fn checked_link_graph(
+    path: &Path,
+    features: Embeddings,
+    num_chunks: usize,
+    edges: Vec<LinkEdge>,
+) -> Result<LinkGraph, GraphError> {
     let graph = LinkGraph {
         features,
         num_chunks,
         edges,
     };
-    graph.validate().map_err(|e| bad(e.to_string()))?;
+    graph
+        .validate()
+        .map_err(|e| GraphError::format(path, e.to_string()))?;
     Ok(graph)
 }
 
