@@ -127,7 +127,7 @@ impl Embeddings {
     /// first, and [`Embeddings::into_vec`] copies them.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] as for [`Embeddings::new`].
+    /// [`Error::InvalidInput`] as for [`Embeddings::new`].
     pub fn from_storage(dim: usize, storage: Box<dyn RowStorage>) -> Result<Self> {
         let len = storage.floats().len();
         if dim == 0 || !len.is_multiple_of(dim) {

@@ -205,7 +205,8 @@ impl LpRagBuilder {
     }
 
     /// The inputs a build can refuse before it pays for anything: no documents, `knn_k`
-    /// 0, invalid candidate-search settings, a device this build cannot use.
+    /// 0, invalid candidate-search settings, a device this build cannot use, features on
+    /// disk without a work directory.
     fn check_before_paying(&self, documents: &[Document]) -> Result<()> {
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
