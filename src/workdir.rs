@@ -18,21 +18,70 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StageKey(pub u64);
 
+/// A [`StageKey`] computed part by part as the bytes arrive: each part's length first
+/// ([`KeyHasher::part`]), then its bytes in any number of pieces ([`KeyHasher::eat`]), so
+/// the key of a large input needs no copy of it.
+pub(crate) struct KeyHasher(u64);
+
+impl KeyHasher {
+    /// A hasher with no part yet.
+    pub(crate) fn new() -> Self {
+        KeyHasher(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Start a part of `len` bytes.
+    pub(crate) fn part(&mut self, len: usize) {
+        self.eat(&(len as u64).to_le_bytes());
+    }
+
+    /// Hash the next bytes of the current part.
+    pub(crate) fn eat(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    /// The key of the parts hashed.
+    pub(crate) fn finish(self) -> StageKey {
+        StageKey(self.0)
+    }
+}
+
+impl std::io::Write for KeyHasher {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.eat(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl StageKey {
     /// The key of `parts`, each length-prefixed so `["ab", "c"]` and `["a", "bc"]` differ.
     pub(crate) fn of(parts: &[&[u8]]) -> Self {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for &b in bytes {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        };
+        let mut h = KeyHasher::new();
         for p in parts {
-            eat(&(p.len() as u64).to_le_bytes());
-            eat(p);
+            h.part(p.len());
+            h.eat(p);
         }
-        StageKey(h)
+        h.finish()
     }
 
     /// This key extended by `parts` (a stage's key from its input's key).
@@ -43,11 +92,17 @@ impl StageKey {
         StageKey::of(&all)
     }
 
-    /// The key of a value's JSON form.
+    /// The key of a value's JSON form (`StageKey::of(&[json])`), serialised twice (its
+    /// length, then its bytes) instead of held: a million documents' JSON is never whole
+    /// in memory.
     pub(crate) fn of_json<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
-        let bytes = serde_json::to_vec(value)
-            .map_err(|e| Error::invalid("work directory key", e.to_string()))?;
-        Ok(StageKey::of(&[&bytes]))
+        let bad = |e: serde_json::Error| Error::invalid("work directory key", e.to_string());
+        let mut count = ByteCount(0);
+        serde_json::to_writer(&mut count, value).map_err(bad)?;
+        let mut h = KeyHasher::new();
+        h.part(count.0);
+        serde_json::to_writer(&mut h, value).map_err(bad)?;
+        Ok(h.finish())
     }
 
     fn hex(self) -> String {
@@ -180,20 +235,28 @@ where
 /// (`LpRagBuilder::features_on_disk`); rewritten by every such build, never a stage.
 pub(crate) const FEATURES_FILE: &str = "features.bin";
 
+/// The work directory's file of the column-wise copy of the chunk rows
+/// (`lprag_graph::ColumnIndex::build_in_file`), written and memory-mapped by a build that
+/// keeps its features on disk and scans columns; rewritten by every such build, never a
+/// stage.
+pub(crate) const COLUMNS_FILE: &str = "columns.bin";
+
 /// Whether `name` is something a build writes into its work directory: the marker, a
 /// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
-/// write (`.tmp…`), the training checkpoints (`train`), or the features file
-/// ([`FEATURES_FILE`]).
+/// write (`.tmp…`), the training checkpoints (`train`), or the features and columns
+/// files ([`FEATURES_FILE`], [`COLUMNS_FILE`]).
 fn owned(name: &str) -> bool {
     if name == MARKER || name == "train" || name.starts_with(crate::durable::TMP_PREFIX) {
         return true;
     }
-    if name == FEATURES_FILE
-        || name
-            .strip_prefix('.')
-            .is_some_and(|rest| rest.starts_with(FEATURES_FILE) && rest.contains(".tmp"))
-    {
-        return true;
+    for file in [FEATURES_FILE, COLUMNS_FILE] {
+        if name == file
+            || name
+                .strip_prefix('.')
+                .is_some_and(|rest| rest.starts_with(file) && rest.contains(".tmp"))
+        {
+            return true;
+        }
     }
     // The graph files' own temporary names: `.STAGE.bin.tmp-…`.
     if let Some(rest) = name.strip_prefix('.') {
@@ -523,6 +586,21 @@ pub(crate) fn keep_embeddings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_keys_are_the_keys_of_the_whole_bytes() {
+        // Work directories written before the keys were streamed keep resuming.
+        let value = serde_json::json!({"docs": ["a", "bé", {"k": [1, 2.5, null]}]});
+        let bytes = serde_json::to_vec(&value).unwrap();
+        assert_eq!(StageKey::of_json(&value).unwrap(), StageKey::of(&[&bytes]));
+        let mut h = KeyHasher::new();
+        h.part(5);
+        h.eat(b"ab");
+        h.eat(b"cde");
+        h.part(0);
+        assert_eq!(h.finish(), StageKey::of(&[b"abcde", b""]));
+        assert_ne!(StageKey::of(&[b"ab", b"c"]), StageKey::of(&[b"a", b"bc"]));
+    }
 
     #[test]
     fn a_work_directory_killed_before_its_marker_is_still_its_own() {

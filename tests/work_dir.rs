@@ -280,16 +280,21 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
         calls: AtomicUsize::new(0),
         fail: AtomicBool::new(false),
     });
+    // Candidates from the column-wise copy, whatever the corpus' size.
+    let scan_columns = || LpRagConfig {
+        column_scan_from: Some(1),
+        ..config(2)
+    };
     let on_disk = |dir: &std::path::Path| {
         LpRag::builder()
             .encoder(enc.clone())
             .query_generator(generator.clone())
-            .config(config(2))
+            .config(scan_columns())
             .work_dir(dir)
             .features_on_disk(true)
     };
 
-    let heap = build(heap_dir.path(), &enc, &generator, config(2))
+    let heap = build(heap_dir.path(), &enc, &generator, scan_columns())
         .await
         .unwrap();
     let embedded = enc.texts.load(Ordering::SeqCst);
@@ -298,6 +303,11 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
     assert!(disk.graph().features.is_stored());
     assert!(!heap.graph().features.is_stored());
     assert!(disk_dir.path().join("features.bin").is_file());
+    // The chunk rows were streamed to their stage file; the column copy is mapped too.
+    assert!(disk_dir.path().join("chunk-embeddings.bin").is_file());
+    assert!(disk.scans_columns() && heap.scans_columns());
+    assert!(disk.columns_mapped() && !heap.columns_mapped());
+    assert!(disk_dir.path().join("columns.bin").is_file());
     // The same rows in the same order, the same graph, the same answers.
     assert_eq!(
         disk.graph().features.as_slice(),
@@ -311,14 +321,27 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
     // and the features file is rewritten beside the mapping the first index still reads.
     let before = enc.texts.load(Ordering::SeqCst);
     let again = on_disk(disk_dir.path()).build(&corpus()).await.unwrap();
-    assert!(again
-        .stats()
-        .reused_stages
-        .contains(&"query-embed".to_string()));
+    for stage in ["embed", "query-embed"] {
+        assert!(again.stats().reused_stages.contains(&stage.to_string()));
+    }
     assert_eq!(enc.texts.load(Ordering::SeqCst), before);
     assert!(again.graph().features.is_stored());
+    assert!(again.columns_mapped());
     assert_eq!(answers(&again).await, expected);
     assert_eq!(answers(&disk).await, expected);
+    // A build without the option resumes from the streamed stage files (the same format),
+    // on the heap.
+    let before = enc.texts.load(Ordering::SeqCst);
+    let on_heap = build(disk_dir.path(), &enc, &generator, scan_columns())
+        .await
+        .unwrap();
+    for stage in ["embed", "query-embed"] {
+        assert!(on_heap.stats().reused_stages.contains(&stage.to_string()));
+    }
+    assert_eq!(enc.texts.load(Ordering::SeqCst), before);
+    assert!(!on_heap.graph().features.is_stored() && !on_heap.columns_mapped());
+    assert_eq!(answers(&on_heap).await, expected);
+    drop(on_heap);
     // Nothing but the build's own files is left in the work directory.
     for e in std::fs::read_dir(disk_dir.path()).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();

@@ -168,6 +168,18 @@ pub const TMP_PREFIX: &str = ".lprag-tmp";
 /// # Errors
 /// [`Error::Io`] naming the file or directory that failed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |w| std::io::Write::write_all(w, bytes))
+}
+
+/// [`write_atomic`] with the contents written by `fill` (through a buffer), so a large
+/// file need not be whole in memory first.
+///
+/// # Errors
+/// [`Error::Io`] naming the file or directory that failed (also when `fill` fails).
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -188,8 +200,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
+        .and_then(|f| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+            fill(&mut w)?;
+            w.flush()?;
+            let f = w
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?;
             f.sync_all()
         })
         .and_then(|()| std::fs::rename(&tmp, path));
@@ -352,6 +369,22 @@ mod tests {
         write_atomic(&path, b"1").unwrap();
         write_atomic(&path, b"22").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"22");
+        assert_eq!(std::fs::read_dir(root.join("deep")).unwrap().count(), 1);
+        // Written piece by piece; a writer that fails leaves the old file and no
+        // temporary file.
+        write_atomic_with(&path, |w| {
+            w.write_all(b"3")?;
+            w.write_all(b"33")
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"333");
+        let e = write_atomic_with(&path, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("the writer failed"))
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"333");
         assert_eq!(std::fs::read_dir(root.join("deep")).unwrap().count(), 1);
         std::fs::remove_dir_all(root).unwrap();
     }

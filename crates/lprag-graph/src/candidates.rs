@@ -166,6 +166,8 @@ pub struct CandidateSearch {
     kind: SearchKind,
     /// The proximity graph when it is the strategy ([`SearchKind::Graph`]).
     proximity: Option<Arc<GraphIndex>>,
+    /// Whether the column-wise copy is memory-mapped from a file.
+    columns_mapped: bool,
 }
 
 impl CandidateSearch {
@@ -185,6 +187,21 @@ impl CandidateSearch {
         ivf: Option<&IvfParams>,
         column_scan_from: Option<usize>,
     ) -> Result<Self, GraphError> {
+        Self::build_at(graph, ivf, column_scan_from, None)
+    }
+
+    /// [`CandidateSearch::build`], with a [`ColumnIndex`] (when that is the strategy)
+    /// written to the file `columns` and memory-mapped instead of held on the heap
+    /// ([`ColumnIndex::build_in_file`]); `None` keeps it on the heap.
+    ///
+    /// # Errors
+    /// As [`CandidateSearch::build`] and [`ColumnIndex::build_in_file`].
+    pub fn build_at(
+        graph: &LinkGraph,
+        ivf: Option<&IvfParams>,
+        column_scan_from: Option<usize>,
+        columns: Option<&std::path::Path>,
+    ) -> Result<Self, GraphError> {
         let mut search = Self::exact(graph);
         if let Some(params) = ivf {
             search.strategy = Box::new(IvfIndex::build_prefix(
@@ -194,7 +211,12 @@ impl CandidateSearch {
             )?);
             search.kind = SearchKind::Ivf;
         } else if column_scan_from.is_some_and(|from| graph.num_chunks >= from.max(1)) {
-            search.strategy = Box::new(ColumnIndex::build(&graph.features, &search.inv_norms)?);
+            let index = match columns {
+                Some(path) => ColumnIndex::build_in_file(&graph.features, &search.inv_norms, path)?,
+                None => ColumnIndex::build(&graph.features, &search.inv_norms)?,
+            };
+            search.columns_mapped = index.is_mapped();
+            search.strategy = Box::new(index);
             search.kind = SearchKind::Columns;
         }
         Ok(search)
@@ -252,6 +274,7 @@ impl CandidateSearch {
             strategy,
             kind,
             proximity: None,
+            columns_mapped: false,
         }
     }
 
@@ -263,6 +286,12 @@ impl CandidateSearch {
     /// Whether the exact scan reads the column-wise copy ([`SearchKind::Columns`]).
     pub fn scans_columns(&self) -> bool {
         self.kind == SearchKind::Columns
+    }
+
+    /// Whether the column-wise copy is read from a memory-mapped file
+    /// ([`CandidateSearch::build_at`] with a path).
+    pub fn columns_mapped(&self) -> bool {
+        self.columns_mapped
     }
 
     /// Whether an inverted-file index finds the nearest chunks ([`SearchKind::Ivf`]).

@@ -6,11 +6,18 @@
 //! every core. Quantised scores are within a proven bound `ε` of the exact ones, so every
 //! row whose quantised score is within `2ε` of the `m`-th best is scored again exactly
 //! the way [`crate::nearest_by_cosine_where`] scores it: the answer is that function's,
-//! to the bit, ties included.
+//! to the bit, ties included. [`ColumnIndex::build_in_file`] writes the columns to a file
+//! and memory-maps them instead of holding them on the heap.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::kernels::{best_first, nearest_by_cosine_where};
+use crate::persist::temp_beside;
 use crate::GraphError;
 use lprag_core::{dot, Embeddings};
 
@@ -22,6 +29,13 @@ const TILE: usize = 64;
 
 /// Quantisation scale: a unit-norm coordinate `x` is stored as `round(x · SCALE)`.
 const SCALE: f32 = 32767.0;
+
+/// The first bytes of a columns file ([`ColumnIndex::build_in_file`]).
+const FILE_MAGIC: &[u8; 8] = b"LPRGCOL1";
+
+/// Bytes before a columns file's first value: the magic, then rows, width and block
+/// length as little-endian `u64`s, padded.
+const FILE_HEADER: usize = 64;
 
 /// An exact cosine search over the first `n` rows of an [`Embeddings`] matrix that reads
 /// the matrix column-wise (see the module docs). Memory: `2 · n · dim` bytes, half the rows'.
@@ -48,7 +62,31 @@ pub struct ColumnIndex {
     dim: usize,
     /// Block `b` holds rows `b·BLOCK ..` column-major: `blocks[(b·dim + d)·BLOCK + j]` is
     /// coordinate `d` of row `b·BLOCK + j` (zero past the last row).
-    blocks: Vec<i16>,
+    blocks: Columns,
+}
+
+/// Where the quantised columns are: on the heap, or in a memory-mapped file.
+#[derive(Debug, Clone)]
+enum Columns {
+    Heap(Vec<i16>),
+    /// `len` values from byte `start` of the map (checked aligned and in bounds).
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl Columns {
+    fn as_slice(&self) -> &[i16] {
+        match self {
+            Columns::Heap(v) => v,
+            // Checked in `ColumnIndex::build_in_file`: in bounds and aligned.
+            Columns::Mapped { map, start, len } => {
+                bytemuck::cast_slice(&map[*start..*start + *len * 2])
+            }
+        }
+    }
 }
 
 impl ColumnIndex {
@@ -59,41 +97,83 @@ impl ColumnIndex {
     /// [`GraphError::InvalidArgument`] when `inv_norms` is longer than `rows`;
     /// [`GraphError::NonFinite`] for a row with a NaN or infinite value.
     pub fn build(rows: &Embeddings, inv_norms: &[f32]) -> Result<Self, GraphError> {
-        let n = inv_norms.len();
-        let dim = rows.dim();
-        if n > rows.rows() {
-            return Err(GraphError::arg(
-                "inv_norms",
-                format!("{n} norms for {} rows", rows.rows()),
-            ));
-        }
-        if let Some(row) = (0..n).find(|&i| rows.row(i).iter().any(|v| !v.is_finite())) {
-            return Err(GraphError::NonFinite {
-                matrix: "chunk embeddings",
-                row,
-            });
-        }
+        let (n, dim) = check_rows(rows, inv_norms)?;
         let nblocks = n.div_ceil(BLOCK);
         let mut blocks = vec![0i16; nblocks * dim * BLOCK];
-        if dim > 0 {
-            blocks
-                .par_chunks_mut(dim * BLOCK)
-                .enumerate()
-                .for_each(|(b, block)| {
-                    let lo = b * BLOCK;
-                    let hi = (lo + BLOCK).min(n);
-                    for t in (lo..hi).step_by(TILE) {
-                        let te = (t + TILE).min(hi);
-                        for d in 0..dim {
-                            let out = &mut block[d * BLOCK + (t - lo)..d * BLOCK + (te - lo)];
-                            for (o, i) in out.iter_mut().zip(t..te) {
-                                *o = quantise(rows.row(i)[d] * inv_norms[i]);
-                            }
-                        }
-                    }
-                });
+        fill_blocks(rows, inv_norms, 0, &mut blocks);
+        Ok(Self {
+            n,
+            dim,
+            blocks: Columns::Heap(blocks),
+        })
+    }
+
+    /// [`ColumnIndex::build`] with the columns written to the file `path` (a few blocks
+    /// at a time: at most 32 MiB on the heap for 1,024-wide rows on two cores) and
+    /// memory-mapped from it: the same answers, read through the page cache. `path` is
+    /// written to a temporary file beside it and renamed over it; a mapping of an earlier
+    /// file there stays intact. The file must not be changed in place while the index
+    /// lives. On a big-endian machine the columns are kept on the heap and no file is
+    /// written.
+    ///
+    /// # Errors
+    /// As [`ColumnIndex::build`]; [`GraphError::Io`] when the file cannot be written or
+    /// mapped (its temporary file is removed).
+    pub fn build_in_file(
+        rows: &Embeddings,
+        inv_norms: &[f32],
+        path: impl AsRef<Path>,
+    ) -> Result<Self, GraphError> {
+        let path = path.as_ref();
+        let (n, dim) = check_rows(rows, inv_norms)?;
+        if cfg!(target_endian = "big") {
+            return Self::build(rows, inv_norms);
         }
+        let (dir, tmp) = temp_beside(path)?;
+        let written = write_columns(rows, inv_norms, (n, dim), &tmp);
+        let file = written.and_then(|()| {
+            fs::rename(&tmp, path)?;
+            if let Ok(d) = fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
+            fs::File::open(path)
+        });
+        let file = match file {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(GraphError::io(path, e));
+            }
+        };
+        // SAFETY: the file was written and renamed into place by this function and is
+        // mapped read-only; lprag never writes it in place (a later build renames a new
+        // one over it, which leaves this mapping intact), and the documentation tells
+        // callers not to either. A mapping of a file changed by another process regardless
+        // reads the new bytes (or faults, when truncated); nothing relies on them beyond
+        // their type (any `i16` is a valid column value).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| GraphError::io(path, e))?;
+        let len = n.div_ceil(BLOCK) * dim * BLOCK;
+        let in_bounds = map
+            .get(FILE_HEADER..FILE_HEADER + len * 2)
+            .is_some_and(|b| bytemuck::try_cast_slice::<u8, i16>(b).is_ok());
+        if !in_bounds {
+            return Err(GraphError::format(
+                path,
+                format!("the columns file is not {len} values long"),
+            ));
+        }
+        let blocks = Columns::Mapped {
+            map: Arc::new(map),
+            start: FILE_HEADER,
+            len,
+        };
         Ok(Self { n, dim, blocks })
+    }
+
+    /// Whether the columns are read from a memory-mapped file
+    /// ([`ColumnIndex::build_in_file`]) rather than held on the heap.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.blocks, Columns::Mapped { .. })
     }
 
     /// Rows indexed.
@@ -106,9 +186,10 @@ impl ColumnIndex {
         self.dim
     }
 
-    /// Bytes held by the quantised columns.
+    /// Bytes of the quantised columns (on the heap, or mapped: see
+    /// [`ColumnIndex::is_mapped`]).
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.len() * std::mem::size_of::<i16>()
+        std::mem::size_of_val(self.blocks.as_slice())
     }
 
     /// The `m` rows `keep` admits that are most cosine-similar to `query`, best first, as
@@ -169,11 +250,12 @@ impl ColumnIndex {
         sparse: &[(usize, f32)],
         keep: &(dyn Fn(usize) -> bool + Sync),
     ) -> Vec<f32> {
-        let mut approx = vec![0f32; self.blocks.len() / self.dim];
+        let blocks = self.blocks.as_slice();
+        let mut approx = vec![0f32; blocks.len() / self.dim];
         let accumulate = accumulator();
         approx
             .par_chunks_mut(BLOCK)
-            .zip(self.blocks.par_chunks(self.dim * BLOCK))
+            .zip(blocks.par_chunks(self.dim * BLOCK))
             .enumerate()
             .for_each(|(b, (acc, block))| {
                 accumulate(acc, block, sparse);
@@ -186,6 +268,84 @@ impl ColumnIndex {
             });
         approx
     }
+}
+
+/// The rows and width [`ColumnIndex::build`] indexes, checked: `inv_norms` no longer than
+/// `rows`, every indexed row finite.
+fn check_rows(rows: &Embeddings, inv_norms: &[f32]) -> Result<(usize, usize), GraphError> {
+    let n = inv_norms.len();
+    if n > rows.rows() {
+        return Err(GraphError::arg(
+            "inv_norms",
+            format!("{n} norms for {} rows", rows.rows()),
+        ));
+    }
+    if let Some(row) = (0..n).find(|&i| rows.row(i).iter().any(|v| !v.is_finite())) {
+        return Err(GraphError::NonFinite {
+            matrix: "chunk embeddings",
+            row,
+        });
+    }
+    Ok((n, rows.dim()))
+}
+
+/// Fill `out` (whole blocks, zeroed) with the quantised, transposed blocks from block
+/// `first` on, one block per task.
+fn fill_blocks(rows: &Embeddings, inv_norms: &[f32], first: usize, out: &mut [i16]) {
+    let (n, dim) = (inv_norms.len(), rows.dim());
+    if dim == 0 {
+        return;
+    }
+    out.par_chunks_mut(dim * BLOCK)
+        .enumerate()
+        .for_each(|(k, block)| {
+            let lo = (first + k) * BLOCK;
+            let hi = (lo + BLOCK).min(n);
+            for t in (lo..hi).step_by(TILE) {
+                let te = (t + TILE).min(hi);
+                for d in 0..dim {
+                    let out = &mut block[d * BLOCK + (t - lo)..d * BLOCK + (te - lo)];
+                    for (o, i) in out.iter_mut().zip(t..te) {
+                        *o = quantise(rows.row(i)[d] * inv_norms[i]);
+                    }
+                }
+            }
+        });
+}
+
+/// Write the columns file of `rows` (`n` rows, `dim` wide) to `tmp`, a few blocks at a
+/// time, and sync it (little-endian machines only: the values are written as they lie).
+fn write_columns(
+    rows: &Embeddings,
+    inv_norms: &[f32],
+    (n, dim): (usize, usize),
+    tmp: &Path,
+) -> std::io::Result<()> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(tmp)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut head = [0u8; FILE_HEADER];
+    head[..8].copy_from_slice(FILE_MAGIC);
+    for (i, v) in [n, dim, BLOCK].into_iter().enumerate() {
+        head[8 + 8 * i..16 + 8 * i].copy_from_slice(&(v as u64).to_le_bytes());
+    }
+    out.write_all(&head)?;
+    let nblocks = n.div_ceil(BLOCK);
+    let group = (2 * rayon::current_num_threads()).max(1);
+    let mut buf = Vec::new();
+    for first in (0..nblocks).step_by(group) {
+        let count = group.min(nblocks - first);
+        buf.clear();
+        buf.resize(count * dim * BLOCK, 0i16);
+        fill_blocks(rows, inv_norms, first, &mut buf);
+        out.write_all(bytemuck::cast_slice(&buf))?;
+    }
+    let file = out
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    file.sync_all()
 }
 
 /// The quantised score from which rows are scored again exactly: the `m`-th best of
@@ -344,6 +504,51 @@ mod tests {
             nearest_by_cosine_where(&rows, &inv, q, usize::MAX, &|_| true)
         );
         assert!(index.nearest_where(&rows, &inv, q, 0, &|_| true).is_empty());
+    }
+
+    #[test]
+    fn columns_in_a_file_answer_as_on_the_heap() {
+        // Several write groups of blocks, the last block partial.
+        let groups = 2 * rayon::current_num_threads();
+        let (rows, queries) = corpus(groups * BLOCK + BLOCK + 77, 8, 5);
+        let inv = inverse_norms(&rows, rows.rows() - 2);
+        let heap = ColumnIndex::build(&rows, &inv).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("columns.bin");
+        let mapped = ColumnIndex::build_in_file(&rows, &inv, &path).unwrap();
+        assert!(mapped.is_mapped() && !heap.is_mapped());
+        assert_eq!(mapped.blocks.as_slice(), heap.blocks.as_slice());
+        assert_eq!(mapped.memory_bytes(), heap.memory_bytes());
+        let header = 64 + heap.memory_bytes() as u64;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), header);
+        // Built again over the same path: the first mapping still reads its own file.
+        let inv2 = inverse_norms(&rows, 100);
+        let again = ColumnIndex::build_in_file(&rows, &inv2, &path).unwrap();
+        assert_eq!(again.rows(), 100);
+        for q in &queries {
+            let want = nearest_by_cosine_where(&rows, &inv, q, 10, &|_| true);
+            assert_eq!(mapped.nearest_where(&rows, &inv, q, 10, &|_| true), want);
+            assert_eq!(
+                again.nearest_where(&rows, &inv2, q, 10, &|_| true),
+                nearest_by_cosine_where(&rows, &inv2, q, 10, &|_| true)
+            );
+        }
+        // Nothing but the file is left; a non-finite row is refused before writing.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        let mut bad = rows.as_slice().to_vec();
+        bad[8 * 7 + 1] = f32::NAN;
+        let bad = Embeddings::new(8, bad).unwrap();
+        let other = dir.path().join("other.bin");
+        assert!(matches!(
+            ColumnIndex::build_in_file(&bad, &inv, &other),
+            Err(GraphError::NonFinite { row: 7, .. })
+        ));
+        assert!(!other.exists());
+        // A directory that does not exist is an I/O error naming the path.
+        let missing = dir.path().join("no").join("columns.bin");
+        let err = ColumnIndex::build_in_file(&rows, &inv, &missing).unwrap_err();
+        assert!(err.to_string().contains("columns.bin"), "{err}");
     }
 
     #[test]

@@ -86,6 +86,18 @@ pub(crate) async fn embed_queries_with(
     embed_batches(encoder, texts, stage, progress, sink, true).await
 }
 
+/// Texts embedded ([`Encoder::embed`]) in checked batches, each batch's rows handed to
+/// `sink` (row-major, the encoder's width) and not kept.
+pub(crate) async fn embed_all_with(
+    encoder: &dyn Encoder,
+    texts: &[String],
+    stage: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
+) -> Result<()> {
+    embed_batches(encoder, texts, stage, progress, sink, false).await
+}
+
 /// Embed in batches of [`EMBED_BATCH`] appended to `out` (see [`embed_batches`]).
 async fn embed_rows(
     encoder: &dyn Encoder,

@@ -47,8 +47,10 @@ pub(crate) fn save_json_atomic<T: serde::Serialize>(
     value: &T,
 ) -> Result<()> {
     let path = dir.join(file);
-    let bytes = serde_json::to_vec(value).map_err(|e| Error::format(&path, e.to_string()))?;
-    crate::durable::write_file(&path, &bytes)
+    // Streamed to the file: a million chunks' JSON is never whole in memory.
+    lprag_core::dirs::write_atomic_with(&path, |w| {
+        serde_json::to_writer(w, value).map_err(std::io::Error::from)
+    })
 }
 
 /// The state a peer retriever saves as JSON: its format version, the encoder it was built

@@ -2,7 +2,7 @@
 
 use super::stages::{self, ChunkInput, EmbedInput, QueryInput, StageCtx};
 use super::{
-    read_manifest, search_for, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
+    read_manifest, search_for_at, IndexStats, LpRag, LpRagConfig, Manifest, ModelChoice,
     PredictorSource, RankModel, RecordingProgress,
 };
 
@@ -18,7 +18,7 @@ use lprag_text::HeuristicQueryGenerator;
 use crate::retrievers::common::{
     encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled, Parents,
 };
-use crate::workdir::WorkDir;
+use crate::workdir::{WorkDir, COLUMNS_FILE};
 
 /// Assembles an [`LpRag`] retriever; every component has an offline default.
 ///
@@ -183,14 +183,17 @@ impl LpRagBuilder {
     /// Keep the link graph's feature rows (every chunk's and every synthetic question's
     /// embedding: 12 GB at a million passages with 1,024-wide rows) in a file of the work
     /// directory, `features.bin`, memory-mapped, instead of on the heap (default: off).
-    /// Needs [`LpRagBuilder::work_dir`]. The question rows are written there batch by
-    /// batch as they are embedded and never held whole; training and the index read the
-    /// rows through the page cache, so the kernel keeps the rows in use and can drop the
-    /// rest when memory runs short. The built index answers exactly as one built without
-    /// it (same rows, same order). The file is rewritten by each such build; keep the
-    /// work directory while the index lives (it maps the file) and do not change the file
-    /// in place. [`LpRag::save`] writes the rows into the index as usual; an update that
-    /// adds rows ([`LpRag::add_documents`]) copies them back to the heap.
+    /// Needs [`LpRagBuilder::work_dir`]. The chunk rows and the question rows are
+    /// written to their stage files batch by batch as they are embedded and never held
+    /// whole (the chunk graph is built on the mapped chunk rows), and the column-wise copy
+    /// of the chunk rows for the candidate scan ([`LpRagConfig::column_scan_from`]) is
+    /// written to `columns.bin` and mapped too ([`LpRag::columns_mapped`]); training and
+    /// the index read the rows through the page cache, so the kernel keeps the rows in use
+    /// and can drop the rest when memory runs short. The built index answers exactly as
+    /// one built without it (same rows, same order). The files are rewritten by each such
+    /// build; keep the work directory while the index lives (it maps them) and do not
+    /// change them in place. [`LpRag::save`] writes the rows into the index as usual; an
+    /// update that adds rows ([`LpRag::add_documents`]) copies them back to the heap.
     pub fn features_on_disk(mut self, on: bool) -> Self {
         self.features_on_disk = on;
         self
@@ -311,7 +314,12 @@ impl LpRagBuilder {
         // 5. Train the link predictor on a blocking thread (a training-free scorer is
         //    only given the graph).
         let graph = Arc::new(graph);
-        let search = Arc::new(search_for(&graph, &config)?);
+        // With the features on disk, a column-wise copy goes beside them.
+        let columns = work
+            .as_ref()
+            .filter(|_| features_on_disk)
+            .map(|w| w.file(COLUMNS_FILE));
+        let search = Arc::new(search_for_at(&graph, &config, columns.as_deref())?);
         let parents = Arc::new(Parents::of(&chunks));
         let choice = RankModel {
             model,

@@ -34,8 +34,8 @@ pub(crate) use predictor::PredictorSource;
 use predictor::{ModelChoice, RankModel, ScorerPredictor};
 
 use lprag_graph::CandidateSearch;
-pub(crate) use search::search_for;
 pub use search::QueryProfile;
+pub(crate) use search::{search_for, search_for_at};
 pub use stats::IndexStats;
 use stats::RecordingProgress;
 pub use store::{StoreWrite, STORE_WRITE_BATCH};
@@ -319,5 +319,12 @@ impl LpRag {
     /// (see [`LpRagConfig::column_scan_from`]).
     pub fn scans_columns(&self) -> bool {
         self.search.scans_columns()
+    }
+
+    /// Whether that column-wise copy is read from a memory-mapped file (a build with
+    /// [`LpRagBuilder::features_on_disk`] keeps it in its work directory) rather than held
+    /// on the heap.
+    pub fn columns_mapped(&self) -> bool {
+        self.search.columns_mapped()
     }
 }

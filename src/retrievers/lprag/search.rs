@@ -23,14 +23,25 @@ use crate::retrievers::common::{blocking, embed_queries, embed_query, Parents};
 /// [`LpRagConfig::candidate_index`], the column-wise copy from
 /// [`LpRagConfig::column_scan_from`] chunks, or exact scans.
 pub(crate) fn search_for(graph: &LinkGraph, config: &LpRagConfig) -> Result<CandidateSearch> {
+    search_for_at(graph, config, None)
+}
+
+/// [`search_for`] with the column-wise copy, when that is the search, written to the file
+/// `columns` and memory-mapped (`None`: on the heap).
+pub(crate) fn search_for_at(
+    graph: &LinkGraph,
+    config: &LpRagConfig,
+    columns: Option<&std::path::Path>,
+) -> Result<CandidateSearch> {
     check_search(config)?;
     if let Some(params) = &config.candidate_graph {
         return Ok(CandidateSearch::proximity(graph, params)?);
     }
-    Ok(CandidateSearch::build(
+    Ok(CandidateSearch::build_at(
         graph,
         config.candidate_index.as_ref(),
         config.column_scan_from,
+        columns,
     )?)
 }
 

@@ -11,9 +11,11 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
-use crate::retrievers::common::{blocking, embed_all, embed_queries_into, embed_queries_with};
+use crate::retrievers::common::{
+    blocking, embed_all, embed_all_with, embed_queries_into, embed_queries_with,
+};
 use crate::workdir::{
-    keep_embeddings, run_stage, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
+    keep_embeddings, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
 };
 
 /// What the stages share: the work directory (if any), where warnings go, and the names
@@ -47,22 +49,22 @@ impl StageCtx<'_> {
 /// A stage's output and its key.
 type Done<I> = (<I as StageInput>::Output, StageKey);
 
-/// The key of a list of chunks (their ids, texts and provenance).
+/// The key of a list of chunks (their ids, texts and provenance): one part per chunk,
+/// hashed as it is read (no copy of the texts).
 fn chunks_key(chunks: &[Chunk]) -> StageKey {
-    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(chunks.len());
+    let mut h = KeyHasher::new();
     for c in chunks {
-        let mut p = Vec::with_capacity(c.text.len() + c.provenance.title.len() + 32);
-        p.extend_from_slice(&(c.id as u64).to_le_bytes());
-        for s in [&c.text, &c.provenance.title, &c.provenance.document_id] {
-            p.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            p.extend_from_slice(s.as_bytes());
+        let strings = [&c.text, &c.provenance.title, &c.provenance.document_id];
+        h.part(8 + strings.iter().map(|s| 8 + s.len()).sum::<usize>() + 16);
+        h.eat(&(c.id as u64).to_le_bytes());
+        for s in strings {
+            h.eat(&(s.len() as u64).to_le_bytes());
+            h.eat(s.as_bytes());
         }
-        p.extend_from_slice(&(c.provenance.span.start as u64).to_le_bytes());
-        p.extend_from_slice(&(c.provenance.span.end as u64).to_le_bytes());
-        parts.push(p);
+        h.eat(&(c.provenance.span.start as u64).to_le_bytes());
+        h.eat(&(c.provenance.span.end as u64).to_le_bytes());
     }
-    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    StageKey::of(&refs)
+    h.finish()
 }
 
 /// Stage 1: the documents and the chunker.
@@ -145,11 +147,16 @@ impl StageInput for EmbedInput<'_> {
     }
 }
 
-/// Embed the chunks; the result and the key the later stages chain from.
+/// Embed the chunks; the result and the key the later stages chain from. With the
+/// features on disk (and a work directory), the rows are streamed to the stage's file and
+/// memory-mapped from it.
 pub(super) async fn embed_chunks(
     ctx: &mut StageCtx<'_>,
     input: &EmbedInput<'_>,
 ) -> Result<(Embeddings, StageKey)> {
+    if let Some(w) = ctx.work.filter(|_| ctx.features_on_disk) {
+        return embed_chunks_on_disk(ctx, w, input).await;
+    }
     let progress = ctx.progress;
     let (done, ()) = ctx
         .run(input, (), |()| async {
@@ -161,6 +168,37 @@ pub(super) async fn embed_chunks(
         })
         .await?;
     Ok(done)
+}
+
+/// [`embed_chunks`] with the rows on disk: a saved stage is mapped; fresh rows go to the
+/// stage's file batch by batch as they are embedded (never whole on the heap), then the
+/// file is mapped.
+async fn embed_chunks_on_disk(
+    ctx: &mut StageCtx<'_>,
+    w: &WorkDir,
+    input: &EmbedInput<'_>,
+) -> Result<(Embeddings, StageKey)> {
+    let (stage, key) = (Stage::ChunkEmbeddings, input.key()?);
+    let (n, dim) = (input.chunks.len(), input.encoder.dimension());
+    if let Some(rows) = w.map_rows(stage.file(), key, n, dim, ctx.warn) {
+        ctx.reused.push(stage.reused_as().into());
+        return Ok((rows, key));
+    }
+    let texts: Vec<String> = input.chunks.iter().map(Chunk::embedding_text).collect();
+    let mut rows = w.rows_writer(stage.file(), dim)?;
+    let mut sink = |batch: &[f32]| -> Result<()> { Ok(rows.append(batch)?) };
+    embed_all_with(
+        input.encoder,
+        &texts,
+        "embed chunks",
+        ctx.progress,
+        &mut sink,
+    )
+    .await?;
+    drop(texts);
+    w.finish_rows(stage.file(), key, rows)?;
+    let path = w.file(&format!("{}.bin", stage.file()));
+    Ok((lprag_graph::map_feature_rows(&path, dim)?, key))
 }
 
 /// Stage 3: the embeddings' key and the graph settings.
@@ -483,4 +521,42 @@ pub(super) async fn queries_and_graph(
     drop(texts);
     let graph = lprag_graph::link_graph_from_features(features, nc, edges, &queries)?;
     Ok((queries, graph))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chunks_key_is_the_key_of_each_chunks_bytes() {
+        // The key work directories were written under: one materialised part per chunk.
+        let chunks: Vec<Chunk> = ["first text", "", "ünïcode"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let provenance = lprag_core::Provenance {
+                    document_id: format!("doc-{}", i / 2),
+                    title: format!("title {i}"),
+                    span: i * 3..i * 3 + t.len(),
+                };
+                Chunk::new(i, *t, provenance)
+            })
+            .collect();
+        let parts: Vec<Vec<u8>> = chunks
+            .iter()
+            .map(|c| {
+                let mut p = (c.id as u64).to_le_bytes().to_vec();
+                for s in [&c.text, &c.provenance.title, &c.provenance.document_id] {
+                    p.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                    p.extend_from_slice(s.as_bytes());
+                }
+                p.extend_from_slice(&(c.provenance.span.start as u64).to_le_bytes());
+                p.extend_from_slice(&(c.provenance.span.end as u64).to_le_bytes());
+                p
+            })
+            .collect();
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        assert_eq!(chunks_key(&chunks), StageKey::of(&refs));
+        assert_ne!(chunks_key(&chunks[..2]), chunks_key(&chunks));
+    }
 }
