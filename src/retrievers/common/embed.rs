@@ -74,30 +74,6 @@ pub(crate) async fn embed_queries_into(
     embed_rows(encoder, texts, stage, progress, out, true).await
 }
 
-/// Query texts ([`Encoder::embed_queries`]) embedded in checked batches, each batch's
-/// rows handed to `sink` (row-major, the encoder's width) and not kept.
-pub(crate) async fn embed_queries_with(
-    encoder: &dyn Encoder,
-    texts: &[String],
-    stage: &str,
-    progress: &dyn Progress,
-    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
-) -> Result<()> {
-    embed_batches(encoder, texts, stage, progress, sink, true).await
-}
-
-/// Texts embedded ([`Encoder::embed`]) in checked batches, each batch's rows handed to
-/// `sink` (row-major, the encoder's width) and not kept.
-pub(crate) async fn embed_all_with(
-    encoder: &dyn Encoder,
-    texts: &[String],
-    stage: &str,
-    progress: &dyn Progress,
-    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
-) -> Result<()> {
-    embed_batches(encoder, texts, stage, progress, sink, false).await
-}
-
 /// Embed in batches of [`EMBED_BATCH`] appended to `out` (see [`embed_batches`]).
 async fn embed_rows(
     encoder: &dyn Encoder,
@@ -114,9 +90,11 @@ async fn embed_rows(
     embed_batches(encoder, texts, stage, progress, &mut sink, queries).await
 }
 
-/// Embed in batches of [`EMBED_BATCH`], checking every batch's shape and values before
-/// handing its rows to `sink`.
-async fn embed_batches(
+/// Embed `texts` (query texts, [`Encoder::embed_queries`], when `queries`; else
+/// [`Encoder::embed`]) in batches of [`EMBED_BATCH`], checking every batch's shape and
+/// values before handing its rows to `sink` (row-major, the encoder's width); the rows are
+/// not kept.
+pub(crate) async fn embed_batches(
     encoder: &dyn Encoder,
     texts: &[String],
     stage: &str,

@@ -11,9 +11,7 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
-use crate::retrievers::common::{
-    blocking, embed_all, embed_all_with, embed_queries_into, embed_queries_with,
-};
+use crate::retrievers::common::{blocking, embed_all, embed_batches, embed_queries_into};
 use crate::workdir::{
     keep_embeddings, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
 };
@@ -187,12 +185,14 @@ async fn embed_chunks_on_disk(
     let texts: Vec<String> = input.chunks.iter().map(Chunk::embedding_text).collect();
     let mut rows = w.rows_writer(stage.file(), dim)?;
     let mut sink = |batch: &[f32]| -> Result<()> { Ok(rows.append(batch)?) };
-    embed_all_with(
+    let chunk_texts = false;
+    embed_batches(
         input.encoder,
         &texts,
         "embed chunks",
         ctx.progress,
         &mut sink,
+        chunk_texts,
     )
     .await?;
     drop(texts);
@@ -442,12 +442,14 @@ async fn features_on_disk(
             all.append(batch)?;
             Ok(())
         };
-        embed_queries_with(
+        let query_texts = true;
+        embed_batches(
             input.encoder,
             texts,
             "embed queries",
             ctx.progress,
             &mut sink,
+            query_texts,
         )
         .await?;
         w.finish_rows(stage.file(), key, rows)?;
