@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use lprag::graph::IvfParams;
 use lprag::{
-    Document, Encoder, Filter, HashingEncoder, LpRag, LpRagConfig, Retriever, Selection,
-    TrainConfig,
+    AnswerOptions, Document, Encoder, Error, Filter, HashingEncoder, LpRag, LpRagConfig, Retriever,
+    Selection, TrainConfig,
 };
 
 use crate::common;
@@ -213,6 +213,85 @@ async fn the_column_scan_finds_the_row_scans_chunks_through_save_open_and_update
     // A threshold above the index's size: back to rows.
     reopened.set_column_scan_from(Some(1_000_000)).unwrap();
     assert!(!reopened.scans_columns());
+}
+
+#[tokio::test]
+async fn a_saved_column_copy_is_read_back_on_the_heap_or_mapped_and_checked() {
+    let (_, mut rag) = row_scan_index().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let columns = path.join("columns.bin");
+    // No column scan, no copy saved.
+    rag.save(&path).unwrap();
+    assert!(!columns.exists());
+    rag.set_column_scan_from(Some(0)).unwrap();
+    let mut want = Vec::new();
+    for q in QUERIES {
+        want.push(hits(&rag, q).await);
+    }
+    // Saved beside the graph, into the directory of the earlier save.
+    rag.save(&path).unwrap();
+    assert!(columns.is_file());
+    let check = |r: &LpRag, mapped: bool| {
+        assert!(r.scans_columns());
+        assert_eq!(r.columns_mapped(), mapped);
+    };
+    let whole = LpRag::load(&path, hashing()).unwrap();
+    check(&whole, false);
+    let options = AnswerOptions {
+        encoder: Some(hashing()),
+        ..AnswerOptions::default()
+    };
+    let light = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
+    check(&light, false);
+    let map = AnswerOptions {
+        map_rows: true,
+        ..options.clone()
+    };
+    let mapped = LpRag::open_to_answer(&path, map.clone()).await.unwrap();
+    check(&mapped, true);
+    for (q, want) in QUERIES.iter().zip(&want) {
+        for r in [&whole, &light, &mapped] {
+            assert_same(&hits(r, q).await, want, q);
+        }
+    }
+
+    // The file is read, not made again: a changed value fails its checksum, and a copy
+    // bound to another graph file is refused; both name the file.
+    let good = std::fs::read(&columns).unwrap();
+    let refused = |err: Error, what: &str| {
+        assert!(matches!(err, Error::Format { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("columns.bin") && text.contains(what),
+            "{text}"
+        );
+    };
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(&columns, &bad).unwrap();
+    refused(LpRag::load(&path, hashing()).unwrap_err(), "checksum");
+    refused(
+        LpRag::open_to_answer(&path, map.clone()).await.unwrap_err(),
+        "checksum",
+    );
+    let mut other = good.clone();
+    other[40] ^= 1; // the binding to graph.bin's checksum
+    std::fs::write(&columns, &other).unwrap();
+    refused(LpRag::load(&path, hashing()).unwrap_err(), "other rows");
+    let mut short = good.clone();
+    short.truncate(good.len() - 2);
+    std::fs::write(&columns, &short).unwrap();
+    refused(LpRag::load(&path, hashing()).unwrap_err(), "truncated");
+
+    // An index saved without the copy (or by an earlier release) makes it at opening.
+    std::fs::remove_file(&columns).unwrap();
+    let remade = LpRag::open_to_answer(&path, map).await.unwrap();
+    check(&remade, false);
+    for (q, want) in QUERIES.iter().zip(&want) {
+        assert_same(&hits(&remade, q).await, want, q);
+    }
 }
 
 /// The corpus with a `half` tag (even / odd), and a row-scan index of all but its last

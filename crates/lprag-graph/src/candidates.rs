@@ -166,8 +166,8 @@ pub struct CandidateSearch {
     kind: SearchKind,
     /// The proximity graph when it is the strategy ([`SearchKind::Graph`]).
     proximity: Option<Arc<GraphIndex>>,
-    /// Whether the column-wise copy is memory-mapped from a file.
-    columns_mapped: bool,
+    /// The column-wise copy when it is the strategy ([`SearchKind::Columns`]).
+    columns: Option<Arc<ColumnIndex>>,
 }
 
 impl CandidateSearch {
@@ -210,16 +210,62 @@ impl CandidateSearch {
                 params,
             )?);
             search.kind = SearchKind::Ivf;
-        } else if column_scan_from.is_some_and(|from| graph.num_chunks >= from.max(1)) {
+        } else if Self::scans_columns_for(None, column_scan_from, graph.num_chunks) {
             let index = match columns {
                 Some(path) => ColumnIndex::build_in_file(&graph.features, &search.inv_norms, path)?,
                 None => ColumnIndex::build(&graph.features, &search.inv_norms)?,
             };
-            search.columns_mapped = index.is_mapped();
-            search.strategy = Box::new(index);
-            search.kind = SearchKind::Columns;
+            search.set_columns(index);
         }
         Ok(search)
+    }
+
+    /// Whether [`CandidateSearch::build`] makes a [`ColumnIndex`] for these settings over
+    /// `num_chunks` chunks: no `ivf`, and at least `column_scan_from` chunks (at least 1).
+    pub fn scans_columns_for(
+        ivf: Option<&IvfParams>,
+        column_scan_from: Option<usize>,
+        num_chunks: usize,
+    ) -> bool {
+        ivf.is_none() && column_scan_from.is_some_and(|from| num_chunks >= from.max(1))
+    }
+
+    /// The search over `graph`'s chunks with `index`, a [`ColumnIndex`] of its chunk rows
+    /// made earlier (read back with [`ColumnIndex::open_file`]). The caller vouches that
+    /// it was made from these rows; its shape is checked here.
+    ///
+    /// # Errors
+    /// [`GraphError::DimensionMismatch`] when `index` holds another number of rows than
+    /// `graph` has chunks, or rows of another width.
+    pub fn with_column_index(graph: &LinkGraph, index: ColumnIndex) -> Result<Self, GraphError> {
+        for (what, expected, actual) in [
+            ("rows", graph.num_chunks, index.rows()),
+            ("width", graph.features.dim(), index.dim()),
+        ] {
+            if expected != actual {
+                return Err(GraphError::DimensionMismatch {
+                    location: format!("CandidateSearch::with_column_index ({what})"),
+                    expected,
+                    actual,
+                });
+            }
+        }
+        let mut search = Self::exact(graph);
+        search.set_columns(index);
+        Ok(search)
+    }
+
+    fn set_columns(&mut self, index: ColumnIndex) {
+        let index = Arc::new(index);
+        self.strategy = Box::new(index.clone());
+        self.columns = Some(index);
+        self.kind = SearchKind::Columns;
+    }
+
+    /// The column-wise copy, when the strategy scans one ([`SearchKind::Columns`]): to
+    /// save it beside an index ([`ColumnIndex::save_file`]).
+    pub fn column_index(&self) -> Option<&ColumnIndex> {
+        self.columns.as_deref()
     }
 
     /// A walk on a [`GraphIndex`] over `graph`'s chunks (built now: NN-descent lists of the
@@ -274,7 +320,7 @@ impl CandidateSearch {
             strategy,
             kind,
             proximity: None,
-            columns_mapped: false,
+            columns: None,
         }
     }
 
@@ -289,9 +335,9 @@ impl CandidateSearch {
     }
 
     /// Whether the column-wise copy is read from a memory-mapped file
-    /// ([`CandidateSearch::build_at`] with a path).
+    /// ([`CandidateSearch::build_at`] with a path, or [`ColumnIndex::open_file`]).
     pub fn columns_mapped(&self) -> bool {
-        self.columns_mapped
+        self.columns.as_ref().is_some_and(|c| c.is_mapped())
     }
 
     /// Whether an inverted-file index finds the nearest chunks ([`SearchKind::Ivf`]).

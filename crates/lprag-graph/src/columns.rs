@@ -7,17 +7,19 @@
 //! row whose quantised score is within `2ε` of the `m`-th best is scored again exactly
 //! the way [`crate::nearest_by_cosine_where`] scores it: the answer is that function's,
 //! to the bit, ties included. [`ColumnIndex::build_in_file`] writes the columns to a file
-//! and memory-maps them instead of holding them on the heap.
+//! and memory-maps them instead of holding them on the heap; [`ColumnIndex::save_file`]
+//! and [`ColumnIndex::open_file`] keep them beside a saved index, checksummed and bound
+//! to the rows they were made from.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::kernels::{best_first, nearest_by_cosine_where};
-use crate::persist::temp_beside;
+use crate::persist::{temp_beside, Fnv1a};
 use crate::GraphError;
 use lprag_core::{dot, Embeddings};
 
@@ -30,12 +32,17 @@ const TILE: usize = 64;
 /// Quantisation scale: a unit-norm coordinate `x` is stored as `round(x · SCALE)`.
 const SCALE: f32 = 32767.0;
 
-/// The first bytes of a columns file ([`ColumnIndex::build_in_file`]).
-const FILE_MAGIC: &[u8; 8] = b"LPRGCOL1";
+/// The first bytes of a columns file ([`ColumnIndex::build_in_file`],
+/// [`ColumnIndex::save_file`]).
+const FILE_MAGIC: &[u8; 8] = b"LPRGCOL2";
 
-/// Bytes before a columns file's first value: the magic, then rows, width and block
-/// length as little-endian `u64`s, padded.
+/// Bytes before a columns file's first value: the magic, then rows, width, block length,
+/// the FNV-1a 64 checksum of the values' bytes and the caller's binding (`source`) as
+/// little-endian `u64`s, padded.
 const FILE_HEADER: usize = 64;
+
+/// Where the checksum lies in a columns file's header.
+const CHECKSUM_AT: usize = 32;
 
 /// An exact cosine search over the first `n` rows of an [`Embeddings`] matrix that reads
 /// the matrix column-wise (see the module docs). Memory: `2 · n · dim` bytes, half the rows'.
@@ -129,29 +136,154 @@ impl ColumnIndex {
         if cfg!(target_endian = "big") {
             return Self::build(rows, inv_norms);
         }
-        let (dir, tmp) = temp_beside(path)?;
-        let written = write_columns(rows, inv_norms, (n, dim), &tmp);
-        let file = written.and_then(|()| {
-            fs::rename(&tmp, path)?;
-            if let Ok(d) = fs::File::open(&dir) {
-                let _ = d.sync_all();
-            }
-            fs::File::open(path)
-        });
-        let file = match file {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(GraphError::io(path, e));
-            }
+        write_file(path, (n, dim), 0, &mut |first, count, buf| {
+            buf.resize(count * dim * BLOCK, 0i16);
+            fill_blocks(rows, inv_norms, first, buf);
+        })?;
+        let file = fs::File::open(path).map_err(|e| GraphError::io(path, e))?;
+        Self::mapped(path, &file, n, dim)
+    }
+
+    /// Write these columns to the file `path` (a temporary file beside it, synced, then
+    /// renamed over it), with the FNV-1a 64 checksum of the values and `source`, a number
+    /// the caller binds them to (a saved index passes its graph file's checksum) for
+    /// [`ColumnIndex::open_file`] to compare. The values are copied a few blocks at a
+    /// time, from the heap or the map.
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] when the file cannot be written (its temporary file is removed);
+    /// [`GraphError::InvalidArgument`] on a big-endian machine, where no file is written.
+    pub fn save_file(&self, path: impl AsRef<Path>, source: u64) -> Result<(), GraphError> {
+        if cfg!(target_endian = "big") {
+            return Err(GraphError::arg(
+                "ColumnIndex::save_file",
+                "columns files are little-endian; not written on this machine",
+            ));
+        }
+        let all = self.blocks.as_slice();
+        let per_block = self.dim * BLOCK;
+        write_file(
+            path.as_ref(),
+            (self.n, self.dim),
+            source,
+            &mut |first, count, buf| {
+                let start = first * per_block;
+                buf.extend_from_slice(&all[start..start + count * per_block]);
+            },
+        )
+    }
+
+    /// The columns [`ColumnIndex::save_file`] wrote to `path` for `rows` rows of width
+    /// `dim` bound to `source`, their checksum verified: memory-mapped with `map` (the
+    /// file is read once through the checksum without counting against this process's
+    /// memory, then mapped; it must not be changed in place while the index lives), else
+    /// read to the heap. The rows to search must be the ones the file was made from: the
+    /// binding is the caller's check of that.
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] when the file cannot be read; [`GraphError::Format`] for a file
+    /// that is not a columns file, holds another number of rows, width or block length,
+    /// is bound to another `source`, or is truncated; [`GraphError::ChecksumMismatch`]
+    /// when its values do not hash to its checksum.
+    pub fn open_file(
+        path: impl AsRef<Path>,
+        rows: usize,
+        dim: usize,
+        source: u64,
+        map: bool,
+    ) -> Result<Self, GraphError> {
+        let path = path.as_ref();
+        // Big-endian machines read the values to the heap instead of mapping them.
+        let map = map && cfg!(target_endian = "little");
+        let io = |e| GraphError::io(path, e);
+        let bad = |m: String| GraphError::format(path, m);
+        let mut file = fs::File::open(path).map_err(io)?;
+        let mut head = [0u8; FILE_HEADER];
+        file.read_exact(&mut head).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad("the file ends inside its header".into()),
+            _ => io(e),
+        })?;
+        if &head[..8] != FILE_MAGIC {
+            return Err(bad("not an lprag columns file (bad magic)".into()));
+        }
+        let field = |i: usize| {
+            let at = 8 + 8 * i;
+            u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"))
         };
-        // SAFETY: the file was written and renamed into place by this function and is
-        // mapped read-only; lprag never writes it in place (a later build renames a new
-        // one over it, which leaves this mapping intact), and the documentation tells
-        // callers not to either. A mapping of a file changed by another process regardless
-        // reads the new bytes (or faults, when truncated); nothing relies on them beyond
-        // their type (any `i16` is a valid column value).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| GraphError::io(path, e))?;
+        let found = (field(0), field(1), field(2));
+        let want = (rows as u64, dim as u64, BLOCK as u64);
+        if found != want {
+            return Err(bad(format!(
+                "the columns are of {} rows of width {} in blocks of {}; expected {} of {} in \
+                 blocks of {}",
+                found.0, found.1, found.2, want.0, want.1, want.2
+            )));
+        }
+        if field(4) != source {
+            return Err(bad(format!(
+                "the columns were made from other rows (bound to {:#018x}, expected {source:#018x})",
+                field(4)
+            )));
+        }
+        let len = rows.div_ceil(BLOCK) * dim * BLOCK;
+        let total = file.metadata().map_err(io)?.len();
+        if total != (FILE_HEADER + len * 2) as u64 {
+            return Err(bad(format!(
+                "the file is {total} bytes; {len} values need {} (truncated?)",
+                FILE_HEADER + len * 2
+            )));
+        }
+        let expected = field(3);
+        let mut hash = Fnv1a::new();
+        let mut heap = if map { Vec::new() } else { vec![0i16; len] };
+        if map {
+            let mut r = std::io::BufReader::with_capacity(1 << 20, &mut file);
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let k = r.read(&mut buf).map_err(io)?;
+                if k == 0 {
+                    break;
+                }
+                hash.update(&buf[..k]);
+            }
+        } else {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut heap);
+            for piece in bytes.chunks_mut(1 << 20) {
+                file.read_exact(piece).map_err(io)?;
+                hash.update(piece);
+            }
+            if cfg!(target_endian = "big") {
+                heap.iter_mut().for_each(|v| *v = i16::from_le(*v));
+            }
+        }
+        let actual = hash.finish();
+        if actual != expected {
+            return Err(GraphError::ChecksumMismatch {
+                path: path.to_path_buf(),
+                expected,
+                actual,
+            });
+        }
+        if map {
+            return Self::mapped(path, &file, rows, dim);
+        }
+        Ok(Self {
+            n: rows,
+            dim,
+            blocks: Columns::Heap(heap),
+        })
+    }
+
+    /// `file` (the columns file at `path`, of `n` rows of width `dim`) memory-mapped, its
+    /// values checked in bounds and aligned.
+    fn mapped(path: &Path, file: &fs::File, n: usize, dim: usize) -> Result<Self, GraphError> {
+        // SAFETY: the file was written and renamed into place by lprag (`write_file`) and
+        // is mapped read-only; lprag never writes it in place (a later build or save
+        // renames a new one over it, which leaves this mapping intact), and the
+        // documentation tells callers not to either. A mapping of a file changed by
+        // another process regardless reads the new bytes (or faults, when truncated);
+        // nothing relies on them beyond their type (any `i16` is a valid column value).
+        let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| GraphError::io(path, e))?;
         let len = n.div_ceil(BLOCK) * dim * BLOCK;
         let in_bounds = map
             .get(FILE_HEADER..FILE_HEADER + len * 2)
@@ -313,13 +445,37 @@ fn fill_blocks(rows: &Embeddings, inv_norms: &[f32], first: usize, out: &mut [i1
         });
 }
 
-/// Write the columns file of `rows` (`n` rows, `dim` wide) to `tmp`, a few blocks at a
-/// time, and sync it (little-endian machines only: the values are written as they lie).
-fn write_columns(
-    rows: &Embeddings,
-    inv_norms: &[f32],
+/// Write a columns file of `n` rows of width `dim` bound to `source` at `path`: to a
+/// temporary file beside it, `group` filling a buffer with the values of `count` blocks
+/// from block `first` on (a few blocks at a time), the checksum written into the header
+/// at the end, synced, then renamed over `path`. The temporary file is removed on failure
+/// (little-endian machines only: the values are written as they lie).
+fn write_file(
+    path: &Path,
     (n, dim): (usize, usize),
+    source: u64,
+    group: &mut dyn FnMut(usize, usize, &mut Vec<i16>),
+) -> Result<(), GraphError> {
+    let (dir, tmp) = temp_beside(path)?;
+    let written = write_values(&tmp, (n, dim), source, group).and_then(|()| {
+        fs::rename(&tmp, path)?;
+        if let Ok(d) = fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    });
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        GraphError::io(path, e)
+    })
+}
+
+/// [`write_file`]'s writing of the temporary file `tmp`.
+fn write_values(
     tmp: &Path,
+    (n, dim): (usize, usize),
+    source: u64,
+    group: &mut dyn FnMut(usize, usize, &mut Vec<i16>),
 ) -> std::io::Result<()> {
     let file = fs::OpenOptions::new()
         .write(true)
@@ -328,23 +484,30 @@ fn write_columns(
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut head = [0u8; FILE_HEADER];
     head[..8].copy_from_slice(FILE_MAGIC);
-    for (i, v) in [n, dim, BLOCK].into_iter().enumerate() {
-        head[8 + 8 * i..16 + 8 * i].copy_from_slice(&(v as u64).to_le_bytes());
+    for (i, v) in [n as u64, dim as u64, BLOCK as u64, 0, source]
+        .into_iter()
+        .enumerate()
+    {
+        head[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
     }
     out.write_all(&head)?;
     let nblocks = n.div_ceil(BLOCK);
-    let group = (2 * rayon::current_num_threads()).max(1);
+    let per_group = (2 * rayon::current_num_threads()).max(1);
+    let mut hash = Fnv1a::new();
     let mut buf = Vec::new();
-    for first in (0..nblocks).step_by(group) {
-        let count = group.min(nblocks - first);
+    for first in (0..nblocks).step_by(per_group) {
+        let count = per_group.min(nblocks - first);
         buf.clear();
-        buf.resize(count * dim * BLOCK, 0i16);
-        fill_blocks(rows, inv_norms, first, &mut buf);
-        out.write_all(bytemuck::cast_slice(&buf))?;
+        group(first, count, &mut buf);
+        let bytes: &[u8] = bytemuck::cast_slice(&buf);
+        hash.update(bytes);
+        out.write_all(bytes)?;
     }
-    let file = out
+    let mut file = out
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)?;
+    file.seek(SeekFrom::Start(CHECKSUM_AT as u64))?;
+    file.write_all(&hash.finish().to_le_bytes())?;
     file.sync_all()
 }
 
@@ -549,6 +712,76 @@ mod tests {
         let missing = dir.path().join("no").join("columns.bin");
         let err = ColumnIndex::build_in_file(&rows, &inv, &missing).unwrap_err();
         assert!(err.to_string().contains("columns.bin"), "{err}");
+    }
+
+    #[test]
+    fn saved_columns_open_on_the_heap_or_mapped_and_refuse_what_does_not_match() {
+        let (rows, queries) = corpus(2 * BLOCK + 5, 8, 9);
+        let inv = inverse_norms(&rows, rows.rows());
+        let heap = ColumnIndex::build(&rows, &inv).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("columns.bin");
+        heap.save_file(&path, 42).unwrap();
+        let (n, dim) = (rows.rows(), 8);
+        for map in [false, true] {
+            let read = ColumnIndex::open_file(&path, n, dim, 42, map).unwrap();
+            assert_eq!(read.is_mapped(), map);
+            assert_eq!(read.blocks.as_slice(), heap.blocks.as_slice());
+            for q in &queries {
+                assert_eq!(
+                    read.nearest_where(&rows, &inv, q, 7, &|_| true),
+                    heap.nearest_where(&rows, &inv, q, 7, &|_| true)
+                );
+            }
+        }
+        // A mapped index saves its file again (from the map), bound anew.
+        let mapped = ColumnIndex::open_file(&path, n, dim, 42, true).unwrap();
+        let copy = dir.path().join("copy.bin");
+        mapped.save_file(&copy, 7).unwrap();
+        let again = ColumnIndex::open_file(&copy, n, dim, 7, false).unwrap();
+        assert_eq!(again.blocks.as_slice(), heap.blocks.as_slice());
+        // What does not match is a typed error naming the file.
+        let format = |r: Result<ColumnIndex, GraphError>, what: &str| match r {
+            Err(GraphError::Format { path: p, message }) => {
+                assert_eq!(p, path);
+                assert!(message.contains(what), "{message}");
+            }
+            other => panic!("{other:?}"),
+        };
+        format(ColumnIndex::open_file(&path, n - 1, dim, 42, true), "rows");
+        format(ColumnIndex::open_file(&path, n, dim + 1, 42, true), "width");
+        format(
+            ColumnIndex::open_file(&path, n, dim, 43, false),
+            "other rows",
+        );
+        let good = std::fs::read(&path).unwrap();
+        let mut bad = good.clone();
+        bad[FILE_HEADER + 3] ^= 4;
+        std::fs::write(&path, &bad).unwrap();
+        for map in [false, true] {
+            assert!(matches!(
+                ColumnIndex::open_file(&path, n, dim, 42, map),
+                Err(GraphError::ChecksumMismatch { .. })
+            ));
+        }
+        std::fs::write(&path, &good[..good.len() - 2]).unwrap();
+        format(ColumnIndex::open_file(&path, n, dim, 42, true), "truncated");
+        std::fs::write(&path, &good[..10]).unwrap();
+        format(ColumnIndex::open_file(&path, n, dim, 42, true), "header");
+        let mut magic = good.clone();
+        magic[0] = b'X';
+        std::fs::write(&path, &magic).unwrap();
+        format(ColumnIndex::open_file(&path, n, dim, 42, true), "magic");
+        // The file a build maps is unbound (0) and checksummed too.
+        let built = dir.path().join("built.bin");
+        ColumnIndex::build_in_file(&rows, &inv, &built).unwrap();
+        let read = ColumnIndex::open_file(&built, n, dim, 0, false).unwrap();
+        assert_eq!(read.blocks.as_slice(), heap.blocks.as_slice());
+        let missing = dir.path().join("missing.bin");
+        assert!(matches!(
+            ColumnIndex::open_file(&missing, n, dim, 0, true),
+            Err(GraphError::Io { .. })
+        ));
     }
 
     #[test]

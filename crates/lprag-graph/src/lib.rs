@@ -127,7 +127,7 @@ pub use mapped::{map_feature_rows, map_link_graph, map_link_graph_chunks, Featur
 pub use nndescent::NnDescentParams;
 pub use persist::{
     append_feature_rows, chunk_graph_from_bytes, fnv1a64, knn_lists_from_bytes,
-    link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph,
+    link_graph_checksum, link_graph_from_bytes, load_chunk_graph, load_knn_lists, load_link_graph,
     load_link_graph_chunk_edges, load_link_graph_chunks, save_chunk_graph, save_feature_rows,
     save_knn_lists, save_link_graph, ChunkEdges, FORMAT_VERSION,
 };

@@ -784,6 +784,21 @@ fn read_header(
     Ok(header)
 }
 
+/// The checksum a link-graph file's header records for its payload (the file is not read
+/// past its header, so the payload is not verified here): a cheap identity of the graph a
+/// derived file, such as a saved index's column-wise copy, was made from.
+///
+/// # Errors
+/// [`GraphError::Io`] when the file cannot be read; [`GraphError::Format`] or
+/// [`GraphError::VersionMismatch`] for a header that is not a link graph's.
+pub fn link_graph_checksum(path: impl AsRef<Path>) -> Result<u64, GraphError> {
+    let path = path.as_ref();
+    let file = fs::File::open(path).map_err(|e| GraphError::io(path, e))?;
+    let total = file.metadata().map_err(|e| GraphError::io(path, e))?.len();
+    let mut r = std::io::BufReader::new(file);
+    Ok(read_header(path, &mut r, total, KIND_LINK)?.checksum)
+}
+
 /// Write what `fill` writes (through a buffered writer) to a fresh temporary file next to
 /// `path`, sync it, rename it over `path`; the temporary file is removed on failure.
 /// The directory of `path` and a temporary file name in it, unique in this process, for

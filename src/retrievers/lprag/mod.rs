@@ -51,6 +51,9 @@ const PREDICTOR_DIR: &str = "predictor";
 const KNN: &str = "knn.bin";
 /// The proximity graph of [`LpRagConfig::candidate_graph`], as k-NN lists of links.
 const CANDIDATE_GRAPH: &str = "candidate-graph.bin";
+/// The column-wise copy of the chunk rows ([`LpRagConfig::column_scan_from`]), bound to
+/// `graph.bin` by its checksum: read back (or mapped) instead of made again at opening.
+const COLUMNS: &str = "columns.bin";
 
 /// Where [`LpRag::save`] may write: an `LpRag` index is replaced whole, so the directory
 /// must hold nothing but an index's files.
@@ -67,6 +70,7 @@ pub(crate) const INDEX_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpe
             PREDICTOR_DIR,
             KNN,
             CANDIDATE_GRAPH,
+            COLUMNS,
         ]
         .contains(&name)
     }),
@@ -322,8 +326,9 @@ impl LpRag {
     }
 
     /// Whether that column-wise copy is read from a memory-mapped file (a build with
-    /// [`LpRagBuilder::features_on_disk`] keeps it in its work directory) rather than held
-    /// on the heap.
+    /// [`LpRagBuilder::features_on_disk`] keeps it in its work directory; a saved index
+    /// opened with [`AnswerOptions::map_rows`](crate::AnswerOptions::map_rows) maps the
+    /// saved copy) rather than held on the heap.
     pub fn columns_mapped(&self) -> bool {
         self.search.columns_mapped()
     }

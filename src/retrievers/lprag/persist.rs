@@ -2,7 +2,7 @@
 
 use super::{
     search_for, BuiltinPredictor, CandidateSearch, IndexStats, KnnLists, LpRag, LpRagConfig,
-    PredictorSource, ScorerPredictor, CANDIDATE_GRAPH, CHUNKS, GRAPH, INDEX_DIR,
+    PredictorSource, ScorerPredictor, CANDIDATE_GRAPH, CHUNKS, COLUMNS, GRAPH, INDEX_DIR,
     INDEX_FORMAT_VERSION, KNN, MANIFEST, PREDICTOR_DIR, QUERIES,
 };
 
@@ -42,8 +42,9 @@ pub(super) struct Manifest {
 }
 
 impl LpRag {
-    /// Save the whole index (chunks, queries, graph with embeddings, trained model) under
-    /// `dir`, atomically and durably: everything is written to a uniquely named sibling
+    /// Save the whole index (chunks, queries, graph with embeddings, trained model, and the
+    /// column-wise copy of the chunk rows when the candidate scan reads one, so that
+    /// opening reads it instead of making it) under `dir`, atomically and durably: everything is written to a uniquely named sibling
     /// directory, synced to disk, and swapped in for `dir` in one step (an atomic exchange
     /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
     /// index or the new one, concurrent saves do not collide, and a reader always finds
@@ -88,6 +89,14 @@ impl LpRag {
         }
         if let Some(index) = self.search.graph_index() {
             lprag_graph::save_knn_lists(&index.link_lists(), tmp.join(CANDIDATE_GRAPH))?;
+        }
+        if let Some(columns) = self.search.column_index() {
+            // Bound to the graph file just written; not written on a big-endian machine
+            // (opening makes the copy again there).
+            if cfg!(target_endian = "little") {
+                let source = lprag_graph::link_graph_checksum(tmp.join(GRAPH))?;
+                columns.save_file(tmp.join(COLUMNS), source)?;
+            }
         }
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
         crate::durable::replace_dir(staged, dir, &INDEX_DIR)
@@ -291,7 +300,9 @@ pub struct AnswerOptions {
     pub records_from_store: bool,
     /// Read the chunk rows through a memory map of the index's `graph.bin` instead of
     /// copying them to the heap (with [`AnswerOptions::rows_from_store`], which reads no
-    /// row, there is nothing to map). The kernel's page cache then holds the rows in use,
+    /// row, there is nothing to map), and the column-wise copy for the candidate scan
+    /// through a map of `columns.bin` when the index saved one
+    /// ([`LpRag::columns_mapped`]). The kernel's page cache then holds the rows in use,
     /// shared by every process answering from the same index, and can drop the rest when
     /// memory runs short. The index directory must not be changed in place while the
     /// index lives ([`LpRag::save`] replaces files by renaming, which is fine); an index
@@ -676,7 +687,7 @@ impl Parts {
             None
         };
         let search = Arc::new(if opened.in_memory_search && !opened.no_rows {
-            open_search(dir, &graph, &manifest.config)?
+            open_search(dir, &graph, &manifest.config, opened.map_rows)?
         } else {
             CandidateSearch::exact(&graph)
         });
@@ -791,8 +802,28 @@ pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
 
 /// The candidate search of an index saved in `dir`: its proximity graph read back when
 /// the configuration asks for one and the file is there (a saved index made before the
-/// graph, or by an older version, links its chunks now), else made as at build time.
-fn open_search(dir: &Path, graph: &LinkGraph, config: &LpRagConfig) -> Result<CandidateSearch> {
+/// graph, or by an older version, links its chunks now); its column-wise copy read back
+/// (memory-mapped with `map`) when that is the search and `columns.bin` is there (its
+/// checksum verified, and bound to `graph.bin`'s); else made as at build time.
+fn open_search(
+    dir: &Path,
+    graph: &LinkGraph,
+    config: &LpRagConfig,
+    map: bool,
+) -> Result<CandidateSearch> {
+    let columns = dir.join(COLUMNS);
+    let scans_columns = config.candidate_graph.is_none()
+        && CandidateSearch::scans_columns_for(
+            config.candidate_index.as_ref(),
+            config.column_scan_from,
+            graph.num_chunks,
+        );
+    if scans_columns && columns.exists() {
+        let source = lprag_graph::link_graph_checksum(dir.join(GRAPH))?;
+        let (rows, dim) = (graph.num_chunks, graph.features.dim());
+        let index = lprag_graph::ColumnIndex::open_file(&columns, rows, dim, source, map)?;
+        return Ok(CandidateSearch::with_column_index(graph, index)?);
+    }
     let path = dir.join(CANDIDATE_GRAPH);
     match &config.candidate_graph {
         Some(params) if path.exists() => {
