@@ -106,6 +106,11 @@ struct IndexArgs {
     /// Training epochs of LP-RAG's link predictor (default: the library's).
     #[arg(long)]
     epochs: Option<usize>,
+    /// LP-RAG: keep the build's embedding matrices in the work directory (`IDX/work`),
+    /// memory-mapped, instead of on the heap (`LpRagBuilder::features_on_disk`): the same
+    /// index in a fraction of the memory, for large folders.
+    #[arg(long)]
+    features_on_disk: bool,
     #[command(flatten)]
     on: DeviceArg,
 }

@@ -231,23 +231,39 @@ pub async fn open_to_answer(dir: &Path, on: DeviceArg) -> Result<Opened> {
     })
 }
 
-/// Build `kind` over `docs` (progress on stderr unless `quiet`), its network (LP-RAG,
-/// LeSeGR, GFM-RAG) trained on `device`.
+/// How `lprag index` builds, beyond its settings.
+#[derive(Debug, Clone, Copy)]
+struct Build {
+    /// No progress on stderr.
+    quiet: bool,
+    /// Where LP-RAG's, LeSeGR's and GFM-RAG's networks train.
+    device: ComputeDevice,
+    /// LP-RAG's matrices in its work directory (`LpRagBuilder::features_on_disk`).
+    features_on_disk: bool,
+}
+
+/// Build `kind` over `docs` as `on` says (progress on stderr unless quiet, networks
+/// trained on its device).
 async fn build(
     settings: &Settings,
     dir: &Path,
     docs: &[Document],
     encoder: Arc<dyn Encoder>,
-    quiet: bool,
-    device: ComputeDevice,
+    on: Build,
 ) -> Result<AnyIndex> {
+    let Build {
+        quiet,
+        device,
+        features_on_disk,
+    } = on;
     let progress = progress(quiet);
     let inputs = inputs(settings, &encoder)?;
     let chunker = inputs.chunker.clone();
     Ok(match settings.retriever {
         RetrieverKind::Lprag => {
             let work_dir = dir.join(WORK_SUBDIR);
-            build_lprag(settings, work_dir, docs, chunker, encoder, progress, device).await?
+            let on = (device, features_on_disk);
+            build_lprag(settings, work_dir, docs, chunker, encoder, progress, on).await?
         }
         RetrieverKind::Qcg => {
             let generator = inputs.query_generator;
@@ -306,7 +322,7 @@ async fn build(
 }
 
 /// Build LP-RAG over `docs` with the settings' epochs and LLM, working in `work_dir`,
-/// training on `device`.
+/// training on `device`, its matrices in `work_dir` with `features_on_disk`.
 async fn build_lprag(
     settings: &Settings,
     work_dir: PathBuf,
@@ -314,7 +330,7 @@ async fn build_lprag(
     chunker: Arc<dyn Chunker>,
     encoder: Arc<dyn Encoder>,
     progress: Arc<dyn Progress>,
-    device: ComputeDevice,
+    (device, features_on_disk): (ComputeDevice, bool),
 ) -> Result<AnyIndex> {
     let mut config = LpRagConfig::default();
     if let Some(e) = settings.epochs {
@@ -326,7 +342,8 @@ async fn build_lprag(
         .chunker(chunker)
         .encoder(encoder)
         .progress(progress)
-        .work_dir(work_dir);
+        .work_dir(work_dir)
+        .features_on_disk(features_on_disk);
     if let Some(l) = &settings.llm {
         b = b.llm(llm(l)?);
     }
@@ -418,6 +435,15 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
             ));
         }
     }
+    if args.features_on_disk && args.retriever != RetrieverKind::Lprag {
+        return Err(Error::invalid(
+            "--features-on-disk",
+            format!(
+                "keeps LP-RAG's build matrices on disk; the {:?} retriever has none",
+                args.retriever
+            ),
+        ));
+    }
     let (encoder_spec, encoder) = EncoderSpec::choose(args.encoder, args.model.clone(), args.on)?;
     let settings = Settings {
         lprag_index_version: SETTINGS_VERSION,
@@ -444,7 +470,12 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     if !quiet {
         print_load(&report);
     }
-    let index = build(&settings, dir, &docs, encoder, quiet, args.on.device).await?;
+    let on = Build {
+        quiet,
+        device: args.on.device,
+        features_on_disk: args.features_on_disk,
+    };
+    let index = build(&settings, dir, &docs, encoder, on).await?;
     let path = index_path(dir);
     let saved = index.clone();
     lprag::core::blocking(move || saved.save_index(&path)).await?;
@@ -495,7 +526,12 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         let plan = lprag::SyncPlan::new(&index.document_hashes(), &docs)?;
         let rebuild = !plan.is_empty();
         if rebuild {
-            index = build(&settings, dir, &docs, encoder, quiet, args.on.device).await?;
+            let on = Build {
+                quiet,
+                device: args.on.device,
+                features_on_disk: false,
+            };
+            index = build(&settings, dir, &docs, encoder, on).await?;
         }
         (plan, None, rebuild)
     };

@@ -252,9 +252,26 @@ fn lp_rag_index_sync_and_query_through_the_binary() {
         docs_of(&h).contains(&"people/curie.html".to_string()),
         "{h:?}"
     );
-    // Resumable: indexing again reuses the work directory and gives the same answers.
-    index_hashing(&src, &idx, &["--epochs", "2"]);
+    // Resumable: indexing again reuses the work directory and gives the same answers,
+    // with the build's matrices on disk too.
+    index_hashing(&src, &idx, &["--epochs", "2", "--features-on-disk"]);
+    assert!(idx.join("work").join("features.bin").is_file());
     assert_eq!(query(&idx, "Where was Marie Curie born?", &["-k", "2"]), h);
+    // Only LP-RAG has matrices to keep there: refused before anything is written.
+    let other = tmp.path().join("bm25");
+    let out = lprag(&[
+        "index",
+        s,
+        "--index",
+        other.to_str().unwrap(),
+        "--retriever",
+        "bm25",
+        "--features-on-disk",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--features-on-disk"), "{err}");
+    assert!(!other.exists());
     std::fs::remove_file(src.join("cities/warsaw.txt")).unwrap();
     let log = ok(&["sync", s, "--index", i, "-q"]);
     assert!(log.contains("0 added, 0 changed, 1 removed"), "{log}");
