@@ -241,15 +241,20 @@ pub(crate) const FEATURES_FILE: &str = "features.bin";
 /// stage.
 pub(crate) const COLUMNS_FILE: &str = "columns.bin";
 
+/// The work directory's file of the chunk graph stage's k-NN lists (the lists behind its
+/// mutual edges, which updates extend): written with the stage, before its key, so that a
+/// resumed build keeps them; removed whenever the stage is computed again.
+pub(crate) const KNN_FILE: &str = "chunk-knn.bin";
+
 /// Whether `name` is something a build writes into its work directory: the marker, a
 /// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
-/// write (`.tmp…`), the training checkpoints (`train`), or the features and columns
-/// files ([`FEATURES_FILE`], [`COLUMNS_FILE`]).
+/// write (`.tmp…`), the training checkpoints (`train`), or the features, columns and
+/// k-NN files ([`FEATURES_FILE`], [`COLUMNS_FILE`], [`KNN_FILE`]).
 fn owned(name: &str) -> bool {
     if name == MARKER || name == "train" || name.starts_with(crate::durable::TMP_PREFIX) {
         return true;
     }
-    for file in [FEATURES_FILE, COLUMNS_FILE] {
+    for file in [FEATURES_FILE, COLUMNS_FILE, KNN_FILE] {
         if name == file
             || name
                 .strip_prefix('.')

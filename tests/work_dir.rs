@@ -175,6 +175,49 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     );
     assert_eq!(second.stats().train.epochs_run, 2);
 
+    // The k-NN lists behind the loaded graph were kept beside it: the resumed index saves
+    // them (updates extend them instead of computing them again), the lists of an index
+    // built in one go.
+    let saves = tempfile::tempdir().unwrap();
+    let saved = |rag: &LpRag, name: &str| {
+        let path = saves.path().join(name);
+        rag.save(&path).unwrap();
+        std::fs::read(path.join("knn.bin")).ok()
+    };
+    let once = {
+        let other = tempfile::tempdir().unwrap();
+        let generator = Arc::new(CountingGenerator {
+            calls: AtomicUsize::new(0),
+            fail: AtomicBool::new(false),
+        });
+        let rag = build(other.path(), &enc, &generator, config(2))
+            .await
+            .unwrap();
+        assert!(rag.stats().reused_stages.is_empty());
+        saved(&rag, "once").expect("a build in one go saves its k-NN lists")
+    };
+    assert_eq!(saved(&first, "first").as_ref(), Some(&once));
+    assert_eq!(saved(&second, "second").as_ref(), Some(&once));
+    // Unreadable lists are dropped with a warning, never trusted.
+    let kept = dir.path().join("chunk-knn.bin");
+    let mut bytes = std::fs::read(&kept).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    std::fs::write(&kept, bytes).unwrap();
+    let damaged = build(dir.path(), &enc, &generator, config(2))
+        .await
+        .unwrap();
+    assert!(
+        damaged
+            .stats()
+            .warnings
+            .iter()
+            .any(|w| w.contains("chunk-knn.bin") && w.contains("k-NN lists")),
+        "{:?}",
+        damaged.stats().warnings
+    );
+    assert_eq!(saved(&damaged, "damaged"), None);
+
     // A different k changes the graph, hence the queries; the embeddings stay.
     let third = build(dir.path(), &enc, &generator, config_k2())
         .await

@@ -748,8 +748,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         };
-        format(ColumnIndex::open_file(&path, n - 1, dim, 42, true), "rows");
-        format(ColumnIndex::open_file(&path, n, dim + 1, 42, true), "width");
+        let shape = |rows: usize, width: usize| format!("expected {rows} of {width} in");
+        format(
+            ColumnIndex::open_file(&path, n - 1, dim, 42, true),
+            &shape(n - 1, dim),
+        );
+        format(
+            ColumnIndex::open_file(&path, n, dim + 1, 42, true),
+            &shape(n, dim + 1),
+        );
         format(
             ColumnIndex::open_file(&path, n, dim, 43, false),
             "other rows",

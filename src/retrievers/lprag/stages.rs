@@ -14,6 +14,7 @@ use super::{KnnLists, LpRagConfig};
 use crate::retrievers::common::{blocking, embed_all, embed_batches, embed_queries_into};
 use crate::workdir::{
     keep_embeddings, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
+    KNN_FILE,
 };
 
 /// What the stages share: the work directory (if any), where warnings go, and the names
@@ -241,7 +242,8 @@ impl StageInput for GraphInput {
 pub(super) struct Graph {
     pub(super) edges: Vec<LinkEdge>,
     pub(super) key: StageKey,
-    /// The k-NN lists behind the mutual edges (`None` when the edges were loaded).
+    /// The k-NN lists behind the mutual edges (when the edges were loaded, those the work
+    /// directory kept beside them; `None` when it kept none, or they were unreadable).
     pub(super) knn: Option<Arc<KnnLists>>,
     pub(super) batches: Vec<Vec<lprag_core::ChunkId>>,
     pub(super) bridges: usize,
@@ -274,12 +276,22 @@ pub(super) async fn chunk_graph(
     chunk_emb: Embeddings,
 ) -> Result<(Graph, Vec<Chunk>, Embeddings)> {
     let (k, backend, bridges) = (input.k, input.backend, input.bridges);
+    let knn_file = ctx.work.map(|w| w.file(KNN_FILE));
+    let keep = knn_file.clone();
     let state = (chunks, chunk_emb, None);
     let ((edges, key), (chunks, chunk_emb, knn)) = ctx
         .run(input, state, |(chunks, chunk_emb, _)| async move {
             let (edges, emb, back, lists) = blocking(move || {
+                // The lists of an earlier computation never outlive it (written before
+                // this stage's key, so a kept key always has its own lists or none).
+                if let Some(path) = &keep {
+                    remove_if_there(path)?;
+                }
                 let lists = lprag_graph::knn(&chunk_emb, k, &backend)?;
                 let edges = chunk_edges(&lists, &chunks, &bridges, &mut |_| {})?;
+                if let Some(path) = &keep {
+                    lprag_graph::save_knn_lists(&lists, path)?;
+                }
                 Ok((edges, chunk_emb, chunks, lists))
             })
             .await?;
@@ -287,6 +299,10 @@ pub(super) async fn chunk_graph(
         })
         .await?;
     let rows = chunk_emb.rows();
+    let knn = match (knn, knn_file) {
+        (None, Some(path)) if path.exists() => kept_knn(&path, rows, ctx.warn).await,
+        (knn, _) => knn,
+    };
     let n_bridges = edges.iter().filter(|e| e.kind == EdgeKind::Bridge).count();
     let (edges, batches, isolated) = blocking(move || {
         let graph = ChunkGraph::from_edges(rows, &edges)?;
@@ -304,6 +320,36 @@ pub(super) async fn chunk_graph(
         isolated,
     };
     Ok((graph, chunks, chunk_emb))
+}
+
+/// Remove the file `path` when it is there.
+fn remove_if_there(path: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
+/// The k-NN lists a loaded chunk graph stage kept in `path`, when they are sound and one
+/// per chunk of `rows`; otherwise `None` (`warn` hears why): the first update computes
+/// them then, as for an index saved without them.
+async fn kept_knn(
+    path: &std::path::Path,
+    rows: usize,
+    warn: &dyn Fn(String),
+) -> Option<Arc<KnnLists>> {
+    let p = path.to_path_buf();
+    let read = blocking(move || Ok(lprag_graph::load_knn_lists(&p)?)).await;
+    let why = match read {
+        Ok(lists) if lists.len() == rows => return Some(Arc::new(lists)),
+        Ok(lists) => format!("{} lists for {rows} chunks", lists.len()),
+        Err(e) => e.to_string(),
+    };
+    warn(format!(
+        "work directory: {} unreadable ({why}); the first update computes the k-NN lists",
+        path.display()
+    ));
+    None
 }
 
 /// Stage 4: the graph's key, the chunks, their batches, the seed and the question writer.
