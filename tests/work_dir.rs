@@ -51,6 +51,16 @@ struct CountingEncoder {
     texts: AtomicUsize,
 }
 
+impl CountingEncoder {
+    /// The hashing encoder, nothing counted yet.
+    fn shared() -> Arc<Self> {
+        Arc::new(Self {
+            inner: HashingEncoder::default(),
+            texts: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[async_trait]
 impl Encoder for CountingEncoder {
     fn name(&self) -> &str {
@@ -69,6 +79,16 @@ impl Encoder for CountingEncoder {
 struct CountingGenerator {
     calls: AtomicUsize,
     fail: AtomicBool,
+}
+
+impl CountingGenerator {
+    /// No call counted yet; failing from the start when `fail`.
+    fn shared(fail: bool) -> Arc<Self> {
+        Arc::new(Self {
+            calls: AtomicUsize::new(0),
+            fail: AtomicBool::new(fail),
+        })
+    }
 }
 
 #[async_trait]
@@ -126,14 +146,8 @@ async fn build(
 #[tokio::test]
 async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their_inputs_change() {
     let dir = tempfile::tempdir().unwrap();
-    let enc = Arc::new(CountingEncoder {
-        inner: HashingEncoder::default(),
-        texts: AtomicUsize::new(0),
-    });
-    let generator = Arc::new(CountingGenerator {
-        calls: AtomicUsize::new(0),
-        fail: AtomicBool::new(true),
-    });
+    let enc = CountingEncoder::shared();
+    let generator = CountingGenerator::shared(true);
 
     // Interrupted in the query stage: chunks, embeddings and graph are kept.
     let err = build(dir.path(), &enc, &generator, config(3))
@@ -186,10 +200,7 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     };
     let once = {
         let other = tempfile::tempdir().unwrap();
-        let generator = Arc::new(CountingGenerator {
-            calls: AtomicUsize::new(0),
-            fail: AtomicBool::new(false),
-        });
+        let generator = CountingGenerator::shared(false);
         let rag = build(other.path(), &enc, &generator, config(2))
             .await
             .unwrap();
@@ -315,14 +326,8 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    let enc = Arc::new(CountingEncoder {
-        inner: HashingEncoder::default(),
-        texts: AtomicUsize::new(0),
-    });
-    let generator = Arc::new(CountingGenerator {
-        calls: AtomicUsize::new(0),
-        fail: AtomicBool::new(false),
-    });
+    let enc = CountingEncoder::shared();
+    let generator = CountingGenerator::shared(false);
     // Candidates from the column-wise copy, whatever the corpus' size.
     let scan_columns = || LpRagConfig {
         column_scan_from: Some(1),
