@@ -218,15 +218,7 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
     let damaged = build(dir.path(), &enc, &generator, config(2))
         .await
         .unwrap();
-    assert!(
-        damaged
-            .stats()
-            .warnings
-            .iter()
-            .any(|w| w.contains("chunk-knn.bin") && w.contains("k-NN lists")),
-        "{:?}",
-        damaged.stats().warnings
-    );
+    warned(&damaged, "chunk-knn.bin", "k-NN lists");
     assert_eq!(saved(&damaged, "damaged"), None);
 
     // A different k changes the graph, hence the queries; the embeddings stay.
@@ -246,15 +238,7 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
         ["chunk", "embed", "graph", "query-embed"]
     );
     assert_eq!(generator.calls.load(Ordering::SeqCst), 4);
-    assert!(
-        fourth
-            .stats()
-            .warnings
-            .iter()
-            .any(|w| w.contains("queries.json") && w.contains("recomputing")),
-        "{:?}",
-        fourth.stats().warnings
-    );
+    warned(&fourth, "queries.json", "recomputing");
     assert_eq!(fourth.synthetic_queries(), third.synthetic_queries());
 
     // A damaged embedding file likewise: it is read straight into the graph's feature
@@ -272,15 +256,7 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
         repaired.stats().reused_stages,
         ["chunk", "embed", "graph", "queries"]
     );
-    assert!(
-        repaired
-            .stats()
-            .warnings
-            .iter()
-            .any(|w| w.contains("query-embeddings.bin") && w.contains("recomputing")),
-        "{:?}",
-        repaired.stats().warnings
-    );
+    warned(&repaired, "query-embeddings.bin", "recomputing");
     assert_eq!(
         enc.texts.load(Ordering::SeqCst),
         embedded + repaired.synthetic_queries().len()
@@ -302,6 +278,17 @@ async fn an_interrupted_build_resumes_and_later_stages_are_recomputed_when_their
         .await
         .unwrap();
     assert!(fifth.stats().reused_stages.is_empty());
+}
+
+/// Assert that `rag`'s build warned about `file`, saying `what`.
+fn warned(rag: &LpRag, file: &str, what: &str) {
+    let warnings = &rag.stats().warnings;
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(file) && w.contains(what)),
+        "{warnings:?}"
+    );
 }
 
 /// The top three chunks (id, score) of each question.
