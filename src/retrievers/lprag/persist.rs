@@ -44,7 +44,8 @@ pub(super) struct Manifest {
 impl LpRag {
     /// Save the whole index (chunks, queries, graph with embeddings, trained model, and the
     /// column-wise copy of the chunk rows when the candidate scan reads one, so that
-    /// opening reads it instead of making it) under `dir`, atomically and durably: everything is written to a uniquely named sibling
+    /// opening reads it instead of making it) under `dir`, atomically and durably:
+    /// everything is written to a uniquely named sibling
     /// directory, synced to disk, and swapped in for `dir` in one step (an atomic exchange
     /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
     /// index or the new one, concurrent saves do not collide, and a reader always finds
