@@ -230,6 +230,14 @@ where
     Ok((done, state))
 }
 
+/// Remove the file `path` when it is there (a missing file is not an error).
+pub(crate) fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
 /// The work directory's file of every feature row of the link graph (chunks, then
 /// questions), written and memory-mapped by a build that keeps its features on disk
 /// (`LpRagBuilder::features_on_disk`); rewritten by every such build, never a stage.
@@ -347,12 +355,7 @@ impl WorkDir {
 
     /// Forget `stage` (before its data file is rewritten).
     fn unmark(&self, stage: &str) -> Result<()> {
-        let path = self.key_path(stage);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&path, e)),
-        }
+        remove_if_there(&self.key_path(stage))
     }
 
     /// The JSON output of `stage` when it was finished with `key`; `warn` hears about a

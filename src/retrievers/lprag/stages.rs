@@ -13,8 +13,8 @@ use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 use super::{KnnLists, LpRagConfig};
 use crate::retrievers::common::{blocking, embed_all, embed_batches, embed_queries_into};
 use crate::workdir::{
-    keep_embeddings, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir, FEATURES_FILE,
-    KNN_FILE,
+    keep_embeddings, remove_if_there, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir,
+    FEATURES_FILE, KNN_FILE,
 };
 
 /// What the stages share: the work directory (if any), where warnings go, and the names
@@ -320,14 +320,6 @@ pub(super) async fn chunk_graph(
         isolated,
     };
     Ok((graph, chunks, chunk_emb))
-}
-
-/// Remove the file `path` when it is there.
-fn remove_if_there(path: &std::path::Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
-        _ => Ok(()),
-    }
 }
 
 /// The k-NN lists a loaded chunk graph stage kept in `path`, when they are sound and one
