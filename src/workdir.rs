@@ -254,15 +254,21 @@ pub(crate) const COLUMNS_FILE: &str = "columns.bin";
 /// resumed build keeps them; removed whenever the stage is computed again.
 pub(crate) const KNN_FILE: &str = "chunk-knn.bin";
 
+/// The work directory's file of the built-in predictor's cached chunk representations
+/// (`GnnLinkPredictor::with_representations_file`), written and memory-mapped by a build
+/// that keeps its features on disk; rewritten whenever they are computed, never a stage.
+pub(crate) const REPRESENTATIONS_FILE: &str = "representations.bin";
+
 /// Whether `name` is something a build writes into its work directory: the marker, a
 /// stage's data (`.json`, `.bin`), key or temporary file, a temporary file of an atomic
-/// write (`.tmp…`), the training checkpoints (`train`), or the features, columns and
-/// k-NN files ([`FEATURES_FILE`], [`COLUMNS_FILE`], [`KNN_FILE`]).
+/// write (`.tmp…`), the training checkpoints (`train`), or the features, columns, k-NN
+/// and representations files ([`FEATURES_FILE`], [`COLUMNS_FILE`], [`KNN_FILE`],
+/// [`REPRESENTATIONS_FILE`]).
 fn owned(name: &str) -> bool {
     if name == MARKER || name == "train" || name.starts_with(crate::durable::TMP_PREFIX) {
         return true;
     }
-    for file in [FEATURES_FILE, COLUMNS_FILE, KNN_FILE] {
+    for file in [FEATURES_FILE, COLUMNS_FILE, KNN_FILE, REPRESENTATIONS_FILE] {
         if name == file
             || name
                 .strip_prefix('.')

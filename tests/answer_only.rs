@@ -370,3 +370,98 @@ async fn an_index_reading_its_records_from_the_store_answers_as_the_whole_index(
     assert!(matches!(err, Error::Format { .. }), "{err}");
     assert!(err.to_string().contains("chunks.json"), "{err}");
 }
+
+/// The built-in predictor's cached chunk representations are saved with the index and read
+/// back instead of computed — on the heap by `load` and `open_to_answer`, mapped with
+/// `map_rows` — giving the same answers; rows that are damaged or bound to another graph
+/// or other weights are refused naming the file; an index without them computes them.
+#[tokio::test]
+async fn saved_representations_are_read_back_on_the_heap_or_mapped_and_checked() {
+    let docs = labelled(mini_corpus::documents());
+    let built = index(&docs).await;
+    assert!(!built.representations_mapped());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    built.save(&path).unwrap();
+    let (reps, binding) = (
+        path.join("representations.bin"),
+        path.join("representations.json"),
+    );
+    assert!(reps.is_file() && binding.is_file());
+    // Saving over the index again is allowed (the index owns the files).
+    built.save(&path).unwrap();
+    let filter = Filter::eq("half", "a");
+    let want = answers(&built, &filter).await;
+    let n = built.chunks().len();
+    let own = built.predictor().stored_representations(0..n).unwrap();
+    let encoder: Arc<dyn Encoder> = Arc::new(HashingEncoder::default());
+    let options = AnswerOptions {
+        encoder: Some(encoder.clone()),
+        ..AnswerOptions::default()
+    };
+    let map = AnswerOptions {
+        map_rows: true,
+        ..options.clone()
+    };
+    let whole = LpRag::load(&path, encoder.clone()).unwrap();
+    let light = LpRag::open_to_answer(&path, options.clone()).await.unwrap();
+    let mapped = LpRag::open_to_answer(&path, map.clone()).await.unwrap();
+    for (rag, is_mapped) in [(&whole, false), (&light, false), (&mapped, true)] {
+        assert_eq!(rag.representations_mapped(), is_mapped);
+        assert_eq!(answers(rag, &filter).await, want);
+        let rows = rag.predictor().stored_representations(0..n).unwrap();
+        assert_eq!(rows.as_slice(), own.as_slice());
+    }
+    drop((whole, light, mapped));
+
+    // The rows are read, not computed again: a changed value fails the file's checksum,
+    // and a binding to another graph file or other weights is refused; each names the file.
+    let refused = |err: Error, what: &str| {
+        assert!(matches!(err, Error::Format { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("representations.") && text.contains(what),
+            "{text}"
+        );
+    };
+    let good = std::fs::read(&reps).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(&reps, &bad).unwrap();
+    refused(LpRag::load(&path, encoder.clone()).unwrap_err(), "checksum");
+    refused(
+        LpRag::open_to_answer(&path, map.clone()).await.unwrap_err(),
+        "checksum",
+    );
+    std::fs::write(&reps, &good).unwrap();
+    let good_binding = std::fs::read_to_string(&binding).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&good_binding).unwrap();
+    for (field, what) in [
+        ("graph", "another graph.bin"),
+        ("weights", "other predictor weights"),
+        ("file", "not the file"),
+        ("rows", "rows recorded"),
+    ] {
+        let mut changed = value.clone();
+        let old = changed[field].as_u64().unwrap();
+        changed[field] = serde_json::json!(old ^ 1);
+        std::fs::write(&binding, changed.to_string()).unwrap();
+        refused(LpRag::load(&path, encoder.clone()).unwrap_err(), what);
+        refused(
+            LpRag::open_to_answer(&path, map.clone()).await.unwrap_err(),
+            what,
+        );
+    }
+    std::fs::remove_file(&binding).unwrap();
+    refused(LpRag::load(&path, encoder.clone()).unwrap_err(), "binding");
+    std::fs::write(&binding, &good_binding).unwrap();
+    std::fs::remove_file(&reps).unwrap();
+    refused(LpRag::load(&path, encoder.clone()).unwrap_err(), "missing");
+
+    // An index saved without them (an earlier release) computes them at opening.
+    std::fs::remove_file(&binding).unwrap();
+    let computed = LpRag::open_to_answer(&path, map).await.unwrap();
+    assert!(!computed.representations_mapped());
+    assert_eq!(answers(&computed, &filter).await, want);
+}

@@ -343,6 +343,20 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
     assert!(disk.scans_columns() && heap.scans_columns());
     assert!(disk.columns_mapped() && !heap.columns_mapped());
     assert!(disk_dir.path().join("columns.bin").is_file());
+    // So are the predictor's cached representations, the same as on the heap.
+    assert!(disk.representations_mapped() && !heap.representations_mapped());
+    assert!(disk_dir.path().join("representations.bin").is_file());
+    let n = heap.chunks().len();
+    let reps = |rag: &LpRag| rag.predictor().stored_representations(0..n).unwrap();
+    let (on_file, held) = (reps(&disk), reps(&heap));
+    assert_eq!(on_file.dim(), held.dim());
+    let diff = on_file
+        .as_slice()
+        .iter()
+        .zip(held.as_slice())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(diff <= 1e-6, "representations differ by {diff}");
     // The same rows in the same order, the same graph, the same answers.
     assert_eq!(
         disk.graph().features.as_slice(),
@@ -361,7 +375,7 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
     }
     assert_eq!(enc.texts.load(Ordering::SeqCst), before);
     assert!(again.graph().features.is_stored());
-    assert!(again.columns_mapped());
+    assert!(again.columns_mapped() && again.representations_mapped());
     assert_eq!(answers(&again).await, expected);
     assert_eq!(answers(&disk).await, expected);
     // A build without the option resumes from the streamed stage files (the same format),
@@ -375,6 +389,7 @@ async fn features_on_disk_are_mapped_from_the_work_directory_and_answer_as_on_th
     }
     assert_eq!(enc.texts.load(Ordering::SeqCst), before);
     assert!(!on_heap.graph().features.is_stored() && !on_heap.columns_mapped());
+    assert!(!on_heap.representations_mapped());
     assert_eq!(answers(&on_heap).await, expected);
     drop(on_heap);
     // Nothing but the build's own files is left in the work directory.

@@ -255,6 +255,13 @@ pub trait LinkPredictor: Send + Sync {
         None
     }
 
+    /// Whether this predictor's per-chunk rows (the built-in GNN's cached
+    /// representations) are read through a memory map of a file rather than held on the
+    /// heap; `false` by default.
+    fn representations_mapped(&self) -> bool {
+        false
+    }
+
     /// The per-chunk rows of the chunks `range` that a store keeps for this predictor
     /// (for the built-in GNN: its cached layer outputs), one row per chunk,
     /// [`LinkPredictor::stored_representation_dim`] wide.

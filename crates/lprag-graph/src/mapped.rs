@@ -179,7 +179,9 @@ impl FeatureRowsWriter {
             ));
         }
         let (dir, tmp) = temp_beside(path)?;
+        // Readable too: `finish_mapped` maps it.
         let file = fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(&tmp)
@@ -252,7 +254,33 @@ impl FeatureRowsWriter {
     /// # Errors
     /// [`GraphError::Io`] when a write, the sync or the rename fails (the temporary file
     /// is removed).
-    pub fn finish(mut self) -> Result<usize, GraphError> {
+    pub fn finish(self) -> Result<usize, GraphError> {
+        self.finish_inner(false).map(|(rows, _)| rows)
+    }
+
+    /// [`FeatureRowsWriter::finish`], returning the rows memory-mapped from the file just
+    /// written (as [`map_feature_rows`] would, without reading them again through the
+    /// checksum). The map is taken before the rename, so it holds these rows even when
+    /// another writer renames its own file over the same name at once. On a big-endian
+    /// machine the rows are read back to the heap instead.
+    ///
+    /// # Errors
+    /// As [`FeatureRowsWriter::finish`]; [`GraphError::Io`] when the file cannot be mapped.
+    pub fn finish_mapped(self) -> Result<Embeddings, GraphError> {
+        let path = self.path.clone();
+        let dim = self.dim;
+        if cfg!(target_endian = "big") {
+            self.finish()?;
+            return Ok(crate::load_link_graph(&path)?.features);
+        }
+        let (_, rows) = self.finish_inner(true)?;
+        let rows =
+            rows.ok_or_else(|| GraphError::format(&path, "the written rows were not mapped"))?;
+        Embeddings::from_storage(dim, Box::new(rows))
+            .map_err(|e| GraphError::format(&path, e.to_string()))
+    }
+
+    fn finish_inner(mut self, map: bool) -> Result<(usize, Option<MappedRows>), GraphError> {
         let rows = self.rows();
         let header = header(
             KIND_LINK,
@@ -277,24 +305,45 @@ impl FeatureRowsWriter {
         let Some(out) = self.out.take() else {
             return Err(GraphError::arg("FeatureRowsWriter", "already finished"));
         };
-        let done = (|| -> std::io::Result<()> {
+        let floats = usize::try_from(self.floats)
+            .map_err(|_| GraphError::format(&self.path, "the rows overflow memory"))?;
+        let done = (|| -> std::io::Result<Option<MappedRows>> {
             let mut f = out
                 .into_inner()
                 .map_err(std::io::IntoInnerError::into_error)?;
             f.seek(SeekFrom::Start(16))?;
             f.write_all(&json)?;
             f.sync_all()?;
+            let mapped = if map {
+                // SAFETY: the file was written by this writer and is renamed, never
+                // written in place, from here on; the map reads only its own bytes.
+                let m = unsafe { memmap2::Mmap::map(&f) }?;
+                Some(
+                    MappedRows::new(m, 16 + RESERVED_HEADER, floats).ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            "the rows are out of the mapped file's bounds",
+                        )
+                    })?,
+                )
+            } else {
+                None
+            };
             drop(f);
-            fs::rename(&self.tmp, &self.path)
+            fs::rename(&self.tmp, &self.path)?;
+            Ok(mapped)
         })();
-        if let Err(e) = done {
-            let _ = fs::remove_file(&self.tmp);
-            return Err(GraphError::io(&self.path, e));
-        }
+        let mapped = match done {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = fs::remove_file(&self.tmp);
+                return Err(GraphError::io(&self.path, e));
+            }
+        };
         if let Ok(d) = fs::File::open(&self.dir) {
             let _ = d.sync_all();
         }
-        Ok(rows)
+        Ok((rows, mapped))
     }
 }
 
@@ -342,6 +391,34 @@ mod tests {
         let e = map_feature_rows(&path, 4).unwrap_err();
         assert!(e.to_string().contains("rows are 3 wide"), "{e}");
         // Nothing but the file itself is left in the directory.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn finished_mapped_rows_are_the_written_ones_whatever_is_renamed_over_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reps.bin");
+        let (dim, data) = (4, rows(3_000, 4));
+        let mut w = FeatureRowsWriter::create(&path, dim).unwrap();
+        for block in data.chunks(4 * 1_000) {
+            w.append(block).unwrap();
+        }
+        let mapped = w.finish_mapped().unwrap();
+        assert!(mapped.is_stored());
+        assert_eq!((mapped.rows(), mapped.dim()), (3_000, dim));
+        assert_eq!(mapped.as_slice(), data.as_slice());
+        // The file under the name is the same rows, checksummed as any other.
+        assert_eq!(
+            map_feature_rows(&path, dim).unwrap().as_slice(),
+            data.as_slice()
+        );
+        // Another writer's file renamed over the name leaves these rows as they were.
+        let other: Vec<f32> = data.iter().map(|x| x + 1.0).collect();
+        let mut w = FeatureRowsWriter::create(&path, dim).unwrap();
+        w.append(&other).unwrap();
+        let second = w.finish_mapped().unwrap();
+        assert_eq!(mapped.as_slice(), data.as_slice());
+        assert_eq!(second.as_slice(), other.as_slice());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

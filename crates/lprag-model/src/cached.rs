@@ -1,5 +1,6 @@
 //! Cached inference: the chunks' node representations are computed once (after training,
-//! `attach` or `load`); a user query then recomputes only the nodes it changes.
+//! `attach` or `load`) or given back from a save (on the heap or mapped); a user query then
+//! recomputes only the nodes it changes.
 //!
 //! Adding a query node `q` joined to chunks `S` changes, layer by layer:
 //! - layer 1: `q`, the chunks of `S` (their neighbourhood gains `q`) and, for GCN, the
@@ -14,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use lprag_core::{Embeddings, Result};
+use lprag_core::{Embeddings, Error, Result};
 use rayon::prelude::*;
 
 use crate::config::{Aggregation, InferenceMode};
@@ -70,6 +71,10 @@ impl Join {
         }
     }
 }
+
+/// Nodes encoded per block when every chunk is (their aggregated and own inputs, and
+/// their output, are what a block holds).
+const LAYER_BLOCK: usize = 8192;
 
 /// The chunk graph, optionally with one query node `q = num_chunks` added.
 struct View<'a> {
@@ -140,11 +145,12 @@ pub(crate) trait Rows: Sync {
     fn rep(&self, l: usize, i: u32) -> &[f32];
 }
 
-/// The rows held in memory: the features and the scorer's own cache.
+/// The rows held in memory (or mapped): the features and the scorer's own cache.
 struct Held<'a> {
     x: &'a Embeddings,
-    reps: &'a [Vec<f32>],
-    widths: &'a [usize],
+    reps: &'a Embeddings,
+    /// Start and width of each layer's output in a row of `reps`.
+    layers: &'a [(usize, usize)],
 }
 
 impl Rows for Held<'_> {
@@ -153,8 +159,8 @@ impl Rows for Held<'_> {
     }
 
     fn rep(&self, l: usize, i: u32) -> &[f32] {
-        let w = self.widths[l + 1];
-        &self.reps[l][i as usize * w..(i as usize + 1) * w]
+        let (start, width) = self.layers[l];
+        &self.reps.row(i as usize)[start..start + width]
     }
 }
 
@@ -175,11 +181,14 @@ pub(crate) struct CachedScorer {
     aggregation: Aggregation,
     /// Positive edge-weight sum per chunk.
     wsum: Vec<f32>,
-    /// `reps[l]`: the chunks' output of GNN layer `l` (after ReLU where the encoder applies
-    /// one), or for the MLP encoder one entry, its output. `[num_chunks, widths[l + 1]]`.
-    reps: Vec<Vec<f32>>,
-    /// Widths: `widths[0]` = feature width, then one per entry of `reps`.
+    /// Per chunk, every layer's output side by side (after ReLU where the encoder applies
+    /// one; for the MLP encoder its output): `[num_chunks, stored_width]`, on the heap or
+    /// mapped from a saved file. `None` for a scorer that holds no rows.
+    reps: Option<Embeddings>,
+    /// Widths: `widths[0]` = feature width, then one per layer output.
     widths: Vec<usize>,
+    /// Start and width of each layer's output in a row of `reps`.
+    layers: Vec<(usize, usize)>,
     /// One-layer models only: the chunks' representations with a zero-feature query joined
     /// to every chunk, and the coefficient of the query's message to each chunk.
     join_all: Option<JoinAllCache>,
@@ -205,22 +214,11 @@ impl CachedScorer {
         join_all: bool,
     ) -> Result<Self> {
         let nc = x.rows();
-        let wsum: Vec<f32> = (0..nc as u32)
-            .map(|i| host.neighbors(i).iter().map(|&(_, w)| w.max(0.0)).sum())
-            .collect();
-        let mut me = Self {
-            net,
-            aggregation,
-            wsum,
-            reps: Vec::new(),
-            widths: vec![x.dim()],
-            join_all: None,
-        };
+        let mut me = Self::unheld(net, aggregation, host, nc, x.dim());
         let all: Vec<u32> = (0..nc as u32).collect();
+        let mut outputs: Vec<Vec<f32>> = Vec::new();
         if let Some(layers) = &me.net.node_mlp {
-            let out = mlp(layers, x.as_slice(), x.dim());
-            me.widths.push(layers.last().map_or(x.dim(), |l| l.d_out));
-            me.reps.push(out);
+            outputs.push(mlp(layers, x.as_slice(), x.dim()));
         } else {
             let view = View {
                 host,
@@ -233,21 +231,122 @@ impl CachedScorer {
                 let prev: &[f32] = if l == 0 {
                     x.as_slice()
                 } else {
-                    &me.reps[l - 1]
+                    &outputs[l - 1]
                 };
                 let input = |j: u32| &prev[j as usize * width..(j as usize + 1) * width];
                 let mut out = me.layer(l, &view, &all, &input, width);
                 if l + 1 < depth {
                     relu_in_place(&mut out);
                 }
-                me.widths.push(me.net.gnn[l].nbr.d_out);
-                me.reps.push(out);
-            }
-            if join_all && depth == 1 && nc > 0 {
-                me.join_all = Some(me.join_all_cache(x, host));
+                outputs.push(out);
             }
         }
+        // One layer (the default): its output is the stored row as it is; deeper models'
+        // outputs are laid side by side.
+        let rows = if outputs.len() == 1 {
+            outputs.pop().unwrap_or_default()
+        } else {
+            let mut rows = Vec::with_capacity(nc * me.stored_width());
+            for c in 0..nc {
+                for (l, out) in outputs.iter().enumerate() {
+                    let w = me.widths[l + 1];
+                    rows.extend_from_slice(&out[c * w..(c + 1) * w]);
+                }
+            }
+            rows
+        };
+        me.reps = Some(Embeddings::new(me.stored_width(), rows)?);
+        me.prepare_join_all(x, host, join_all);
         Ok(me)
+    }
+
+    /// [`CachedScorer::new`] with the representations written to the feature-rows file
+    /// `path` (a temporary file renamed over it) and memory-mapped instead of held: a
+    /// one-layer GNN or the MLP encoder streams them to the file a block of chunks at a
+    /// time, so they are never on the heap whole; a deeper GNN, whose layers read the
+    /// whole layer below, computes them on the heap first.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be written or mapped.
+    pub(crate) fn new_in_file(
+        net: HostLinkNet,
+        aggregation: Aggregation,
+        x: &Embeddings,
+        host: &HostGraph,
+        join_all: bool,
+        path: &std::path::Path,
+    ) -> Result<Self> {
+        let nc = x.rows();
+        let mut me = Self::unheld(net, aggregation, host, nc, x.dim());
+        let width = me.stored_width();
+        let mut file = lprag_graph::FeatureRowsWriter::create(path, width)?;
+        let mut sink = |rows: Vec<f32>| -> Result<()> { Ok(file.append(&rows)?) };
+        if let Some(layers) = &me.net.node_mlp {
+            let d = x.dim();
+            for block in x.as_slice().chunks(LAYER_BLOCK * d.max(1)) {
+                sink(mlp(layers, block, d))?;
+            }
+        } else if me.net.gnn.len() == 1 {
+            let view = View {
+                host,
+                wsum: &me.wsum,
+                query: None,
+            };
+            let all: Vec<u32> = (0..nc as u32).collect();
+            let input = |j: u32| x.row(j as usize);
+            me.layer_blocks(0, &view, &all, &input, x.dim(), &mut sink)?;
+        } else {
+            let held = Self::new(me.net.clone(), aggregation, x, host, false)?;
+            let rows = held.reps.as_ref().map_or(&[][..], Embeddings::as_slice);
+            for block in rows.chunks(LAYER_BLOCK * width) {
+                sink(block.to_vec())?;
+            }
+        }
+        me.reps = Some(file.finish_mapped()?);
+        me.prepare_join_all(x, host, join_all);
+        Ok(me)
+    }
+
+    /// A scorer on representations computed before ([`CachedScorer::stored_rows`] of the
+    /// same weights on the same chunk graph, saved and read back, or mapped): nothing is
+    /// recomputed but the [`Join::All`] terms when `join_all` asks for them.
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] when `stored` is not one row per chunk of
+    /// [`CachedScorer::stored_width`].
+    pub(crate) fn with_stored(
+        net: HostLinkNet,
+        aggregation: Aggregation,
+        x: &Embeddings,
+        host: &HostGraph,
+        stored: Embeddings,
+        join_all: bool,
+    ) -> Result<Self> {
+        let mut me = Self::unheld(net, aggregation, host, x.rows(), x.dim());
+        if stored.dim() != me.stored_width() {
+            return Err(Error::DimensionMismatch {
+                location: "the predictor's stored representations (width)".into(),
+                expected: me.stored_width(),
+                actual: stored.dim(),
+            });
+        }
+        if stored.rows() != x.rows() {
+            return Err(Error::DimensionMismatch {
+                location: "the predictor's stored representations (one row per chunk)".into(),
+                expected: x.rows(),
+                actual: stored.rows(),
+            });
+        }
+        me.reps = Some(stored);
+        me.prepare_join_all(x, host, join_all);
+        Ok(me)
+    }
+
+    /// The [`Join::All`] terms, for a one-layer GNN when `join_all` asks for them.
+    fn prepare_join_all(&mut self, x: &Embeddings, host: &HostGraph, join_all: bool) {
+        if join_all && self.net.node_mlp.is_none() && self.net.gnn.len() == 1 && x.rows() > 0 {
+            self.join_all = Some(self.join_all_cache(x, host));
+        }
     }
 
     /// A scorer that holds no rows: the weights, the chunk graph's weight sums and the
@@ -268,12 +367,19 @@ impl CachedScorer {
             Some(layers) => widths.push(layers.last().map_or(d_in, |l| l.d_out)),
             None => widths.extend(net.gnn.iter().map(|l| l.nbr.d_out)),
         }
+        let mut layers = Vec::with_capacity(widths.len() - 1);
+        let mut start = 0;
+        for &w in &widths[1..] {
+            layers.push((start, w));
+            start += w;
+        }
         Self {
             net,
             aggregation,
             wsum,
-            reps: Vec::new(),
+            reps: None,
             widths,
+            layers,
             join_all: None,
         }
     }
@@ -292,17 +398,16 @@ impl CachedScorer {
     /// The stored rows ([`CachedScorer::stored_width`] wide) of `chunks`, from this
     /// scorer's cache; `None` for a scorer that holds no rows.
     pub(crate) fn stored_rows(&self, chunks: std::ops::Range<usize>) -> Option<Vec<f32>> {
-        if self.reps.len() + 1 != self.widths.len() {
-            return None;
-        }
-        let mut out = Vec::with_capacity(chunks.len() * self.stored_width());
-        for c in chunks {
-            for (l, r) in self.reps.iter().enumerate() {
-                let w = self.widths[l + 1];
-                out.extend_from_slice(&r[c * w..(c + 1) * w]);
-            }
-        }
-        Some(out)
+        let reps = self.reps.as_ref()?;
+        let w = reps.dim();
+        reps.as_slice()
+            .get(chunks.start * w..chunks.end * w)
+            .map(<[f32]>::to_vec)
+    }
+
+    /// Whether the cached rows are read from a mapped file rather than held on the heap.
+    pub(crate) fn rows_mapped(&self) -> bool {
+        self.reps.as_ref().is_some_and(Embeddings::is_stored)
     }
 
     /// Output width of the node encoder.
@@ -319,12 +424,30 @@ impl CachedScorer {
         input: &(dyn Fn(u32) -> &'a [f32] + Sync),
         width: usize,
     ) -> Vec<f32> {
+        let mut result = Vec::with_capacity(nodes.len() * self.net.gnn[l].nbr.d_out);
+        let done: Result<()> = self.layer_blocks(l, view, nodes, input, width, &mut |out| {
+            result.extend(out);
+            Ok(())
+        });
+        debug_assert!(done.is_ok(), "collecting blocks cannot fail");
+        result
+    }
+
+    /// [`CachedScorer::layer`] handing its output to `sink` a block of nodes at a time (in
+    /// `nodes`' order); stops at `sink`'s first error.
+    fn layer_blocks<'a>(
+        &self,
+        l: usize,
+        view: &View<'_>,
+        nodes: &[u32],
+        input: &(dyn Fn(u32) -> &'a [f32] + Sync),
+        width: usize,
+        sink: &mut dyn FnMut(Vec<f32>) -> Result<()>,
+    ) -> Result<()> {
         // Blocks of nodes, so the aggregated and own inputs (nodes × width each) stay small
         // when every chunk is encoded (1024-d inputs of 100,000 chunks took 0.8 GB).
-        const BLOCK: usize = 8192;
         let layer = &self.net.gnn[l];
-        let mut result = Vec::with_capacity(nodes.len() * layer.nbr.d_out);
-        for nodes in nodes.chunks(BLOCK) {
+        for nodes in nodes.chunks(LAYER_BLOCK) {
             let mut agg = vec![0.0f32; nodes.len() * width];
             let gcn = self.aggregation == Aggregation::Gcn;
             agg.par_chunks_mut(width.max(1))
@@ -357,9 +480,9 @@ impl CachedScorer {
                 out.par_chunks_mut(b.len().max(1))
                     .for_each(|o| o.iter_mut().zip(b).for_each(|(o, b)| *o += b));
             }
-            result.extend(out);
+            sink(out)?;
         }
-        result
+        Ok(())
     }
 
     /// The one-layer [`Join::All`] terms: with the query joined to every chunk, a layer is
@@ -435,10 +558,14 @@ impl CachedScorer {
         if let (Join::All, Some(ja)) = (join, &self.join_all) {
             return self.score_join_all(ja, x, host, q, candidates);
         }
+        let Some(reps) = &self.reps else {
+            debug_assert!(false, "a scorer without rows scores through score_with");
+            return vec![0.0; candidates.len()];
+        };
         let held = Held {
             x,
-            reps: &self.reps,
-            widths: &self.widths,
+            reps,
+            layers: &self.layers,
         };
         self.score_with(&held, host, q, join, candidates)
     }

@@ -317,3 +317,188 @@ fn rows_read_from_a_store_score_as_the_held_rows() {
     let err = GnnRowScorer::from_dir(dir.path(), CHUNKS, &g.edges).unwrap_err();
     assert!(err.to_string().contains("JoinAll"), "{err}");
 }
+
+/// A predictor restored with its cached representations given (saved and read back, on
+/// the heap or memory-mapped) scores as the predictor that computed them, for every kind,
+/// aggregation and depth (deeper models' layers lie side by side in a row), and refuses
+/// rows of another shape.
+#[test]
+fn representations_given_back_score_as_the_computed_ones() {
+    use lprag_core::{Embeddings, Error};
+    use lprag_model::burn::tensor::Device;
+
+    let g = graph();
+    let mut rng = StdRng::seed_from_u64(13);
+    let queries: Vec<Vec<f32>> = (0..3)
+        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
+        .collect();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    for model in models() {
+        for mode in [
+            InferenceMode::JoinTopK(3),
+            InferenceMode::JoinAll,
+            InferenceMode::Isolated,
+        ] {
+            let train = TrainConfig {
+                epochs: 2,
+                batch_size: 16,
+                learning_rate: 0.02,
+                inference: mode,
+                ..TrainConfig::default()
+            };
+            let mut p = GnnLinkPredictor::new(model.clone(), train);
+            p.fit(&g, &NoProgress).unwrap();
+            assert!(!p.representations_mapped());
+            let dir = tempfile::tempdir().unwrap();
+            p.save(dir.path()).unwrap();
+            let rd = LinkPredictor::stored_representation_dim(&p).unwrap();
+            let rows = LinkPredictor::stored_representations(&p, 0..CHUNKS).unwrap();
+            let file = dir.path().join("reps.bin");
+            lprag_graph::save_feature_rows(rd, rows.as_slice(), &file).unwrap();
+            let mapped = lprag_graph::map_feature_rows(&file, rd).unwrap();
+            assert!(mapped.is_stored());
+            for (given, is_mapped) in [(mapped, true), (rows.clone(), false)] {
+                let q = GnnLinkPredictor::from_dir_on_graph_with_representations(
+                    dir.path(),
+                    &g,
+                    given,
+                    Device::flex(),
+                )
+                .unwrap();
+                assert_eq!(q.representations_mapped(), is_mapped, "{model:?} {mode:?}");
+                let again = LinkPredictor::stored_representations(&q, 0..CHUNKS).unwrap();
+                assert_eq!(again.as_slice(), rows.as_slice(), "{model:?} {mode:?}");
+                for query in &queries {
+                    let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+                    let want = p.score_near(query, &nearest, &all).unwrap();
+                    let got = q.score_near(query, &nearest, &all).unwrap();
+                    let diff = want
+                        .iter()
+                        .zip(&got)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0f32, f32::max);
+                    assert!(diff <= 1e-5, "{model:?} {mode:?}: max |diff| = {diff}");
+                }
+            }
+            // Rows of another width, or not one per chunk, are refused.
+            let narrow = Embeddings::new(1, vec![0.0; CHUNKS]).unwrap();
+            let short = Embeddings::new(rd, rows.as_slice()[rd..].to_vec()).unwrap();
+            for bad in [narrow, short] {
+                let err = GnnLinkPredictor::from_dir_on_graph_with_representations(
+                    dir.path(),
+                    &g,
+                    bad,
+                    Device::flex(),
+                )
+                .unwrap_err();
+                assert!(
+                    matches!(err, Error::DimensionMismatch { .. }),
+                    "{model:?} {mode:?}: {err}"
+                );
+            }
+            // The weights' checksum changes with the weights.
+            let before = GnnLinkPredictor::weights_checksum(dir.path()).unwrap();
+            let mut other = GnnLinkPredictor::new(
+                model.clone(),
+                TrainConfig {
+                    epochs: 1,
+                    seed: 99,
+                    ..TrainConfig::default()
+                },
+            );
+            other.fit(&g, &NoProgress).unwrap();
+            let dir2 = tempfile::tempdir().unwrap();
+            other.save(dir2.path()).unwrap();
+            assert_ne!(
+                before,
+                GnnLinkPredictor::weights_checksum(dir2.path()).unwrap()
+            );
+        }
+    }
+}
+
+/// A predictor keeping its cached representations in a file (streamed there for one
+/// layer and the MLP, written after computing for deeper models) maps them and scores as
+/// the predictor holding them, after training and after `attach`, which rewrites the file.
+#[test]
+fn representations_kept_in_a_file_score_as_the_held_ones() {
+    let g = graph();
+    let mut rng = StdRng::seed_from_u64(21);
+    let query: Vec<f32> = (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect();
+    let all: Vec<usize> = (0..CHUNKS).collect();
+    let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+    let close = |a: &[f32], b: &[f32], what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}");
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff <= 1e-5, "{what}: max |diff| = {diff}");
+    };
+    for model in models() {
+        for mode in [InferenceMode::JoinTopK(3), InferenceMode::JoinAll] {
+            let train = TrainConfig {
+                epochs: 2,
+                batch_size: 16,
+                learning_rate: 0.02,
+                inference: mode,
+                ..TrainConfig::default()
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("reps.bin");
+            let mut held = GnnLinkPredictor::new(model.clone(), train.clone());
+            let mut kept =
+                GnnLinkPredictor::new(model.clone(), train).with_representations_file(&file);
+            held.fit(&g, &NoProgress).unwrap();
+            kept.fit(&g, &NoProgress).unwrap();
+            let what = format!("{model:?} {mode:?}");
+            assert!(kept.representations_mapped() && !held.representations_mapped());
+            assert!(file.is_file(), "{what}");
+            let rows = |p: &GnnLinkPredictor| {
+                LinkPredictor::stored_representations(p, 0..CHUNKS)
+                    .unwrap()
+                    .as_slice()
+                    .to_vec()
+            };
+            close(&rows(&kept), &rows(&held), &what);
+            close(
+                &kept.score_near(&query, &nearest, &all).unwrap(),
+                &held.score_near(&query, &nearest, &all).unwrap(),
+                &what,
+            );
+            // Attached to a graph with one chunk fewer: computed again into the file.
+            let mut smaller = g.clone();
+            smaller.features = g.features.select(&(1..g.num_nodes()).collect::<Vec<_>>());
+            smaller.num_chunks -= 1;
+            smaller.edges = g
+                .edges
+                .iter()
+                .filter(|e| e.a > 0 && e.b > 0)
+                .map(|e| lprag_core::LinkEdge {
+                    a: e.a - 1,
+                    b: e.b - 1,
+                    ..*e
+                })
+                .collect();
+            held.attach(&smaller).unwrap();
+            kept.attach(&smaller).unwrap();
+            assert!(kept.representations_mapped());
+            let n = CHUNKS - 1;
+            let rows_n = |p: &GnnLinkPredictor| {
+                LinkPredictor::stored_representations(p, 0..n)
+                    .unwrap()
+                    .as_slice()
+                    .to_vec()
+            };
+            close(&rows_n(&kept), &rows_n(&held), &what);
+            let some: Vec<usize> = (0..n).collect();
+            let near: Vec<usize> = (0..n).map(|i| (i * 7 + 5) % n).collect();
+            close(
+                &kept.score_near(&query, &near, &some).unwrap(),
+                &held.score_near(&query, &near, &some).unwrap(),
+                &what,
+            );
+        }
+    }
+}

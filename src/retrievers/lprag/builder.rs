@@ -18,7 +18,7 @@ use lprag_text::HeuristicQueryGenerator;
 use crate::retrievers::common::{
     encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled, Parents,
 };
-use crate::workdir::{WorkDir, COLUMNS_FILE};
+use crate::workdir::{WorkDir, COLUMNS_FILE, REPRESENTATIONS_FILE};
 
 /// Assembles an [`LpRag`] retriever; every component has an offline default.
 ///
@@ -187,7 +187,10 @@ impl LpRagBuilder {
     /// written to their stage files batch by batch as they are embedded and never held
     /// whole (the chunk graph is built on the mapped chunk rows), and the column-wise copy
     /// of the chunk rows for the candidate scan ([`LpRagConfig::column_scan_from`]) is
-    /// written to `columns.bin` and mapped too ([`LpRag::columns_mapped`]); training and
+    /// written to `columns.bin` and mapped too ([`LpRag::columns_mapped`]), as are the
+    /// built-in predictor's cached chunk representations, streamed to
+    /// `representations.bin` whenever they are computed ([`LpRag::representations_mapped`];
+    /// 1 GB at a million chunks); training and
     /// the index read the rows through the page cache, so the kernel keeps the rows in use
     /// and can drop the rest when memory runs short. The built index answers exactly as
     /// one built without it (same rows, same order). The files are rewritten by each such
@@ -326,6 +329,11 @@ impl LpRagBuilder {
             transfer,
             config: &config,
             work_dir: work_dir.as_deref(),
+            // And so do the predictor's cached representations.
+            representations: work
+                .as_ref()
+                .filter(|_| features_on_disk)
+                .map(|w| w.file(REPRESENTATIONS_FILE)),
             device,
             parents: parents.clone(),
         };

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use lprag_core::{Error, LinkGraph, LinkPredictor, Result};
+use lprag_core::{Embeddings, Error, LinkGraph, LinkPredictor, Result};
 use lprag_graph::{BridgeConfig, GraphParams, IvfParams, KnnBackend};
 
 use lprag_model::peg::{peg_predictor, restore_peg};
@@ -153,21 +153,26 @@ impl BuiltinPredictor {
     }
 
     /// The untrained predictor for `config`, checkpointing under `work_dir/train` where
-    /// it can.
+    /// it can; the built-in GNN keeps its cached representations in the file
+    /// `representations` when given.
     pub(crate) fn make(
         config: &LpRagConfig,
         work_dir: Option<&Path>,
         device: ComputeDevice,
+        representations: Option<&Path>,
     ) -> Result<Box<dyn LinkPredictor>> {
         config.predictor.validate(&config.model)?;
         let device = device.to_burn()?;
         Ok(match config.predictor {
             BuiltinPredictor::Gnn => {
-                let p = GnnLinkPredictor::with_device(
+                let mut p = GnnLinkPredictor::with_device(
                     config.model.clone(),
                     config.train.clone(),
                     device,
                 );
+                if let Some(path) = representations {
+                    p = p.with_representations_file(path);
+                }
                 Box::new(match work_dir {
                     Some(dir) => p.with_checkpoints(dir.join("train")),
                     None => p,
@@ -203,16 +208,22 @@ impl BuiltinPredictor {
         dir: &Path,
         graph: &LinkGraph,
         device: ComputeDevice,
+        stored: Option<Embeddings>,
     ) -> Result<Arc<dyn LinkPredictor>> {
-        Ok(Arc::from(Self::make_restored(config, dir, graph, device)?))
+        Ok(Arc::from(Self::make_restored(
+            config, dir, graph, device, stored,
+        )?))
     }
 
-    /// [`BuiltinPredictor::restore`], boxed (so it can still be attached elsewhere).
+    /// [`BuiltinPredictor::restore`], boxed (so it can still be attached elsewhere);
+    /// `stored`: the GNN's cached chunk representations saved with the index (other
+    /// predictors have none).
     pub(super) fn make_restored(
         config: &LpRagConfig,
         dir: &Path,
         graph: &LinkGraph,
         device: ComputeDevice,
+        stored: Option<Embeddings>,
     ) -> Result<Box<dyn LinkPredictor>> {
         config
             .predictor
@@ -221,9 +232,12 @@ impl BuiltinPredictor {
         let device = device.to_burn()?;
         Ok(match config.predictor {
             // The index's own chunk rows: no second copy from the predictor's directory.
-            BuiltinPredictor::Gnn => {
-                Box::new(GnnLinkPredictor::from_dir_on_graph(dir, graph, device)?)
-            }
+            BuiltinPredictor::Gnn => Box::new(match stored {
+                Some(rows) => GnnLinkPredictor::from_dir_on_graph_with_representations(
+                    dir, graph, rows, device,
+                )?,
+                None => GnnLinkPredictor::from_dir_on_graph(dir, graph, device)?,
+            }),
             BuiltinPredictor::Vgae(v) => Box::new(restore_vgae(dir, graph, v, device)?),
             BuiltinPredictor::Peg(v) => Box::new(restore_peg(dir, graph, v, device)?),
             BuiltinPredictor::Seal(v) => Box::new(restore_seal(dir, graph, v, device)?),

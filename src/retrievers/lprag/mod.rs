@@ -17,6 +17,7 @@ mod builder;
 mod config;
 mod persist;
 mod predictor;
+mod representations;
 mod search;
 mod stages;
 mod stats;
@@ -54,6 +55,11 @@ const CANDIDATE_GRAPH: &str = "candidate-graph.bin";
 /// The column-wise copy of the chunk rows ([`LpRagConfig::column_scan_from`]), bound to
 /// `graph.bin` by its checksum: read back (or mapped) instead of made again at opening.
 const COLUMNS: &str = "columns.bin";
+/// The built-in predictor's cached chunk representations, and what binds them to
+/// `graph.bin` and the predictor's weights: read back (or mapped) instead of computed at
+/// opening.
+const REPRESENTATIONS: &str = "representations.bin";
+const REPRESENTATIONS_META: &str = "representations.json";
 
 /// Where [`LpRag::save`] may write: an `LpRag` index is replaced whole, so the directory
 /// must hold nothing but an index's files.
@@ -71,6 +77,8 @@ pub(crate) const INDEX_DIR: lprag_core::dirs::DirSpec = lprag_core::dirs::DirSpe
             KNN,
             CANDIDATE_GRAPH,
             COLUMNS,
+            REPRESENTATIONS,
+            REPRESENTATIONS_META,
         ]
         .contains(&name)
     }),
@@ -331,5 +339,15 @@ impl LpRag {
     /// saved copy) rather than held on the heap.
     pub fn columns_mapped(&self) -> bool {
         self.search.columns_mapped()
+    }
+
+    /// Whether the predictor's cached chunk representations are read through a memory
+    /// map ([`LinkPredictor::representations_mapped`]: the saved index's
+    /// `representations.bin` for an index opened with
+    /// [`AnswerOptions::map_rows`](crate::AnswerOptions::map_rows), the work directory's
+    /// for one built with [`LpRagBuilder::features_on_disk`]) rather than held on the
+    /// heap.
+    pub fn representations_mapped(&self) -> bool {
+        self.predictor.representations_mapped()
     }
 }

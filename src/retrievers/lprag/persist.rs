@@ -17,6 +17,7 @@ use lprag_core::{
 use lprag_model::{ComputeDevice, GnnRowScorer};
 use serde::{Deserialize, Serialize};
 
+use super::representations;
 use super::store::{spread_ids, RecordsInStore, RowsInStore, StoreRows, CHECKED_CHUNKS};
 
 use crate::retrievers::common::{
@@ -43,8 +44,10 @@ pub(super) struct Manifest {
 
 impl LpRag {
     /// Save the whole index (chunks, queries, graph with embeddings, trained model, and the
-    /// column-wise copy of the chunk rows when the candidate scan reads one, so that
-    /// opening reads it instead of making it) under `dir`, atomically and durably:
+    /// column-wise copy of the chunk rows when the candidate scan reads one and the
+    /// built-in GNN's cached chunk representations, bound by checksum to the graph and
+    /// weights saved with them, so that opening reads them instead of making them) under
+    /// `dir`, atomically and durably:
     /// everything is written to a uniquely named sibling
     /// directory, synced to disk, and swapped in for `dir` in one step (an atomic exchange
     /// on Linux; elsewhere two renames with a brief window), so a crash leaves the old
@@ -61,12 +64,21 @@ impl LpRag {
         INDEX_DIR.check(dir)?;
         let staged = crate::durable::staging_dir(dir)?;
         let tmp = staged.path().to_path_buf();
+        // Streamed through a buffer: `chunks.json` is 0.6 GB at a million chunks, and made
+        // whole in memory it was the save's peak.
         let write_json = |name: &str, value: &dyn erased::Json| -> Result<()> {
+            use std::io::Write;
             let path = tmp.join(name);
-            let bytes = value
-                .to_json()
-                .map_err(|e| Error::format(&path, e.to_string()))?;
-            std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+            let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            value.write_json(&mut out).map_err(|e| {
+                if e.is_io() {
+                    Error::io(&path, std::io::Error::from(e))
+                } else {
+                    Error::format(&path, e.to_string())
+                }
+            })?;
+            out.flush().map_err(|e| Error::io(&path, e))
         };
         write_json(
             MANIFEST,
@@ -100,6 +112,12 @@ impl LpRag {
             }
         }
         self.predictor.save(&tmp.join(PREDICTOR_DIR))?;
+        // The built-in GNN's cached representations, bound to the graph file and weights
+        // just written (not on a big-endian machine: opening computes them there).
+        let gnn = matches!(self.config.predictor, BuiltinPredictor::Gnn);
+        if self.source == PredictorSource::Builtin && gnn && cfg!(target_endian = "little") {
+            representations::save(&*self.predictor, self.graph.num_chunks, &tmp)?;
+        }
         crate::durable::replace_dir(staged, dir, &INDEX_DIR)
     }
 
@@ -303,7 +321,9 @@ pub struct AnswerOptions {
     /// copying them to the heap (with [`AnswerOptions::rows_from_store`], which reads no
     /// row, there is nothing to map), and the column-wise copy for the candidate scan
     /// through a map of `columns.bin` when the index saved one
-    /// ([`LpRag::columns_mapped`]). The kernel's page cache then holds the rows in use,
+    /// ([`LpRag::columns_mapped`]), and the predictor's cached chunk representations
+    /// through a map of `representations.bin` ([`LpRag::representations_mapped`]). The
+    /// kernel's page cache then holds the rows in use,
     /// shared by every process answering from the same index, and can drop the rest when
     /// memory runs short. The index directory must not be changed in place while the
     /// index lives ([`LpRag::save`] replaces files by renaming, which is fine); an index
@@ -578,6 +598,8 @@ pub(super) struct Parts {
     records: Option<RecordsInStore>,
     /// The chunks' documents, made while the records were streamed.
     parents: Option<Parents>,
+    /// Map saved rows instead of reading them ([`AnswerOptions::map_rows`]).
+    map_rows: bool,
 }
 
 impl Parts {
@@ -704,6 +726,7 @@ impl Parts {
             chunk_edges,
             records,
             parents,
+            map_rows: opened.map_rows,
         })
     }
 
@@ -731,13 +754,20 @@ impl Parts {
     }
 
     /// [`Parts::finish`] with the built-in predictor restored from the index in `dir`,
-    /// scoring on `device`.
+    /// scoring on `device`. The built-in GNN's cached representations are read back from
+    /// the index when it saved them (mapped with [`AnswerOptions::map_rows`]), else
+    /// computed.
     fn finish_builtin(self, dir: &Path, device: ComputeDevice) -> Result<LpRag> {
+        let stored = match self.manifest.config.predictor {
+            BuiltinPredictor::Gnn => representations::read(dir, &self.graph, self.map_rows)?,
+            _ => None,
+        };
         let predictor = BuiltinPredictor::restore(
             &self.manifest.config,
             &dir.join(PREDICTOR_DIR),
             &self.graph,
             device,
+            stored,
         )?;
         Ok(self.finish(predictor, device))
     }
@@ -787,18 +817,30 @@ pub(super) fn read_manifest(dir: &Path) -> Result<Manifest> {
 mod erased {
     /// Object-safe JSON serialisation for the save helper.
     pub trait Json {
-        fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+        fn write_json(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()>;
     }
     impl<T: serde::Serialize> Json for T {
-        fn to_json(&self) -> serde_json::Result<Vec<u8>> {
-            serde_json::to_vec(self)
+        fn write_json(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
         }
     }
 }
 
+/// The JSON file at `path`, parsed from a read-only memory map of it rather than a copy on
+/// the heap (`chunks.json` is 0.6 GB at a million chunks: the map's pages are the kernel's
+/// to drop, and the parse is as fast as from a buffer). lprag replaces its files by
+/// renaming, never in place; a file truncated by another process while it is parsed would
+/// fault, as any mapped file.
 pub(super) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::format(path, e.to_string()))
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len == 0 {
+        return serde_json::from_slice(&[]).map_err(|e| Error::format(path, e.to_string()));
+    }
+    // SAFETY: a read-only map of a file lprag never writes in place (see above), parsed
+    // once and dropped; the parser only reads bytes.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&map).map_err(|e| Error::format(path, e.to_string()))
 }
 
 /// The candidate search of an index saved in `dir`: its proximity graph read back when

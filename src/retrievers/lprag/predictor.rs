@@ -147,6 +147,9 @@ pub(super) struct RankModel<'a> {
     pub(super) transfer: Option<(PathBuf, Manifest)>,
     pub(super) config: &'a LpRagConfig,
     pub(super) work_dir: Option<&'a Path>,
+    /// Where the built-in GNN keeps its cached representations (the work directory's
+    /// file, with the features on disk); `None`: on the heap.
+    pub(super) representations: Option<PathBuf>,
     pub(super) device: ComputeDevice,
     /// The chunks' documents (for the anchor's passage recall).
     pub(super) parents: Arc<Parents>,
@@ -187,6 +190,7 @@ impl RankModel<'_> {
                         &dir.join(PREDICTOR_DIR),
                         &source_graph,
                         device,
+                        None,
                     )?;
                     p.attach(&graph)?;
                     Ok(p)
@@ -198,7 +202,12 @@ impl RankModel<'_> {
                 let (mut predictor, source) = match choice {
                     Some(ModelChoice::Predictor(p)) => (p, PredictorSource::Custom),
                     _ => (
-                        BuiltinPredictor::make(self.config, self.work_dir, device)?,
+                        BuiltinPredictor::make(
+                            self.config,
+                            self.work_dir,
+                            device,
+                            self.representations.as_deref(),
+                        )?,
                         PredictorSource::Builtin,
                     ),
                 };

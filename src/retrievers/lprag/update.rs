@@ -219,7 +219,7 @@ impl LpRag {
         )?);
         let (predictor, report): (Arc<dyn LinkPredictor>, TrainReport) = match self.source {
             PredictorSource::Builtin => {
-                let mut p = BuiltinPredictor::make(&self.config, None, self.device)?;
+                let mut p = BuiltinPredictor::make(&self.config, None, self.device, None)?;
                 let g = graph.clone();
                 let progress = progress.clone();
                 blocking(move || {

@@ -66,6 +66,9 @@ impl std::fmt::Debug for GnnLinkPredictor {
 /// The built-ins' own training and scoring, as overrides of the engine.
 struct GnnPath {
     model: ModelConfig,
+    /// Where the cached representations are written and mapped from
+    /// ([`GnnLinkPredictor::with_representations_file`]); `None`: on the heap.
+    file: Option<PathBuf>,
 }
 
 impl FastPath<LinkNet> for GnnPath {
@@ -87,14 +90,17 @@ impl FastPath<LinkNet> for GnnPath {
         net: &LinkNet,
         ctx: &ChunkContext,
         mode: InferenceMode,
+        stored: Option<Embeddings>,
     ) -> Result<CachedScorer> {
-        CachedScorer::new(
-            net.to_host()?,
-            self.model.aggregation,
-            &ctx.features,
-            &ctx.host,
-            mode == InferenceMode::JoinAll,
-        )
+        let (net, join_all) = (net.to_host()?, mode == InferenceMode::JoinAll);
+        let (x, host, aggregation) = (&ctx.features, &ctx.host, self.model.aggregation);
+        match (stored, &self.file) {
+            (Some(rows), _) => CachedScorer::with_stored(net, aggregation, x, host, rows, join_all),
+            (None, Some(path)) => {
+                CachedScorer::new_in_file(net, aggregation, x, host, join_all, path)
+            }
+            (None, None) => CachedScorer::new(net, aggregation, x, host, join_all),
+        }
     }
 
     fn model_config(&self) -> &ModelConfig {
@@ -134,7 +140,7 @@ fn engine(model: ModelConfig, train: TrainConfig, device: Device) -> BurnLinkPre
         train,
         device,
         move |d_in, device| LinkNet::new(&arch, d_in, device),
-        Arc::new(GnnPath { model }),
+        Arc::new(GnnPath { model, file: None }),
     )
 }
 
@@ -170,6 +176,23 @@ impl GnnLinkPredictor {
         self
     }
 
+    /// Keep the chunks' cached representations (one row per chunk: every layer's output
+    /// side by side, 256 floats for the default model, 1 GB at a million chunks) in the
+    /// file `path` instead of on the heap: each time they are computed (after training,
+    /// [`LinkPredictor::attach`]) they are written there (to a temporary file renamed over
+    /// it) and memory-mapped, and the one-layer default streams them to the file a block
+    /// of chunks at a time, so they are never on the heap whole. The scores are the same.
+    /// Keep the file while the predictor lives and do not change it in place (a later
+    /// computation replaces it by a rename, which leaves a mapping of the old one intact);
+    /// `LpRagBuilder::features_on_disk` puts it in the work directory.
+    pub fn with_representations_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.engine.set_fast_path(Arc::new(GnnPath {
+            model: self.model.clone(),
+            file: Some(path.into()),
+        }));
+        self
+    }
+
     /// A predictor restored from a directory written by [`LinkPredictor::save`] (this
     /// version's or the earlier `predictor.json` format).
     pub fn from_dir(dir: &Path) -> Result<Self> {
@@ -179,7 +202,7 @@ impl GnnLinkPredictor {
     /// [`GnnLinkPredictor::from_dir`] on `device`.
     pub fn from_dir_on(dir: &Path, device: Device) -> Result<Self> {
         let graph = lprag_graph::load_link_graph(dir.join(GRAPH_FILE))?;
-        Self::restore_serving(dir, &graph, &dir.join(GRAPH_FILE), device)
+        Self::restore_serving(dir, &graph, &dir.join(GRAPH_FILE), device, None)
     }
 
     /// [`GnnLinkPredictor::from_dir_on`] serving on `graph` — the graph the predictor was
@@ -193,6 +216,62 @@ impl GnnLinkPredictor {
     /// As [`GnnLinkPredictor::from_dir_on`]; [`Error::Format`] when `graph` is not as
     /// wide as the model's input.
     pub fn from_dir_on_graph(dir: &Path, graph: &LinkGraph, device: Device) -> Result<Self> {
+        Self::on_chunks_of(dir, graph, device, None)
+    }
+
+    /// [`GnnLinkPredictor::from_dir_on_graph`] with the chunks' cached representations
+    /// given instead of computed: `representations` are
+    /// [`LinkPredictor::stored_representations`] of this predictor (these weights, see
+    /// [`GnnLinkPredictor::weights_checksum`]) on this graph's chunks, saved and read back
+    /// — on the heap, or memory-mapped ([`lprag_graph::map_feature_rows`]) so a process
+    /// that answers queries does not hold them
+    /// ([`LinkPredictor::representations_mapped`]). Opening then costs no pass over the
+    /// graph. Whether the rows belong to these weights and this graph is the caller's to
+    /// know (`LpRag` binds its saved copy to both by checksum); only their shape is
+    /// checked here.
+    ///
+    /// # Errors
+    /// As [`GnnLinkPredictor::from_dir_on_graph`]; [`Error::DimensionMismatch`] when
+    /// `representations` is not one row per chunk, as wide as
+    /// [`LinkPredictor::stored_representation_dim`].
+    pub fn from_dir_on_graph_with_representations(
+        dir: &Path,
+        graph: &LinkGraph,
+        representations: Embeddings,
+        device: Device,
+    ) -> Result<Self> {
+        Self::on_chunks_of(dir, graph, device, Some(representations))
+    }
+
+    /// FNV-1a 64 of the manifest and weights saved in `dir` (by [`LinkPredictor::save`]):
+    /// what a file derived from these weights (the saved representations) records to be
+    /// bound to them. Reads both files (a few MB for the default model).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when either file cannot be read; [`Error::Format`] for a manifest of
+    /// another format version.
+    pub fn weights_checksum(dir: &Path) -> Result<u64> {
+        let manifest = match crate::link_model::read_manifest(dir)? {
+            Some((path, _)) => path,
+            None => dir.join(LEGACY_META_FILE),
+        };
+        let weights = dir.join(crate::link_model::WEIGHTS_FILE);
+        let mut bytes = Vec::new();
+        for path in [&manifest, &weights] {
+            let mut b = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            bytes.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            bytes.append(&mut b);
+        }
+        Ok(lprag_graph::fnv1a64(&bytes))
+    }
+
+    /// The chunk nodes of `graph` served with the weights in `dir`.
+    fn on_chunks_of(
+        dir: &Path,
+        graph: &LinkGraph,
+        device: Device,
+        stored: Option<Embeddings>,
+    ) -> Result<Self> {
         let nc = graph.num_chunks;
         let chunks = LinkGraph {
             features: graph.features.leading_rows(nc),
@@ -204,11 +283,18 @@ impl GnnLinkPredictor {
                 .copied()
                 .collect(),
         };
-        Self::restore_serving(dir, &chunks, dir, device)
+        Self::restore_serving(dir, &chunks, dir, device, stored)
     }
 
-    /// The weights in `dir` served on `graph` (its chunk graph; `from` names it in errors).
-    fn restore_serving(dir: &Path, graph: &LinkGraph, from: &Path, device: Device) -> Result<Self> {
+    /// The weights in `dir` served on `graph` (its chunk graph; `from` names it in errors)
+    /// with the `stored` representations when given.
+    fn restore_serving(
+        dir: &Path,
+        graph: &LinkGraph,
+        from: &Path,
+        device: Device,
+        stored: Option<Embeddings>,
+    ) -> Result<Self> {
         let meta = read_meta(dir)?;
         if graph.features.dim() != meta.d_in {
             return Err(Error::format(
@@ -225,7 +311,7 @@ impl GnnLinkPredictor {
         let mut net = LinkNet::new(&meta.model, meta.d_in, &device);
         crate::weights::load_weights(&mut net, &weights)?;
         let mut p = Self::with_device(meta.model, meta.train, device);
-        p.engine.serve_model(Some(net), graph)?;
+        p.engine.serve_model(Some(net), graph, stored)?;
         Ok(p)
     }
 
@@ -289,6 +375,13 @@ impl LinkPredictor for GnnLinkPredictor {
         candidates: &[ChunkId],
     ) -> Result<Vec<f32>> {
         self.engine.score_near(query, nearest, candidates)
+    }
+
+    /// Whether the cached representations are read through a map: given back mapped
+    /// ([`GnnLinkPredictor::from_dir_on_graph_with_representations`]) or kept in a file
+    /// ([`GnnLinkPredictor::with_representations_file`]).
+    fn representations_mapped(&self) -> bool {
+        self.engine.representations_mapped()
     }
 
     /// Every layer's cached output side by side: the hidden width for the default

@@ -10,7 +10,7 @@ use lprag_core::{Embeddings, Error, LinkGraph, Progress, Result, TrainReport};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::cached::{CachedScorer, Join};
+use crate::cached::{CachedScorer, Join, Rows};
 use crate::checkpoint::Checkpoints;
 use crate::config::{
     Aggregation, InferenceMode, ModelConfig, PredictorKind, StepGraph, TrainConfig,
@@ -304,8 +304,12 @@ impl StepInputs<'_> {
     }
 }
 
-/// Validation loss of `valid` (the network in validation mode): [`held_out_loss`] through
-/// its cached chunk representations.
+/// Validation loss of `valid` (the network in validation mode): [`held_out_loss`] as at
+/// inference. A query joined to a list of chunks changes only the nodes near them, so only
+/// the representations the held-out queries read ([`CachedScorer::needed`]: their
+/// candidates' and those around the chunks they join) are computed, not every chunk's —
+/// at a million chunks a whole cache is a GB and a pass of the network over every chunk,
+/// at each validation. [`InferenceMode::JoinAll`] joins every chunk: the whole cache.
 fn validation_loss(
     valid: &LinkNet,
     mc: &ModelConfig,
@@ -314,26 +318,87 @@ fn validation_loss(
     val: &[ValQuery],
     joins: &[Join],
 ) -> Result<f32> {
-    let cache = CachedScorer::new(
-        valid.to_host()?,
-        mc.aggregation,
-        &ctx.features,
-        &ctx.host,
-        tc.inference == InferenceMode::JoinAll,
-    )?;
-    Ok(held_out_loss(&cache, ctx, val, joins))
+    let net = valid.to_host()?;
+    let (x, host) = (&ctx.features, &ctx.host);
+    if tc.inference == InferenceMode::JoinAll {
+        let cache = CachedScorer::new(net, mc.aggregation, x, host, true)?;
+        return Ok(held_out_loss(val, joins, |q, join, cands| {
+            cache.score(x, host, q, join, cands)
+        }));
+    }
+    let scorer = CachedScorer::unheld(net, mc.aggregation, host, ctx.num_chunks(), x.dim());
+    let mut nodes: Vec<u32> = val
+        .iter()
+        .zip(joins)
+        .flat_map(|((_, cands, _), join)| scorer.needed(host, join, cands).reps)
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let rows = SomeRows::new(&scorer, x, host, nodes);
+    Ok(held_out_loss(val, joins, |q, join, cands| {
+        scorer.score_with(&rows, host, q, join, cands)
+    }))
 }
 
-/// Mean BCE of held-out queries, each scored alone as at inference.
+/// Every chunk's features and the representations of some chunks, computed for them.
+struct SomeRows<'a> {
+    x: &'a Embeddings,
+    /// Row of each computed chunk in `reps`.
+    at: std::collections::HashMap<u32, usize>,
+    reps: Vec<f32>,
+    /// Start and width of each layer's output in a row of `reps`.
+    layers: Vec<(usize, usize)>,
+}
+
+impl<'a> SomeRows<'a> {
+    /// The representations of `nodes` (sorted, distinct) by `scorer`.
+    fn new(scorer: &CachedScorer, x: &'a Embeddings, host: &HostGraph, nodes: Vec<u32>) -> Self {
+        let mut layers = Vec::new();
+        let mut start = 0;
+        for w in scorer.layer_widths() {
+            layers.push((start, w));
+            start += w;
+        }
+        let mut me = Self {
+            x,
+            at: std::collections::HashMap::new(),
+            reps: Vec::new(),
+            layers,
+        };
+        me.reps = scorer.recompute(&me, host, &nodes);
+        me.at = nodes.iter().enumerate().map(|(r, &i)| (i, r)).collect();
+        me
+    }
+}
+
+impl Rows for SomeRows<'_> {
+    fn feature(&self, i: u32) -> &[f32] {
+        self.x.row(i as usize)
+    }
+
+    fn rep(&self, l: usize, i: u32) -> &[f32] {
+        let (start, width) = self.layers[l];
+        let stride = self.layers.last().map_or(0, |&(s, w)| s + w);
+        match self.at.get(&i) {
+            Some(&r) => &self.reps[r * stride + start..r * stride + start + width],
+            None => {
+                debug_assert!(false, "chunk {i}'s representation was not computed");
+                &[]
+            }
+        }
+    }
+}
+
+/// Mean BCE of held-out queries, each scored alone as at inference by `score` (query,
+/// join, candidates → logits).
 fn held_out_loss(
-    cache: &CachedScorer,
-    ctx: &ChunkContext,
     val: &[ValQuery],
     joins: &[Join],
+    score: impl Fn(&[f32], &Join, &[u32]) -> Vec<f32>,
 ) -> f32 {
     let (mut pos_loss, mut neg_loss, mut np, mut nn) = (0.0f64, 0.0f64, 0usize, 0usize);
     for ((q, cands, positives), join) in val.iter().zip(joins) {
-        let logits = cache.score(&ctx.features, &ctx.host, q, join, cands);
+        let logits = score(q, join, cands);
         for (i, &l) in logits.iter().enumerate() {
             // −log σ(l) = softplus(−l); −log(1 − σ(l)) = softplus(l)
             let sp = |z: f32| (z.max(0.0) + (-z.abs()).exp().ln_1p()) as f64;
@@ -347,4 +412,109 @@ fn held_out_loss(
         }
     }
     (pos_loss / np.max(1) as f64 + neg_loss / nn.max(1) as f64) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Decoder;
+    use lprag_core::{EdgeKind, LinkEdge};
+    use rand::Rng;
+
+    /// 60 chunks in a weighted chain with shortcuts (a few isolated), 8-wide features.
+    fn graph() -> LinkGraph {
+        let (nc, d) = (60usize, 8usize);
+        let mut rng = StdRng::seed_from_u64(3);
+        let rows: Vec<f32> = (0..nc * d).map(|_| rng.random::<f32>() - 0.4).collect();
+        let mut edges = Vec::new();
+        for a in 0..nc as u32 - 5 {
+            for b in [a + 1, a + 4] {
+                edges.push(LinkEdge {
+                    a,
+                    b,
+                    weight: 0.5 + rng.random::<f32>() / 2.0,
+                    kind: EdgeKind::Similarity,
+                });
+            }
+        }
+        LinkGraph {
+            features: Embeddings::new(d, rows).unwrap(),
+            num_chunks: nc,
+            edges,
+        }
+    }
+
+    /// The validation loss read from the representations its queries need equals the
+    /// loss through the whole cache, for every kind, aggregation, depth and join.
+    #[test]
+    fn validation_from_the_rows_it_needs_equals_the_whole_cache() {
+        let g = graph();
+        let ctx = ChunkContext::new(&g).unwrap();
+        let mut rng = StdRng::seed_from_u64(4);
+        let val: Vec<ValQuery> = (0..12)
+            .map(|_| {
+                let q: Vec<f32> = (0..8).map(|_| rng.random::<f32>() - 0.4).collect();
+                let cands: Vec<u32> = (0..9).map(|_| rng.random_range(0..60)).collect();
+                (normalize_vec(&q), cands, 2)
+            })
+            .collect();
+        let m = |kind, aggregation, layers, residual| ModelConfig {
+            kind,
+            aggregation,
+            hidden: 16,
+            layers,
+            residual,
+        };
+        use Aggregation::{Gcn, Sage};
+        use PredictorKind::{Gae, Mlp, Ncn};
+        let mut checked = 0;
+        for mc in [
+            m(Ncn, Sage, 1, true),
+            m(Ncn, Gcn, 2, false),
+            m(Ncn, Sage, 3, true),
+            m(Gae(Decoder::Hadamard), Gcn, 1, false),
+            m(Gae(Decoder::Dot), Sage, 2, true),
+            m(Mlp, Sage, 2, true),
+        ] {
+            // Drawn under the process-wide seeding lock, as a trainer does (burn's
+            // generator is shared with the tests training beside this one).
+            let device = Device::flex();
+            let net = seeded(&device, 7, || LinkNet::new(&mc, 8, &device));
+            for mode in [
+                InferenceMode::JoinTopK(3),
+                InferenceMode::JoinTopK(70),
+                InferenceMode::Isolated,
+            ] {
+                let tc = TrainConfig {
+                    inference: mode,
+                    ..TrainConfig::default()
+                };
+                let queries: Vec<&[f32]> = val.iter().map(|v| v.0.as_slice()).collect();
+                let joins: Vec<Join> = ctx
+                    .join_many(&queries, mode)
+                    .into_iter()
+                    .map(Join::list)
+                    .collect();
+                let lean = validation_loss(&net, &mc, &tc, &ctx, &val, &joins).unwrap();
+                let cache = CachedScorer::new(
+                    net.to_host().unwrap(),
+                    mc.aggregation,
+                    &ctx.features,
+                    &ctx.host,
+                    false,
+                )
+                .unwrap();
+                let whole = held_out_loss(&val, &joins, |q, join, cands| {
+                    cache.score(&ctx.features, &ctx.host, q, join, cands)
+                });
+                assert!(lean.is_finite() && whole > 0.0, "{mc:?} {mode:?}");
+                assert!(
+                    (lean - whole).abs() <= 1e-5 * whole.abs().max(1.0),
+                    "{mc:?} {mode:?}: {lean} vs {whole}"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 18);
+    }
 }

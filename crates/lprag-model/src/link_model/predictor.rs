@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use lprag_core::{ChunkId, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport};
+use lprag_core::{
+    ChunkId, Embeddings, Error, LinkGraph, LinkPredictor, Progress, Result, TrainReport,
+};
 use serde::{Deserialize, Serialize};
 
 use super::local::{full_graph, LocalGraph, QueryView};
@@ -48,8 +50,16 @@ pub(crate) trait FastPath<M>: Send + Sync {
         progress: &dyn Progress,
     ) -> Result<(M, ChunkContext, TrainReport)>;
 
-    /// The chunk-side state that scores queries without a pass over the graph.
-    fn cache(&self, model: &M, ctx: &ChunkContext, mode: InferenceMode) -> Result<CachedScorer>;
+    /// The chunk-side state that scores queries without a pass over the graph; `stored`:
+    /// the chunks' representations computed before (saved with an index), used instead of
+    /// computing them.
+    fn cache(
+        &self,
+        model: &M,
+        ctx: &ChunkContext,
+        mode: InferenceMode,
+        stored: Option<Embeddings>,
+    ) -> Result<CachedScorer>;
 
     /// The architecture, recorded in the manifest.
     fn model_config(&self) -> &ModelConfig;
@@ -246,6 +256,11 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         &self.train
     }
 
+    /// Replace the built-in model's fast path.
+    pub(crate) fn set_fast_path(&mut self, fast: Arc<dyn FastPath<M>>) {
+        self.fast = Some(fast);
+    }
+
     /// The fast path's cache, once the model is trained or restored.
     pub(crate) fn cached_scorer(&self) -> Option<&CachedScorer> {
         self.state.as_ref().and_then(|s| s.cached.as_ref())
@@ -322,9 +337,21 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         Ok(p)
     }
 
-    /// Serve `model` (trained or restored) on `graph`.
-    pub(crate) fn serve_model(&mut self, model: Option<M>, graph: &LinkGraph) -> Result<()> {
-        self.serve(model, graph, None)
+    /// Serve `model` (trained or restored) on `graph`; `stored`: the fast path's cached
+    /// chunk representations for this model on this graph, read back from a save.
+    pub(crate) fn serve_model(
+        &mut self,
+        model: Option<M>,
+        graph: &LinkGraph,
+        stored: Option<Embeddings>,
+    ) -> Result<()> {
+        let ctx = ChunkContext::new(graph)?;
+        self.serve_context(model, graph, ctx, None, stored)
+    }
+
+    /// Whether the fast path's cached chunk representations are read from a mapped file.
+    pub(crate) fn representations_mapped(&self) -> bool {
+        self.cached_scorer().is_some_and(CachedScorer::rows_mapped)
     }
 
     /// Serve `model` on `graph`; `positions` are the chunks' encodings when the caller
@@ -336,16 +363,18 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         positions: Option<ChunkPositions>,
     ) -> Result<()> {
         let ctx = ChunkContext::new(graph)?;
-        self.serve_context(model, graph, ctx, positions)
+        self.serve_context(model, graph, ctx, positions, None)
     }
 
-    /// [`Self::serve`] with the chunk context already built from `graph`.
+    /// [`Self::serve`] with the chunk context already built from `graph` (and the fast
+    /// path's `stored` representations, when read back from a save).
     pub(super) fn serve_context(
         &mut self,
         model: Option<M>,
         graph: &LinkGraph,
         ctx: ChunkContext,
         positions: Option<ChunkPositions>,
+        stored: Option<Embeddings>,
     ) -> Result<()> {
         let wsum = ctx.host.weight_sums();
         let dim = model.as_ref().map_or(0, |m| m.pair_positional_dim());
@@ -364,7 +393,7 @@ impl<M: PairModel> BurnLinkPredictor<M> {
         };
         match (&st.model, &self.fast) {
             (Some(m), Some(fast)) => {
-                st.cached = Some(fast.cache(m, &st.ctx, self.train.inference)?);
+                st.cached = Some(fast.cache(m, &st.ctx, self.train.inference, stored)?);
             }
             (Some(m), None) => st.reps = chunk_representations(m, &st, &self.device),
             (None, _) => {}
@@ -684,7 +713,7 @@ impl<M: PairModel> LinkPredictor for BurnLinkPredictor<M> {
                 graph,
                 progress,
             )?;
-            self.serve_context(Some(model), graph, ctx, None)?;
+            self.serve_context(Some(model), graph, ctx, None, None)?;
             report.seconds = started.elapsed().as_secs_f64();
             return Ok(report);
         }
