@@ -35,13 +35,32 @@ fn models() -> Vec<ModelConfig> {
     ]
 }
 
+/// `n` random query vectors drawn from `seed`.
+fn queries(seed: u64, n: usize) -> Vec<Vec<f32>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
+        .collect()
+}
+
+/// The largest absolute difference between `a` and `b` (which must be as long).
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max)
+}
+
+/// Every chunk, in an order whose first ones are a query's join.
+fn nearest(n: usize) -> Vec<usize> {
+    (0..n).map(|i| (i * 7 + 5) % n).collect()
+}
+
 #[test]
 fn cached_scores_equal_the_full_graph_forward_pass() {
     let g = graph();
-    let mut rng = StdRng::seed_from_u64(5);
-    let queries: Vec<Vec<f32>> = (0..4)
-        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
-        .collect();
+    let queries = queries(5, 4);
     let all: Vec<usize> = (0..CHUNKS).collect();
     let mut checked = 0;
     for model in models() {
@@ -64,11 +83,7 @@ fn cached_scores_equal_the_full_graph_forward_pass() {
             for q in &queries {
                 let fast = p.score(q, &all).unwrap();
                 let full = p.score_full_graph(q, &all).unwrap();
-                let diff = fast
-                    .iter()
-                    .zip(&full)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0f32, f32::max);
+                let diff = max_diff(&fast, &full);
                 assert!(
                     diff <= 1e-4,
                     "{model:?} {mode:?}: max |cached − full| = {diff}\n{fast:?}\n{full:?}"
@@ -188,11 +203,7 @@ fn cached_scores_equal_the_full_graph_on_a_graph_larger_than_one_block() {
         p.fit(&g, &NoProgress).unwrap();
         let fast = p.score(&q, &all).unwrap();
         let full = p.score_full_graph(&q, &all).unwrap();
-        let diff = fast
-            .iter()
-            .zip(&full)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff = max_diff(&fast, &full);
         assert!(diff <= 1e-4, "{model:?}: max |cached − full| = {diff}");
     }
 }
@@ -208,10 +219,7 @@ fn rows_read_from_a_store_score_as_the_held_rows() {
 
     let g = graph();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let mut rng = StdRng::seed_from_u64(9);
-    let queries: Vec<Vec<f32>> = (0..3)
-        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
-        .collect();
+    let queries = queries(9, 3);
     let all: Vec<usize> = (0..CHUNKS).collect();
     let mut fewer = 0;
     for model in models() {
@@ -259,27 +267,18 @@ fn rows_read_from_a_store_score_as_the_held_rows() {
                 .recompute_representations(&ids, need, vectors)
                 .unwrap();
             let stored = rt.block_on(store.representations(&ids)).unwrap().unwrap();
-            let diff = again
-                .as_slice()
-                .iter()
-                .zip(stored.as_slice())
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
+            let diff = max_diff(again.as_slice(), stored.as_slice());
             assert!(
                 diff <= 1e-4,
                 "{model:?} {mode:?}: recomputed rows differ by {diff}"
             );
             for q in &queries {
                 // Any order of every chunk: the first three (or all) are the join.
-                let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+                let nearest = nearest(CHUNKS);
                 let held = p.score_near(q, &nearest, &all).unwrap();
                 let rows = rt.block_on(scorer.fetch(&store, &nearest, &all)).unwrap();
                 let read = scorer.score(&rows, q, &nearest, &all).unwrap();
-                let diff = held
-                    .iter()
-                    .zip(&read)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0f32, f32::max);
+                let diff = max_diff(&held, &read);
                 assert!(
                     diff <= 1e-4,
                     "{model:?} {mode:?}: max |held − read| = {diff}"
@@ -328,10 +327,7 @@ fn representations_given_back_score_as_the_computed_ones() {
     use lprag_model::burn::tensor::Device;
 
     let g = graph();
-    let mut rng = StdRng::seed_from_u64(13);
-    let queries: Vec<Vec<f32>> = (0..3)
-        .map(|_| (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect())
-        .collect();
+    let queries = queries(13, 3);
     let all: Vec<usize> = (0..CHUNKS).collect();
     for model in models() {
         for mode in [
@@ -369,14 +365,10 @@ fn representations_given_back_score_as_the_computed_ones() {
                 let again = LinkPredictor::stored_representations(&q, 0..CHUNKS).unwrap();
                 assert_eq!(again.as_slice(), rows.as_slice(), "{model:?} {mode:?}");
                 for query in &queries {
-                    let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+                    let nearest = nearest(CHUNKS);
                     let want = p.score_near(query, &nearest, &all).unwrap();
                     let got = q.score_near(query, &nearest, &all).unwrap();
-                    let diff = want
-                        .iter()
-                        .zip(&got)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0.0f32, f32::max);
+                    let diff = max_diff(&want, &got);
                     assert!(diff <= 1e-5, "{model:?} {mode:?}: max |diff| = {diff}");
                 }
             }
@@ -423,17 +415,11 @@ fn representations_given_back_score_as_the_computed_ones() {
 #[test]
 fn representations_kept_in_a_file_score_as_the_held_ones() {
     let g = graph();
-    let mut rng = StdRng::seed_from_u64(21);
-    let query: Vec<f32> = (0..DIM).map(|_| rng.random::<f32>() - 0.4).collect();
+    let query = queries(21, 1).remove(0);
     let all: Vec<usize> = (0..CHUNKS).collect();
-    let nearest: Vec<usize> = (0..CHUNKS).map(|i| (i * 7 + 5) % CHUNKS).collect();
+    let order = nearest(CHUNKS);
     let close = |a: &[f32], b: &[f32], what: &str| {
-        assert_eq!(a.len(), b.len(), "{what}");
-        let diff = a
-            .iter()
-            .zip(b)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff = max_diff(a, b);
         assert!(diff <= 1e-5, "{what}: max |diff| = {diff}");
     };
     for model in models() {
@@ -463,8 +449,8 @@ fn representations_kept_in_a_file_score_as_the_held_ones() {
             };
             close(&rows(&kept), &rows(&held), &what);
             close(
-                &kept.score_near(&query, &nearest, &all).unwrap(),
-                &held.score_near(&query, &nearest, &all).unwrap(),
+                &kept.score_near(&query, &order, &all).unwrap(),
+                &held.score_near(&query, &order, &all).unwrap(),
                 &what,
             );
             // Attached to a graph with one chunk fewer: computed again into the file.
@@ -493,7 +479,7 @@ fn representations_kept_in_a_file_score_as_the_held_ones() {
             };
             close(&rows_n(&kept), &rows_n(&held), &what);
             let some: Vec<usize> = (0..n).collect();
-            let near: Vec<usize> = (0..n).map(|i| (i * 7 + 5) % n).collect();
+            let near = nearest(n);
             close(
                 &kept.score_near(&query, &near, &some).unwrap(),
                 &held.score_near(&query, &near, &some).unwrap(),
