@@ -390,9 +390,9 @@ impl CachedScorer {
         self.widths[1..].iter().sum()
     }
 
-    /// The width of each layer's output, in a stored row's order.
-    pub(crate) fn layer_widths(&self) -> Vec<usize> {
-        self.widths[1..].to_vec()
+    /// Start and width of each layer's output in a stored row.
+    pub(crate) fn layer_spans(&self) -> &[(usize, usize)] {
+        &self.layers
     }
 
     /// The stored rows ([`CachedScorer::stored_width`] wide) of `chunks`, from this

@@ -329,12 +329,7 @@ impl GnnRowScorer {
                 .map(|(r, c)| (c as u32, r))
                 .collect::<HashMap<u32, usize>>()
         };
-        let mut layers = Vec::new();
-        let mut start = 0;
-        for w in self.scorer.layer_widths() {
-            layers.push((start, w));
-            start += w;
-        }
+        let layers = self.scorer.layer_spans().to_vec();
         Ok(FetchedRows {
             feature_at: at(feature_ids),
             features,

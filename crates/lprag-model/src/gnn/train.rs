@@ -353,17 +353,11 @@ struct SomeRows<'a> {
 impl<'a> SomeRows<'a> {
     /// The representations of `nodes` (sorted, distinct) by `scorer`.
     fn new(scorer: &CachedScorer, x: &'a Embeddings, host: &HostGraph, nodes: Vec<u32>) -> Self {
-        let mut layers = Vec::new();
-        let mut start = 0;
-        for w in scorer.layer_widths() {
-            layers.push((start, w));
-            start += w;
-        }
         let mut me = Self {
             x,
             at: std::collections::HashMap::new(),
             reps: Vec::new(),
-            layers,
+            layers: scorer.layer_spans().to_vec(),
         };
         me.reps = scorer.recompute(&me, host, &nodes);
         me.at = nodes.iter().enumerate().map(|(r, &i)| (i, r)).collect();
