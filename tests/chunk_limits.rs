@@ -114,6 +114,53 @@ async fn token_chunker_splits_long_documents_at_sentences_and_keeps_every_word()
     assert_eq!(whole.len(), docs.len());
 }
 
+#[tokio::test]
+async fn splitting_off_thread_equals_splitting_in_place() {
+    use lprag::core::Provenance;
+    use lprag::text::{split_to_fit, split_to_fit_async};
+    // Two long documents among short ones, and a long chunk that is not a slice of its
+    // document (its spans stay the whole chunk's).
+    let mut docs = corpus();
+    let mut other = long_doc();
+    other.id = "other".into();
+    other.text = other.text.replace("Warsaw", "Krakow");
+    docs.push(other);
+    for i in 0..20 {
+        let text = format!("Short text {i}.");
+        docs.push(Document::new(format!("d{i}"), "", text));
+    }
+    let mut chunks = lprag::PassageChunker.chunk(&docs).await.unwrap();
+    let moved = chunks.len();
+    chunks.push(Chunk::new(
+        moved,
+        format!("{} and more words after it", docs[0].text),
+        Provenance {
+            document_id: "long".into(),
+            title: "Warsaw".into(),
+            span: 0..docs[0].text.len(),
+        },
+    ));
+    // A later document under a long one's id (a chunker refuses such a corpus): both
+    // ways read the last one's text.
+    docs.push(Document::new(
+        "long",
+        "Warsaw",
+        "A later text under the same id.",
+    ));
+    let enc = limited(30);
+    let want = split_to_fit(chunks.clone(), &docs, &*enc);
+    let got = split_to_fit_async(chunks.clone(), &docs, enc.clone())
+        .await
+        .unwrap();
+    assert_eq!(got.1, 3, "three chunks were too long");
+    assert_eq!(got, want);
+    assert!(got.0.len() > chunks.len() + 6, "{} chunks", got.0.len());
+    // Nothing to split: the chunks come back as they were.
+    let few = lprag::PassageChunker.chunk(&docs[1..3]).await.unwrap();
+    let same = split_to_fit_async(few.clone(), &docs, enc).await.unwrap();
+    assert_eq!(same, (few, 0));
+}
+
 fn small() -> LpRagConfig {
     LpRagConfig {
         train: TrainConfig {

@@ -3,7 +3,7 @@
 //! kind, aggregation, depth and inference mode, on a graph with weighted similarity edges,
 //! bridges and isolated chunks.
 
-use lprag_core::{LinkPredictor, NoProgress};
+use lprag_core::{LinkGraph, LinkPredictor, NoProgress};
 use lprag_model::{
     Aggregation, Decoder, GnnLinkPredictor, InferenceMode, ModelConfig, PredictorKind, TrainConfig,
 };
@@ -33,6 +33,24 @@ fn models() -> Vec<ModelConfig> {
         m(Gae(Decoder::Hadamard), Gcn, 2, false),
         m(Mlp, Sage, 2, true),
     ]
+}
+
+/// The tests' two-epoch training with `mode`'s inference.
+fn two_epochs(mode: InferenceMode) -> TrainConfig {
+    TrainConfig {
+        epochs: 2,
+        batch_size: 16,
+        learning_rate: 0.02,
+        inference: mode,
+        ..TrainConfig::default()
+    }
+}
+
+/// `model` trained on `g` by [`two_epochs`].
+fn fitted(model: &ModelConfig, mode: InferenceMode, g: &LinkGraph) -> GnnLinkPredictor {
+    let mut p = GnnLinkPredictor::new(model.clone(), two_epochs(mode));
+    p.fit(g, &NoProgress).unwrap();
+    p
 }
 
 /// `n` random query vectors drawn from `seed`.
@@ -141,7 +159,7 @@ fn nearest_chunks_from_the_caller_give_the_same_join() {
 /// every chunk gives the full-graph logits too.
 #[test]
 fn cached_scores_equal_the_full_graph_on_a_graph_larger_than_one_block() {
-    use lprag_core::{EdgeKind, Embeddings, LinkEdge, LinkGraph};
+    use lprag_core::{EdgeKind, Embeddings, LinkEdge};
     const N: usize = 8192 * 2 + 77;
     const D: usize = 8;
     let mut rng = StdRng::seed_from_u64(3);
@@ -228,15 +246,7 @@ fn rows_read_from_a_store_score_as_the_held_rows() {
             InferenceMode::JoinTopK(CHUNKS + 4),
             InferenceMode::Isolated,
         ] {
-            let train = TrainConfig {
-                epochs: 2,
-                batch_size: 16,
-                learning_rate: 0.02,
-                inference: mode,
-                ..TrainConfig::default()
-            };
-            let mut p = GnnLinkPredictor::new(model.clone(), train);
-            p.fit(&g, &NoProgress).unwrap();
+            let p = fitted(&model, mode, &g);
             let dir = tempfile::tempdir().unwrap();
             p.save(dir.path()).unwrap();
             let rd = LinkPredictor::stored_representation_dim(&p).unwrap();
@@ -335,15 +345,7 @@ fn representations_given_back_score_as_the_computed_ones() {
             InferenceMode::JoinAll,
             InferenceMode::Isolated,
         ] {
-            let train = TrainConfig {
-                epochs: 2,
-                batch_size: 16,
-                learning_rate: 0.02,
-                inference: mode,
-                ..TrainConfig::default()
-            };
-            let mut p = GnnLinkPredictor::new(model.clone(), train);
-            p.fit(&g, &NoProgress).unwrap();
+            let p = fitted(&model, mode, &g);
             assert!(!p.representations_mapped());
             let dir = tempfile::tempdir().unwrap();
             p.save(dir.path()).unwrap();
@@ -424,13 +426,7 @@ fn representations_kept_in_a_file_score_as_the_held_ones() {
     };
     for model in models() {
         for mode in [InferenceMode::JoinTopK(3), InferenceMode::JoinAll] {
-            let train = TrainConfig {
-                epochs: 2,
-                batch_size: 16,
-                learning_rate: 0.02,
-                inference: mode,
-                ..TrainConfig::default()
-            };
+            let train = two_epochs(mode);
             let dir = tempfile::tempdir().unwrap();
             let file = dir.path().join("reps.bin");
             let mut held = GnnLinkPredictor::new(model.clone(), train.clone());

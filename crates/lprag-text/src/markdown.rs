@@ -5,9 +5,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lprag_core::{Chunk, Chunker, Document, Encoder, Error, Provenance, Result};
+use lprag_core::{Chunk, Chunker, Document, Encoder, Provenance, Result};
 
-use crate::chunker::check_corpus;
+use crate::chunker::{check_corpus, chunk_in_blocks, nonempty, BLOCK_BYTES};
 use text_splitter::{ChunkConfig, ChunkSizer, MarkdownSplitter};
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -40,6 +40,9 @@ pub const HEADING_KEY: &str = "heading";
 /// positions across the corpus, empty documents give no chunk, a corpus without chunks
 /// is [`Error::EmptyCorpus`], duplicate document ids are [`Error::InvalidInput`]. Every
 /// chunk is a slice of its document: `&doc.text[chunk.provenance.span] == chunk.text`.
+///
+/// [`Error::EmptyCorpus`]: lprag_core::Error::EmptyCorpus
+/// [`Error::InvalidInput`]: lprag_core::Error::InvalidInput
 ///
 /// ```
 /// use lprag_core::{Chunker, Document};
@@ -169,16 +172,20 @@ impl Chunker for MarkdownChunker {
     }
 
     /// On tokio's blocking pool ([`lprag_core::blocking`]; inline without a runtime):
-    /// sizing runs the tokenizer many times per chunk.
+    /// sizing runs the tokenizer many times per chunk. A block of documents (16 MiB of
+    /// text) is copied there at a time.
     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
         check_corpus(documents)?;
-        let (me, documents) = (self.clone(), documents.to_vec());
-        lprag_core::blocking(move || me.chunk_now(&documents)).await
+        let me = self.clone();
+        let chunks =
+            chunk_in_blocks(documents, BLOCK_BYTES, move |block| me.chunk_now(block)).await?;
+        nonempty(chunks, documents.len())
     }
 }
 
 impl MarkdownChunker {
-    fn chunk_now(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
+    /// The chunks of `documents`, numbered from 0 (no corpus checks).
+    fn chunk_now(&self, documents: &[Document]) -> Vec<Chunk> {
         let mut chunks = Vec::new();
         for d in documents {
             for (span, heading) in self.split(&d.title, &d.text) {
@@ -201,13 +208,7 @@ impl MarkdownChunker {
                 });
             }
         }
-        if chunks.is_empty() {
-            return Err(Error::EmptyCorpus(format!(
-                "all {} documents are empty or whitespace",
-                documents.len()
-            )));
-        }
-        Ok(chunks)
+        chunks
     }
 }
 
@@ -393,6 +394,7 @@ fn atx_heading(body: &str) -> Option<(usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lprag_core::Error;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()

@@ -82,9 +82,9 @@ impl Chunker for TokenChunker {
 
     async fn chunk(&self, documents: &[Document]) -> Result<Vec<Chunk>> {
         let chunks = PassageChunker.chunk(documents).await?;
-        let encoder = self.encoder.clone();
-        let docs = documents.to_vec();
-        lprag_core::blocking(move || Ok(split_to_fit(chunks, &docs, &*encoder).0)).await
+        Ok(split_to_fit_async(chunks, documents, self.encoder.clone())
+            .await?
+            .0)
     }
 }
 
@@ -130,27 +130,76 @@ pub fn split_to_fit(
     documents: &[Document],
     encoder: &dyn Encoder,
 ) -> (Vec<Chunk>, usize) {
+    let long = too_long(&chunks, encoder);
+    split_marked(chunks, &long, documents, encoder)
+}
+
+/// [`split_to_fit`] on blocking threads, for async callers: only the documents of the
+/// chunks to split are copied to those threads (a copy of every document, as a
+/// `'static` closure over all of them would need, is gigabytes at a million passages).
+pub async fn split_to_fit_async(
+    chunks: Vec<Chunk>,
+    documents: &[Document],
+    encoder: Arc<dyn Encoder>,
+) -> Result<(Vec<Chunk>, usize)> {
+    if encoder.max_input_tokens().is_none() {
+        return Ok((chunks, 0));
+    }
+    let enc = encoder.clone();
+    let (chunks, long) = lprag_core::blocking(move || {
+        let long = too_long(&chunks, &*enc);
+        Ok((chunks, long))
+    })
+    .await?;
+    if !long.contains(&true) {
+        return Ok((chunks, 0));
+    }
+    let wanted: std::collections::HashSet<&str> = chunks
+        .iter()
+        .zip(&long)
+        .filter(|(_, &l)| l)
+        .map(|(c, _)| c.provenance.document_id.as_str())
+        .collect();
+    let docs: Vec<Document> = documents
+        .iter()
+        .filter(|d| wanted.contains(d.id.as_str()))
+        .cloned()
+        .collect();
+    lprag_core::blocking(move || Ok(split_marked(chunks, &long, &docs, &*encoder))).await
+}
+
+/// Which of `chunks` exceed the encoder's input (none for an encoder without a limit).
+fn too_long(chunks: &[Chunk], encoder: &dyn Encoder) -> Vec<bool> {
     let Some(max) = encoder.max_input_tokens() else {
-        return (chunks, 0);
+        return vec![false; chunks.len()];
     };
-    let too_long: Vec<bool> = chunks
+    chunks
         .par_iter()
         .map(|c| {
             encoder
                 .count_tokens(&c.embedding_text())
                 .is_some_and(|t| t > max)
         })
-        .collect();
+        .collect()
+}
+
+/// [`split_to_fit`] of the chunks marked in `too_long`; `documents` need only hold theirs.
+fn split_marked(
+    chunks: Vec<Chunk>,
+    too_long: &[bool],
+    documents: &[Document],
+    encoder: &dyn Encoder,
+) -> (Vec<Chunk>, usize) {
     let split = too_long.iter().filter(|&&t| t).count();
-    if split == 0 {
+    let Some(max) = encoder.max_input_tokens().filter(|_| split > 0) else {
         return (chunks, 0);
-    }
+    };
     let texts: std::collections::HashMap<&str, &str> = documents
         .iter()
         .map(|d| (d.id.as_str(), d.text.as_str()))
         .collect();
     let mut out = Vec::with_capacity(chunks.len() + split);
-    for (c, long) in chunks.into_iter().zip(too_long) {
+    for (c, &long) in chunks.into_iter().zip(too_long) {
         if !long {
             out.push(Chunk { id: out.len(), ..c });
             continue;

@@ -80,22 +80,19 @@ pub(crate) async fn fit_to_encoder(
     }
     let encoder = encoder.clone();
     if chunker == lprag_text::BOUNDED_PASSAGES {
-        let docs = documents.to_vec();
-        blocking(move || {
-            let n = chunks.len();
-            let (chunks, split) = lprag_text::split_to_fit(chunks, &docs, &*encoder);
-            let note = (split > 0).then(|| {
-                format!(
-                    "{split} of {n} passages were longer than the encoder '{}' takes ({} \
-                     tokens) and were split into {} chunks that fit",
-                    encoder.name(),
-                    encoder.max_input_tokens().unwrap_or(0),
-                    chunks.len() - (n - split)
-                )
-            });
-            Ok((chunks, note))
-        })
-        .await
+        let n = chunks.len();
+        let (chunks, split) =
+            lprag_text::split_to_fit_async(chunks, documents, encoder.clone()).await?;
+        let note = (split > 0).then(|| {
+            format!(
+                "{split} of {n} passages were longer than the encoder '{}' takes ({} \
+                 tokens) and were split into {} chunks that fit",
+                encoder.name(),
+                encoder.max_input_tokens().unwrap_or(0),
+                chunks.len() - (n - split)
+            )
+        });
+        Ok((chunks, note))
     } else {
         blocking(move || {
             let warning = lprag_text::truncation_warning(&chunks, &*encoder);

@@ -383,3 +383,26 @@ async fn a_large_chunk_call_leaves_the_async_worker_free() {
     let inline = chunk_corpus(&docs, |t| chunker.split(t)).unwrap();
     assert_eq!(chunks, inline);
 }
+
+/// Blocks of any size give the whole corpus's chunks, numbered in order.
+#[tokio::test]
+async fn chunks_made_a_block_at_a_time_are_the_whole_corpus_chunks() {
+    let docs: Vec<Document> = (0..40)
+        .map(|i| {
+            let text = "Warsaw lies on the Vistula. It is the capital of Poland. ".repeat(i % 7);
+            Document::new(format!("d{i}"), format!("T{i}"), text)
+        })
+        .collect();
+    let chunker = SentenceChunker::default();
+    let whole = chunk_corpus(&docs, |t| chunker.split(t)).unwrap();
+    assert!(whole.len() > 60, "{} chunks", whole.len());
+    for block_bytes in [0, 1, 100, 1_000, usize::MAX] {
+        let me = chunker.clone();
+        let got = chunk_in_blocks(&docs, block_bytes, move |b| {
+            chunk_documents(b, |t| me.split(t))
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, whole, "blocks of {block_bytes} bytes");
+    }
+}
