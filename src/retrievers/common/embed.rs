@@ -2,7 +2,10 @@
 //! (a faulty encoder is a typed error, not a garbage index), with progress per batch; and
 //! the checked embedding of a user query.
 
-use lprag_core::{Embeddings, Encoder, Error, NoProgress, Progress, Result};
+use std::borrow::Cow;
+use std::ops::Range;
+
+use lprag_core::{Chunk, Embeddings, Encoder, Error, NoProgress, Progress, Result};
 
 /// Texts embedded per encoder call while indexing (progress is reported per batch).
 const EMBED_BATCH: usize = 256;
@@ -102,8 +105,56 @@ pub(crate) async fn embed_batches(
     sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
     queries: bool,
 ) -> Result<()> {
-    progress.start(stage, Some(texts.len() as u64));
-    for (i, batch) in texts.chunks(EMBED_BATCH).enumerate() {
+    let batch = |r: Range<usize>| Cow::Borrowed(&texts[r]);
+    embed_batches_of(encoder, texts.len(), &batch, stage, progress, sink, queries).await
+}
+
+/// The chunks' embedding texts ([`Chunk::embedding_text`]) embedded as [`embed_batches`]
+/// does, each batch's texts made as it goes: never every chunk's text at once (1 GB at a
+/// million passages).
+pub(crate) async fn embed_chunk_batches(
+    encoder: &dyn Encoder,
+    chunks: &[Chunk],
+    stage: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
+) -> Result<()> {
+    let batch = |r: Range<usize>| -> Cow<'_, [String]> {
+        Cow::Owned(chunks[r].iter().map(Chunk::embedding_text).collect())
+    };
+    embed_batches_of(encoder, chunks.len(), &batch, stage, progress, sink, false).await
+}
+
+/// [`embed_chunk_batches`] collected into one matrix.
+pub(crate) async fn embed_all_chunks(
+    encoder: &dyn Encoder,
+    chunks: &[Chunk],
+    stage: &str,
+    progress: &dyn Progress,
+) -> Result<Embeddings> {
+    let mut out = Vec::with_capacity(chunks.len() * encoder.dimension());
+    let mut sink = |rows: &[f32]| {
+        out.extend_from_slice(rows);
+        Ok(())
+    };
+    embed_chunk_batches(encoder, chunks, stage, progress, &mut sink).await?;
+    Embeddings::new(encoder.dimension(), out)
+}
+
+/// [`embed_batches`] over `n` texts that `texts_at` gives a range at a time.
+async fn embed_batches_of<'t>(
+    encoder: &dyn Encoder,
+    n: usize,
+    texts_at: &(dyn Fn(Range<usize>) -> Cow<'t, [String]> + Sync),
+    stage: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(&[f32]) -> Result<()> + Send),
+    queries: bool,
+) -> Result<()> {
+    progress.start(stage, Some(n as u64));
+    for (i, start) in (0..n).step_by(EMBED_BATCH).enumerate() {
+        let texts = texts_at(start..(start + EMBED_BATCH).min(n));
+        let batch = &*texts;
         let e = if queries {
             encoder.embed_queries(batch).await?
         } else {
@@ -158,4 +209,79 @@ pub(crate) async fn embed_user_query(
         });
     }
     Ok(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use lprag_core::Provenance;
+    use std::sync::Mutex;
+
+    /// The hashing encoder, recording each call's batch size, with NaN for "poison".
+    #[derive(Default)]
+    struct Recording {
+        inner: lprag_text::HashingEncoder,
+        calls: Mutex<Vec<usize>>,
+    }
+
+    #[async_trait]
+    impl Encoder for Recording {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
+            self.calls.lock().unwrap().push(texts.len());
+            let mut e = self.inner.embed(texts).await?.into_vec();
+            let d = self.dimension();
+            for (i, t) in texts.iter().enumerate() {
+                if t.contains("poison") {
+                    e[i * d] = f32::NAN;
+                }
+            }
+            Embeddings::new(d, e)
+        }
+    }
+
+    fn chunks(n: usize, poison: Option<usize>) -> Vec<Chunk> {
+        (0..n)
+            .map(|i| {
+                let word = if poison == Some(i) { "poison" } else { "river" };
+                let prov = Provenance {
+                    document_id: format!("d{i}"),
+                    title: format!("Title {}", i % 7),
+                    span: 0..1,
+                };
+                Chunk::new(
+                    i,
+                    format!("chunk {i} about the {word} {}", i * 31 % 17),
+                    prov,
+                )
+            })
+            .collect()
+    }
+
+    /// Chunks embedded a batch of texts at a time equal the whole texts embedded at once.
+    #[tokio::test]
+    async fn chunks_embedded_batch_by_batch_equal_their_texts_embedded_whole() {
+        let enc = Recording::default();
+        let cs = chunks(2 * EMBED_BATCH + 37, None);
+        let texts: Vec<String> = cs.iter().map(Chunk::embedding_text).collect();
+        let whole = enc.inner.embed(&texts).await.unwrap();
+        let got = embed_all_chunks(&enc, &cs, "embed chunks", &NoProgress)
+            .await
+            .unwrap();
+        assert_eq!(got, whole);
+        assert_eq!(*enc.calls.lock().unwrap(), [EMBED_BATCH, EMBED_BATCH, 37]);
+        // A bad value names its text by its place among all the chunks.
+        let cs = chunks(2 * EMBED_BATCH + 37, Some(EMBED_BATCH + 5));
+        let e = embed_all_chunks(&enc, &cs, "embed chunks", &NoProgress)
+            .await
+            .unwrap_err();
+        let want = format!("text {} (stage embed chunks)", EMBED_BATCH + 5);
+        assert!(e.to_string().contains(&want), "{e}");
+    }
 }

@@ -11,7 +11,9 @@ use lprag_core::{
 use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
-use crate::retrievers::common::{blocking, embed_all, embed_batches, embed_queries_into};
+use crate::retrievers::common::{
+    blocking, embed_all_chunks, embed_batches, embed_chunk_batches, embed_queries_into,
+};
 use crate::workdir::{
     keep_embeddings, remove_if_there, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir,
     FEATURES_FILE, KNN_FILE,
@@ -159,11 +161,8 @@ pub(super) async fn embed_chunks(
     let progress = ctx.progress;
     let (done, ()) = ctx
         .run(input, (), |()| async {
-            let texts: Vec<String> = input.chunks.iter().map(Chunk::embedding_text).collect();
-            Ok((
-                embed_all(input.encoder, &texts, "embed chunks", progress).await?,
-                (),
-            ))
+            let rows = embed_all_chunks(input.encoder, input.chunks, "embed chunks", progress);
+            Ok((rows.await?, ()))
         })
         .await?;
     Ok(done)
@@ -183,20 +182,10 @@ async fn embed_chunks_on_disk(
         ctx.reused.push(stage.reused_as().into());
         return Ok((rows, key));
     }
-    let texts: Vec<String> = input.chunks.iter().map(Chunk::embedding_text).collect();
     let mut rows = w.rows_writer(stage.file(), dim)?;
     let mut sink = |batch: &[f32]| -> Result<()> { Ok(rows.append(batch)?) };
-    let chunk_texts = false;
-    embed_batches(
-        input.encoder,
-        &texts,
-        "embed chunks",
-        ctx.progress,
-        &mut sink,
-        chunk_texts,
-    )
-    .await?;
-    drop(texts);
+    let (enc, progress) = (input.encoder, ctx.progress);
+    embed_chunk_batches(enc, input.chunks, "embed chunks", progress, &mut sink).await?;
     w.finish_rows(stage.file(), key, rows)?;
     let path = w.file(&format!("{}.bin", stage.file()));
     Ok((lprag_graph::map_feature_rows(&path, dim)?, key))

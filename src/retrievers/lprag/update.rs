@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::{search_for, PredictorSource};
 use crate::cpu::run_cpu;
 use crate::retrievers::common::{
-    blocking, document_ids, embed_all, embed_queries_into, refuse_present, refuse_unknown,
+    blocking, document_ids, embed_all_chunks, embed_queries_into, refuse_present, refuse_unknown,
     replaced_ids, update_chunks, Parents,
 };
 use crate::{BuiltinPredictor, LpRag};
@@ -369,11 +369,10 @@ impl LpRag {
 
     /// The new chunks' embeddings, checked against the index's width.
     async fn embed_new_chunks(&self, new_chunks: &[Chunk]) -> Result<Embeddings> {
-        let texts: Vec<String> = new_chunks.iter().map(Chunk::embedding_text).collect();
-        let new_emb = if texts.is_empty() {
+        let new_emb = if new_chunks.is_empty() {
             Embeddings::empty(self.encoder.dimension())
         } else {
-            embed_all(&*self.encoder, &texts, "embed chunks", &NoProgress).await?
+            embed_all_chunks(&*self.encoder, new_chunks, "embed chunks", &NoProgress).await?
         };
         if new_emb.dim() != self.graph.features.dim() {
             return Err(Error::DimensionMismatch {
