@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn scores_are_invariant_to_rotations_and_sign_flips_of_the_encodings() {
         let device = Device::flex();
-        device.seed(11);
+        let _draws = crate::seeding::seed_generator(&device, 11);
         let mut rng = StdRng::seed_from_u64(5);
         let (n, d, p) = (9usize, 6usize, 4usize);
         // A ring with a chord and one isolated node.

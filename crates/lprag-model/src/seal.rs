@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn scores_depend_on_the_structure_around_the_pair() {
         let device = Device::flex();
-        device.seed(2);
+        let _draws = crate::seeding::seed_generator(&device, 2);
         let model = Seal::new(3, &SealConfig::default(), &device);
         // Two pairs with equal features: one with two common neighbours, one with none.
         let adj = undirected(8, &[(0, 2), (1, 2), (0, 3), (1, 3), (4, 6), (5, 7)]);

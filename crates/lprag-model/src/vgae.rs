@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn training_samples_around_the_mean_and_adds_kl_over_n() {
         let device = Device::flex();
-        device.seed(3);
+        let _draws = crate::seeding::seed_generator(&device, 3);
         let model = Vgae::new(6, &VgaeConfig { hidden: 4 }, &device);
         let x = Tensor::<2>::random([5, 6], Distribution::Normal(0.0, 1.0), &device);
         let g = crate::link_model::GraphBatch::isolated(5, 50, &device);
