@@ -445,15 +445,32 @@ async fn service_under_load(retriever: &str) {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    let big = "x".repeat(5 * 1024 * 1024);
-    // Its own connection: the service answers 413 before reading the body and closes it.
-    let r = http()
-        .put(format!("{base}/documents"))
-        .json(&json!([{"id": "big", "text": big}]))
-        .send()
-        .await
+    // A body one byte over the limit (4 MiB by default): the service reads it to that byte,
+    // answers 413 and closes the connection. Sent whole, so nothing is left unread when it
+    // closes: a client still writing a larger body then would see a broken pipe, and at
+    // times the reset would discard the answer, instead of reading it.
+    let addr = base.trim_start_matches("http://").to_string();
+    let head = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let body = vec![b' '; 4 * 1024 * 1024 + 1];
+        write!(
+            s,
+            "PUT /documents HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        )
         .unwrap();
-    assert_eq!(r.status(), 413);
+        s.write_all(&body).unwrap();
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    })
+    .await
+    .unwrap();
+    let status = head.split_whitespace().nth(1);
+    assert_eq!(status, Some("413"), "{head}");
     let batch: Value = client
         .post(format!("{base}/search/batch"))
         .json(&json!({"queries": ["comet 3", "capital of Japan"], "k": 2}))
