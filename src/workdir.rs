@@ -96,12 +96,49 @@ impl StageKey {
     /// length, then its bytes) instead of held: a million documents' JSON is never whole
     /// in memory.
     pub(crate) fn of_json<T: Serialize + ?Sized>(value: &T) -> Result<Self> {
-        let bad = |e: serde_json::Error| Error::invalid("work directory key", e.to_string());
-        let mut count = ByteCount(0);
-        serde_json::to_writer(&mut count, value).map_err(bad)?;
         let mut h = KeyHasher::new();
-        h.part(count.0);
-        serde_json::to_writer(&mut h, value).map_err(bad)?;
+        h.part(Self::json_len(value)?);
+        serde_json::to_writer(&mut h, value)
+            .map_err(|e| Error::invalid("work directory key", e.to_string()))?;
+        Ok(h.finish())
+    }
+
+    /// The length of a value's JSON form, as [`StageKey::of_json`] writes it (for
+    /// [`StageKey::of_source`]'s first pass).
+    pub(crate) fn json_len<T: Serialize + ?Sized>(value: &T) -> Result<usize> {
+        let mut count = ByteCount(0);
+        serde_json::to_writer(&mut count, value)
+            .map_err(|e| Error::invalid("work directory key", e.to_string()))?;
+        Ok(count.0)
+    }
+
+    /// The key [`StageKey::of_json`] gives the list of every document of `source`, read
+    /// in blocks instead of held: `json_len` is that list's JSON length, measured by a
+    /// first pass (`[`, the documents' [`StageKey::json_len`] joined by commas, `]`).
+    /// The same key as the slice's, so a work directory resumes either way.
+    pub(crate) async fn of_source(
+        source: &dyn lprag_core::DocumentSource,
+        json_len: usize,
+    ) -> Result<Self> {
+        let bad = |e: serde_json::Error| Error::invalid("work directory key", e.to_string());
+        let mut h = KeyHasher::new();
+        h.part(json_len);
+        h.eat(b"[");
+        let mut start = 0;
+        loop {
+            let block = source.read_from(start).await?;
+            if block.is_empty() {
+                break;
+            }
+            for d in &block {
+                if start > 0 {
+                    h.eat(b",");
+                }
+                start += 1;
+                serde_json::to_writer(&mut h, d).map_err(bad)?;
+            }
+        }
+        h.eat(b"]");
         Ok(h.finish())
     }
 

@@ -38,5 +38,6 @@ mod ranking;
 mod real_llm;
 mod rerank;
 mod selection;
+mod streamed_build;
 mod updates;
 mod work_dir;

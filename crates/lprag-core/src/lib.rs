@@ -6,7 +6,8 @@
 //! [`QueryGenerator`], [`Encoder`], [`LinkPredictor`], [`Retriever`]), one error type
 //! ([`Error`], which tells transient failures from permanent ones), the contracts of sparse
 //! relevance ([`SparseEncoder`]) and triple extraction ([`TripleExtractor`]), where a
-//! corpus' chunks and vectors live ([`ChunkStore`]), and small
+//! corpus' chunks and vectors live ([`ChunkStore`]), documents read in blocks
+//! ([`DocumentSource`]), and small
 //! shared helpers ([`dot`], [`cosine`], [`blocking`]). The implementations live in the
 //! sibling crates: offline text components in `lprag-text`, LLM-backed ones in `lprag-llm`,
 //! burn models in `lprag-model`.
@@ -28,6 +29,7 @@ mod filter;
 mod live;
 mod query;
 mod rerank;
+mod source;
 pub mod sparse;
 mod store;
 mod task;
@@ -41,6 +43,7 @@ pub use filter::{Filter, MAX_FILTER_DEPTH};
 pub use live::{LiveIndex, UpsertReport};
 pub use query::{check_query, check_query_len, DEFAULT_MAX_QUERY_BYTES};
 pub use rerank::{check_rerank_scores, Reranker};
+pub use source::{read_all_documents, DocumentSource};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
 pub use store::{check_store_ids, check_store_query, ChunkBatch, ChunkStore, StoreVersion};
 pub use task::{blocking, panic_message};

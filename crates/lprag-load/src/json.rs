@@ -43,11 +43,11 @@ pub(crate) fn parse_json(text: &str, max_records: usize) -> Result<(Records, boo
                 .into_iter()
                 .take(max_records)
                 .enumerate()
-                .map(|(i, v)| record(i, v, None))
+                .map(|(i, v)| record(i, v, None, false))
                 .collect();
             Ok((records, truncated))
         }
-        v @ Value::Object(_) => Ok((vec![record(0, v, None)], false)),
+        v @ Value::Object(_) => Ok((vec![record(0, v, None, false)], false)),
         other => Err(format!(
             "not a record or an array of records (the top-level value is {})",
             kind(&other)
@@ -67,7 +67,7 @@ pub(crate) fn parse_jsonl(text: &str, max_records: usize) -> (Records, bool) {
         }
         let i = records.len();
         let r = match serde_json::from_str::<Value>(line) {
-            Ok(v) => record(i, v, Some(line_no + 1)),
+            Ok(v) => record(i, v, Some(line_no + 1), false),
             Err(e) => Err(BadRecord {
                 reason: format!("record {i} (line {}): invalid JSON: {e}", line_no + 1),
                 malformed: true,
@@ -78,7 +78,14 @@ pub(crate) fn parse_jsonl(text: &str, max_records: usize) -> (Records, bool) {
     (records, false)
 }
 
-fn record(index: usize, value: Value, line: Option<usize>) -> Result<Record, BadRecord> {
+/// Record `index` (at 1-based `line` of a JSON Lines file), or why it cannot be one; with
+/// `keep_empty`, a record whose text is empty is kept (a document that chunks to nothing).
+pub(crate) fn record(
+    index: usize,
+    value: Value,
+    line: Option<usize>,
+    keep_empty: bool,
+) -> Result<Record, BadRecord> {
     let at = match line {
         Some(l) => format!("record {index} (line {l})"),
         None => format!("record {index}"),
@@ -95,7 +102,7 @@ fn record(index: usize, value: Value, line: Option<usize>) -> Result<Record, Bad
             malformed: true,
         });
     };
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && !keep_empty {
         return Err(BadRecord {
             reason: format!("{at}: the {field} field is empty"),
             malformed: false,

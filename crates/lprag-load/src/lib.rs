@@ -20,6 +20,9 @@
 //! reported through [`Progress::warn`]; with [`LoadOptions::strict`] the load fails with
 //! a typed [`Error`] instead. Loading never panics, whatever the files hold.
 //!
+//! A corpus too large to hold goes to a build as a [`JsonLinesSource`]: a JSON Lines
+//! file read a block at a time (`LpRagBuilder::build_from`).
+//!
 //! ```
 //! use lprag_core::NoProgress;
 //! use lprag_load::{load_dir, LoadOptions, PATH_KEY};
@@ -39,6 +42,7 @@ mod json;
 mod markdown;
 #[cfg(feature = "pdf")]
 mod pdf;
+mod source;
 mod time;
 
 use std::collections::{BTreeMap, HashSet};
@@ -51,6 +55,8 @@ use std::time::Instant;
 use ignore::WalkBuilder;
 use lprag_core::{Document, Error, Progress, Result};
 use serde::{Deserialize, Serialize};
+
+pub use source::JsonLinesSource;
 
 /// Metadata key: the file's path relative to the loaded folder, `/`-separated.
 pub const PATH_KEY: &str = "path";

@@ -40,8 +40,8 @@ pub use hashing::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 pub use markdown::{MarkdownChunker, HEADING_KEY};
 pub use querygen::{HeuristicQueryGenerator, HeuristicQueryGeneratorConfig};
 pub use token::{
-    over_long, split_to_fit, split_to_fit_async, truncation_warning, BoundedPassageChunker,
-    TokenChunker, BOUNDED_PASSAGES,
+    over_long, split_to_fit, split_to_fit_async, split_to_fit_with, truncation_warning,
+    BoundedPassageChunker, TokenChunker, BOUNDED_PASSAGES,
 };
 
 /// Test support shared by this crate's unit tests.

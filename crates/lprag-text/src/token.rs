@@ -142,6 +142,30 @@ pub async fn split_to_fit_async(
     documents: &[Document],
     encoder: Arc<dyn Encoder>,
 ) -> Result<(Vec<Chunk>, usize)> {
+    split_to_fit_with(chunks, encoder, |wanted| async move {
+        Ok(documents
+            .iter()
+            .filter(|d| wanted.contains(d.id.as_str()))
+            .cloned()
+            .collect())
+    })
+    .await
+}
+
+/// [`split_to_fit_async`] for callers that do not hold the documents: the chunks' tokens
+/// are counted first, then `documents_of` is asked once, only when some chunk is too
+/// long, for the documents with the given ids (those of the chunks to split; more are
+/// ignored, a missing one leaves its chunks cut without their spans). A build reading its
+/// documents from a `DocumentSource` reads them again here.
+pub async fn split_to_fit_with<F, Fut>(
+    chunks: Vec<Chunk>,
+    encoder: Arc<dyn Encoder>,
+    documents_of: F,
+) -> Result<(Vec<Chunk>, usize)>
+where
+    F: FnOnce(std::collections::HashSet<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Document>>>,
+{
     if encoder.max_input_tokens().is_none() {
         return Ok((chunks, 0));
     }
@@ -154,17 +178,13 @@ pub async fn split_to_fit_async(
     if !long.contains(&true) {
         return Ok((chunks, 0));
     }
-    let wanted: std::collections::HashSet<&str> = chunks
+    let wanted: std::collections::HashSet<String> = chunks
         .iter()
         .zip(&long)
         .filter(|(_, &l)| l)
-        .map(|(c, _)| c.provenance.document_id.as_str())
+        .map(|(c, _)| c.provenance.document_id.clone())
         .collect();
-    let docs: Vec<Document> = documents
-        .iter()
-        .filter(|d| wanted.contains(d.id.as_str()))
-        .cloned()
-        .collect();
+    let docs = documents_of(wanted).await?;
     lprag_core::blocking(move || Ok(split_marked(chunks, &long, &docs, &*encoder))).await
 }
 

@@ -36,7 +36,7 @@ use lprag_core::{
 use lprag_text::{HashingEncoder, HashingIdf};
 use serde::{Deserialize, Serialize};
 
-use crate::retrievers::common::{blocking, fit_to_encoder, BuildInputs, DefaultEncoder};
+use crate::retrievers::common::{blocking, fit_to_encoder, BuildInputs, DefaultEncoder, Docs};
 
 /// The update methods every baseline has, and its [`crate::Updatable`] impl, around its
 /// `apply(&mut self, remove, add, chunker)` and `save(dir)`.
@@ -327,7 +327,8 @@ async fn prepare(inputs: &BuildInputs, documents: &[Document]) -> Result<Prepare
         }
     };
     let n = chunks.len();
-    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
+    let (chunks, warning) =
+        fit_to_encoder(chunks, Docs::Slice(documents), &encoder, chunker.name()).await?;
     if let Some(w) = warning {
         progress.warn(&w);
     }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Progress, Result,
-    SyntheticQuery,
+    Chunk, ChunkId, Chunker, Document, DocumentSource, Embeddings, Encoder, Error, NoProgress,
+    Progress, Result, SyntheticQuery,
 };
 
 use super::{blocking, embed_all, DefaultEncoder};
@@ -27,11 +27,14 @@ pub(crate) async fn chunk_and_encoder(
     if chunks.is_empty() {
         return Err(Error::EmptyCorpus("no document produced a chunk".into()));
     }
-    let (chunks, encoder, _) =
-        encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
-            progress.warn(&w)
-        })
-        .await?;
+    let (chunks, encoder, _) = encoder_and_fit(
+        chunks,
+        Docs::Slice(documents),
+        encoder,
+        chunker.name(),
+        &mut |w| progress.warn(&w),
+    )
+    .await?;
     let texts = chunks.iter().map(Chunk::embedding_text).collect();
     Ok((chunks, texts, encoder))
 }
@@ -42,7 +45,7 @@ pub(crate) async fn chunk_and_encoder(
 /// stage. Warnings (the default encoder's fallback, split or too-long chunks) go to `warn`.
 pub(crate) async fn encoder_and_fit(
     chunks: Vec<Chunk>,
-    documents: &[Document],
+    documents: Docs<'_>,
     encoder: Option<Arc<dyn Encoder>>,
     chunker: &str,
     warn: &mut (dyn FnMut(String) + Send),
@@ -65,13 +68,40 @@ pub(crate) async fn encoder_and_fit(
     Ok((chunks, encoder, choice))
 }
 
+/// Where a build's documents are: the caller's slice, or a source read a block at a time
+/// (`LpRagBuilder::build_from`), which the build never holds whole.
+#[derive(Clone, Copy)]
+pub(crate) enum Docs<'a> {
+    /// Every document, in memory.
+    Slice(&'a [Document]),
+    /// Documents read in blocks.
+    Source(&'a dyn DocumentSource),
+}
+
+/// The documents of `source` whose ids are in `wanted`, read through once.
+async fn documents_with_ids(
+    source: &dyn DocumentSource,
+    wanted: std::collections::HashSet<String>,
+) -> Result<Vec<Document>> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    loop {
+        let block = source.read_from(start).await?;
+        if block.is_empty() {
+            return Ok(found);
+        }
+        start += block.len();
+        found.extend(block.into_iter().filter(|d| wanted.contains(&d.id)));
+    }
+}
+
 /// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by
 /// name) are split where too long, any other chunker's are only counted, with a warning.
 ///
 /// [`BoundedPassageChunker`]: crate::BoundedPassageChunker
 pub(crate) async fn fit_to_encoder(
     chunks: Vec<Chunk>,
-    documents: &[Document],
+    documents: Docs<'_>,
     encoder: &Arc<dyn Encoder>,
     chunker: &str,
 ) -> Result<(Vec<Chunk>, Option<String>)> {
@@ -81,8 +111,15 @@ pub(crate) async fn fit_to_encoder(
     let encoder = encoder.clone();
     if chunker == lprag_text::BOUNDED_PASSAGES {
         let n = chunks.len();
-        let (chunks, split) =
-            lprag_text::split_to_fit_async(chunks, documents, encoder.clone()).await?;
+        let (chunks, split) = match documents {
+            Docs::Slice(d) => lprag_text::split_to_fit_async(chunks, d, encoder.clone()).await?,
+            Docs::Source(source) => {
+                lprag_text::split_to_fit_with(chunks, encoder.clone(), |wanted| {
+                    documents_with_ids(source, wanted)
+                })
+                .await?
+            }
+        };
         let note = (split > 0).then(|| {
             format!(
                 "{split} of {n} passages were longer than the encoder '{}' takes ({} \

@@ -9,7 +9,7 @@ use lprag_core::{
     Chunk, ChunkId, Chunker, Document, Embeddings, Encoder, Error, NoProgress, Result,
 };
 
-use super::{embed_all, fit_to_encoder};
+use super::{embed_all, fit_to_encoder, Docs};
 
 /// The ids of the documents that produced one of `chunks`.
 pub(crate) fn document_ids(chunks: &[Chunk]) -> HashSet<&str> {
@@ -91,7 +91,7 @@ pub(crate) async fn update_chunks(
         let mut c = chunker.chunk(add).await?;
         Chunk::inherit_metadata(&mut c, add);
         Chunk::stamp_document_hashes(&mut c, add);
-        let (c, note) = fit_to_encoder(c, add, encoder, chunker.name()).await?;
+        let (c, note) = fit_to_encoder(c, Docs::Slice(add), encoder, chunker.name()).await?;
         warnings.extend(note);
         c
     };

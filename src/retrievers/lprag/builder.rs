@@ -10,15 +10,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lprag_core::{Document, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result};
+use lprag_core::{
+    Document, DocumentSource, Encoder, Error, LinkPredictor, LinkScorer, QueryGenerator, Result,
+};
 use lprag_llm::{ChatModel, LlmChunker, LlmQueryGenerator, OnUnparseable, TokenMeter};
 use lprag_model::ComputeDevice;
 use lprag_text::HeuristicQueryGenerator;
 
 use crate::retrievers::common::{
-    encoder_and_fit, input_setters, labelled_queries, BuildInputs, Labelled, Parents,
+    encoder_and_fit, input_setters, labelled_queries, BuildInputs, Docs, Labelled, Parents,
 };
-use crate::workdir::{WorkDir, COLUMNS_FILE, REPRESENTATIONS_FILE};
+use crate::workdir::{StageKey, WorkDir, COLUMNS_FILE, REPRESENTATIONS_FILE};
 
 /// Assembles an [`LpRag`] retriever; every component has an offline default.
 ///
@@ -207,16 +209,38 @@ impl LpRagBuilder {
     pub async fn build(self, documents: &[Document]) -> Result<LpRag> {
         use tracing::Instrument;
         let span = tracing::info_span!("lprag.build", documents = documents.len());
-        self.build_traced(documents).instrument(span).await
-    }
-
-    /// The inputs a build can refuse before it pays for anything: no documents, `knn_k`
-    /// 0, invalid candidate-search settings, a device this build cannot use, features on
-    /// disk without a work directory.
-    fn check_before_paying(&self, documents: &[Document]) -> Result<()> {
         if documents.is_empty() {
             return Err(Error::EmptyCorpus("no documents were given".into()));
         }
+        self.build_traced(Docs::Slice(documents))
+            .instrument(span)
+            .await
+    }
+
+    /// Index the documents of `source`, read a block at a time: the build never holds
+    /// them all (a million passages are gigabytes of strings a caller of
+    /// [`LpRagBuilder::build`] keeps for the whole build). The index is the one
+    /// [`LpRagBuilder::build`] makes of the same documents in the same order, with one
+    /// difference: the chunker is given each block on its own, so a chunker that looks
+    /// across documents sees one block at a time (every chunker of lprag chunks each
+    /// document on its own). The source is read two to four times: once to count the
+    /// documents and check their ids, once more for the work directory's key (with a work
+    /// directory), once to chunk (unless the work directory has the chunks), and once for
+    /// the documents of the few chunks too long for the encoder (when there are any).
+    /// A work directory keys the documents as [`LpRagBuilder::build`] does, so a build
+    /// resumes from either. `lprag_load::JsonLinesSource` reads a JSON Lines file this way.
+    pub async fn build_from(self, source: &dyn DocumentSource) -> Result<LpRag> {
+        use tracing::Instrument;
+        let span = tracing::info_span!("lprag.build", documents = source.len_hint());
+        self.build_traced(Docs::Source(source))
+            .instrument(span)
+            .await
+    }
+
+    /// The inputs a build can refuse before it pays for anything (beside no documents):
+    /// `knn_k` 0, invalid candidate-search settings, a device this build cannot use, features on
+    /// disk without a work directory.
+    fn check_before_paying(&self) -> Result<()> {
         if self.config.knn_k == 0 {
             return Err(Error::invalid("LpRagConfig.knn_k", "must be at least 1"));
         }
@@ -233,8 +257,8 @@ impl LpRagBuilder {
     }
 
     /// [`LpRagBuilder::build`] inside its span; every stage gets a child span.
-    async fn build_traced(self, documents: &[Document]) -> Result<LpRag> {
-        self.check_before_paying(documents)?;
+    async fn build_traced(self, documents: Docs<'_>) -> Result<LpRag> {
+        self.check_before_paying()?;
         let Components {
             progress,
             chunker,
@@ -255,7 +279,10 @@ impl LpRagBuilder {
         } = self;
         let encoder = inputs.encoder;
         let mut stats = IndexStats {
-            documents: documents.len(),
+            documents: match documents {
+                Docs::Slice(d) => d.len(),
+                Docs::Source(_) => 0,
+            },
             ..IndexStats::default()
         };
         let mut timer = StageTimer::start();
@@ -371,7 +398,7 @@ impl LpRagBuilder {
 /// What stages 1 and 2 start from: the documents, their chunker, the encoder given (if
 /// any) and the labelled questions.
 struct Source<'a> {
-    documents: &'a [Document],
+    documents: Docs<'a>,
     chunker: &'a dyn lprag_core::Chunker,
     encoder: Option<Arc<dyn Encoder>>,
     labelled: &'a Labelled,
@@ -404,7 +431,19 @@ async fn embedded_chunks(
         encoder,
         labelled: labelled_pairs,
     } = source;
-    let input = ChunkInput { documents, chunker };
+    let mut documents_key = None;
+    if let Docs::Source(source) = documents {
+        let survey = stages::survey(source).await?;
+        stats.documents = survey.documents;
+        if ctx.work.is_some() {
+            documents_key = Some(StageKey::of_source(source, survey.json_len).await?);
+        }
+    }
+    let input = ChunkInput {
+        documents,
+        chunker,
+        documents_key,
+    };
     let chunks = stages::chunk(ctx, &input).await?;
     if chunks.is_empty() {
         return Err(Error::EmptyCorpus("no document produced a chunk".into()));

@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, Chunker, Document, EdgeKind, Embeddings, Encoder, Error, LinkEdge, Progress,
+    Chunk, Chunker, DocumentSource, EdgeKind, Embeddings, Encoder, Error, LinkEdge, Progress,
     QueryGenerator, Result, SyntheticQuery,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
 use crate::retrievers::common::{
-    blocking, embed_all_chunks, embed_batches, embed_chunk_batches, embed_queries_into,
+    blocking, embed_all_chunks, embed_batches, embed_chunk_batches, embed_queries_into, Docs,
 };
 use crate::workdir::{
     keep_embeddings, remove_if_there, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir,
@@ -68,10 +68,12 @@ fn chunks_key(chunks: &[Chunk]) -> StageKey {
     h.finish()
 }
 
-/// Stage 1: the documents and the chunker.
+/// Stage 1: the documents and the chunker. A source's documents' key is computed ahead
+/// ([`survey`], [`StageKey::of_source`]), and only with a work directory.
 pub(super) struct ChunkInput<'a> {
-    pub(super) documents: &'a [Document],
+    pub(super) documents: Docs<'a>,
     pub(super) chunker: &'a dyn Chunker,
+    pub(super) documents_key: Option<StageKey>,
 }
 
 impl StageInput for ChunkInput<'_> {
@@ -79,7 +81,17 @@ impl StageInput for ChunkInput<'_> {
     const STAGE: Stage = Stage::Chunks;
 
     fn key(&self) -> Result<StageKey> {
-        Ok(StageKey::of_json(self.documents)?.then(&[
+        let documents = match (self.documents_key, self.documents) {
+            (Some(key), _) => key,
+            (None, Docs::Slice(d)) => StageKey::of_json(d)?,
+            (None, Docs::Source(_)) => {
+                return Err(Error::invalid(
+                    "work directory key",
+                    "the documents' key was not computed before the chunk stage",
+                ))
+            }
+        };
+        Ok(documents.then(&[
             self.chunker.name().as_bytes(),
             self.chunker.fingerprint().unwrap_or_default().as_bytes(),
         ]))
@@ -106,16 +118,127 @@ impl StageInput for ChunkInput<'_> {
 
 /// Chunk the documents (each chunk inherits its document's metadata and content hash).
 pub(super) async fn chunk(ctx: &mut StageCtx<'_>, input: &ChunkInput<'_>) -> Result<Vec<Chunk>> {
+    let progress = ctx.progress;
     let ((mut chunks, _), ()) = ctx
         .run(input, (), |()| async {
-            let mut c = input.chunker.chunk(input.documents).await?;
-            Chunk::inherit_metadata(&mut c, input.documents);
+            let c = match input.documents {
+                Docs::Slice(documents) => {
+                    let mut c = input.chunker.chunk(documents).await?;
+                    Chunk::inherit_metadata(&mut c, documents);
+                    c
+                }
+                Docs::Source(source) => chunk_source(input.chunker, source, progress).await?,
+            };
             Ok((c, ()))
         })
         .await?;
     // Also on chunks reused from a work directory written before hashes were kept.
-    Chunk::stamp_document_hashes(&mut chunks, input.documents);
+    match input.documents {
+        Docs::Slice(documents) => Chunk::stamp_document_hashes(&mut chunks, documents),
+        Docs::Source(source) if chunks.iter().any(|c| c.document_hash().is_none()) => {
+            stamp_from_source(&mut chunks, source).await?
+        }
+        Docs::Source(_) => {}
+    }
     Ok(chunks)
+}
+
+/// What a first pass over a source finds: how many documents, and the JSON length of
+/// their list (for [`StageKey::of_source`]).
+pub(super) struct Survey {
+    pub(super) documents: usize,
+    pub(super) json_len: usize,
+}
+
+/// Read `source` through once: its documents counted, their ids checked (no corpus, or
+/// two documents with one id, are the errors every chunker gives a slice), and the JSON
+/// length of their list measured.
+pub(super) async fn survey(source: &dyn DocumentSource) -> Result<Survey> {
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    let mut json_len = 1;
+    let mut start = 0;
+    loop {
+        let block = source.read_from(start).await?;
+        if block.is_empty() {
+            break;
+        }
+        for d in &block {
+            if let Some(first) = seen.insert(d.id.clone(), start) {
+                return Err(Error::invalid(
+                    format!("document '{}'", d.id),
+                    format!("duplicate document id (documents {first} and {start})"),
+                ));
+            }
+            json_len += StageKey::json_len(d)? + usize::from(start > 0);
+            start += 1;
+        }
+    }
+    if start == 0 {
+        return Err(Error::EmptyCorpus("no documents".into()));
+    }
+    Ok(Survey {
+        documents: start,
+        json_len: json_len + 1,
+    })
+}
+
+/// Chunk a source block by block: each block is chunked on its own (a block whose
+/// documents yield no chunk adds none), its chunks renumbered after the last block's and
+/// given their documents' metadata and content hashes.
+async fn chunk_source(
+    chunker: &dyn Chunker,
+    source: &dyn DocumentSource,
+    progress: &dyn Progress,
+) -> Result<Vec<Chunk>> {
+    const STAGE: &str = "chunk documents";
+    progress.start(STAGE, source.len_hint().map(|n| n as u64));
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    loop {
+        let block = source.read_from(start).await?;
+        if block.is_empty() {
+            break;
+        }
+        start += block.len();
+        let mut c = match chunker.chunk(&block).await {
+            Err(Error::EmptyCorpus(_)) => Vec::new(),
+            done => done?,
+        };
+        let base = chunks.len();
+        for (i, chunk) in c.iter_mut().enumerate() {
+            chunk.id = base + i;
+        }
+        Chunk::inherit_metadata(&mut c, &block);
+        Chunk::stamp_document_hashes(&mut c, &block);
+        chunks.extend(c);
+        progress.update(STAGE, start as u64, &format!("{} chunks", chunks.len()));
+    }
+    progress.finish(STAGE);
+    Ok(chunks)
+}
+
+/// Stamp chunks reused without their documents' content hashes (a work directory of an
+/// earlier release) from `source`, read through once: chunks come in document order, so
+/// each block's documents stamp the run of chunks that follows.
+async fn stamp_from_source(chunks: &mut [Chunk], source: &dyn DocumentSource) -> Result<()> {
+    let mut next = 0;
+    let mut start = 0;
+    while next < chunks.len() {
+        let block = source.read_from(start).await?;
+        if block.is_empty() {
+            break;
+        }
+        start += block.len();
+        let ids: std::collections::HashSet<&str> = block.iter().map(|d| d.id.as_str()).collect();
+        let end = next
+            + chunks[next..]
+                .iter()
+                .take_while(|c| ids.contains(c.provenance.document_id.as_str()))
+                .count();
+        Chunk::stamp_document_hashes(&mut chunks[next..end], &block);
+        next = end;
+    }
+    Ok(())
 }
 
 /// Stage 2: the chunks (fitted to the encoder) and the encoder.

@@ -1,0 +1,106 @@
+//! [`DocumentSource`]: documents a build reads in blocks, so that it never holds the whole
+//! corpus (a million passages are gigabytes of strings). A slice of documents is one; a
+//! file read a block at a time (`lprag_load::JsonLinesSource`) is another.
+
+use async_trait::async_trait;
+
+use crate::{Document, Result};
+
+/// Documents handed over a block at a time, by position.
+///
+/// A build reads the source from position 0, each call starting where the last block
+/// ended, until a block comes back empty, and does so more than once (to key its work
+/// directory, to chunk, and to fit the few chunks too long for the encoder). So the same
+/// position must give the same document on every read; a source that changes between
+/// reads makes a build whose chunks and key disagree.
+#[async_trait]
+pub trait DocumentSource: Send + Sync {
+    /// The documents from position `start` on: as many as the source likes to hand over
+    /// at once (at least one while any are left), or none once `start` is past the last.
+    /// A document that cannot be read is an error naming where it is.
+    async fn read_from(&self, start: usize) -> Result<Vec<Document>>;
+
+    /// How many documents the source holds, when it knows without reading them (for
+    /// progress reports). `None` by default.
+    fn len_hint(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Documents in a slice are handed over in blocks of at most this many bytes of text
+/// (and at least one document).
+const SLICE_BLOCK_BYTES: usize = 16 << 20;
+
+#[async_trait]
+impl DocumentSource for [Document] {
+    async fn read_from(&self, start: usize) -> Result<Vec<Document>> {
+        let rest = self.get(start..).unwrap_or_default();
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|d| {
+                let fits = bytes == 0 || bytes + d.text.len() <= SLICE_BLOCK_BYTES;
+                bytes += d.text.len().max(1);
+                fits
+            })
+            .count();
+        Ok(rest[..n].to_vec())
+    }
+
+    fn len_hint(&self) -> Option<usize> {
+        Some(self.len())
+    }
+}
+
+#[async_trait]
+impl DocumentSource for Vec<Document> {
+    async fn read_from(&self, start: usize) -> Result<Vec<Document>> {
+        self.as_slice().read_from(start).await
+    }
+
+    fn len_hint(&self) -> Option<usize> {
+        Some(self.len())
+    }
+}
+
+/// Every document of `source`, in order (for tests and small sources: this holds them all).
+pub async fn read_all_documents(source: &dyn DocumentSource) -> Result<Vec<Document>> {
+    let mut all = Vec::new();
+    loop {
+        let block = source.read_from(all.len()).await?;
+        if block.is_empty() {
+            return Ok(all);
+        }
+        all.extend(block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_slice_is_read_back_whole_in_blocks_of_bounded_text() {
+        let big = "x".repeat(SLICE_BLOCK_BYTES / 3 + 1);
+        let docs: Vec<Document> = (0..7)
+            .map(|i| Document::new(format!("d{i}"), "", big.clone()))
+            .collect();
+        let first = block_on(docs.read_from(0)).unwrap();
+        // Three of a third and a byte each would pass the bound: two per block.
+        assert_eq!(first.len(), 2);
+        assert_eq!(block_on(read_all_documents(&docs)).unwrap(), docs);
+        assert!(block_on(docs.read_from(7)).unwrap().is_empty());
+        assert!(block_on(docs.read_from(99)).unwrap().is_empty());
+        // A document larger than the bound still comes, alone.
+        let huge = vec![Document::new("h", "", "y".repeat(SLICE_BLOCK_BYTES + 5)); 2];
+        assert_eq!(block_on(huge.read_from(0)).unwrap().len(), 1);
+        assert_eq!(docs.len_hint(), Some(7));
+    }
+}
