@@ -124,17 +124,12 @@ impl StageKey {
         let mut h = KeyHasher::new();
         h.part(json_len);
         h.eat(b"[");
-        let mut start = 0;
-        loop {
-            let block = source.read_from(start).await?;
-            if block.is_empty() {
-                break;
-            }
-            for d in &block {
-                if start > 0 {
+        let mut blocks = lprag_core::DocumentBlocks::new(source);
+        while let Some((start, block)) = blocks.next().await? {
+            for (i, d) in block.iter().enumerate() {
+                if start + i > 0 {
                     h.eat(b",");
                 }
-                start += 1;
                 serde_json::to_writer(&mut h, d).map_err(bad)?;
             }
         }

@@ -43,7 +43,7 @@ pub use filter::{Filter, MAX_FILTER_DEPTH};
 pub use live::{LiveIndex, UpsertReport};
 pub use query::{check_query, check_query_len, DEFAULT_MAX_QUERY_BYTES};
 pub use rerank::{check_rerank_scores, Reranker};
-pub use source::{read_all_documents, DocumentSource};
+pub use source::{read_all_documents, DocumentBlocks, DocumentSource};
 pub use sparse::{SparseEncoder, SparseIndex, SparseVector};
 pub use store::{check_store_ids, check_store_query, ChunkBatch, ChunkStore, StoreVersion};
 pub use task::{blocking, panic_message};

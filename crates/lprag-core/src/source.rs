@@ -63,16 +63,66 @@ impl DocumentSource for Vec<Document> {
     }
 }
 
+/// A source's blocks in order, each with the position of its first document: one pass
+/// over the source.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use lprag_core::{Document, DocumentBlocks};
+///
+/// let docs = vec![Document::new("a", "", "One."), Document::new("b", "", "Two.")];
+/// let mut blocks = DocumentBlocks::new(&docs);
+/// while let Some((start, block)) = blocks.next().await? {
+///     assert_eq!(block[0], docs[start]);
+/// }
+/// assert_eq!(blocks.position(), 2);
+/// # Ok::<(), lprag_core::Error>(()) }).unwrap();
+/// ```
+pub struct DocumentBlocks<'a> {
+    source: &'a dyn DocumentSource,
+    next: usize,
+    done: bool,
+}
+
+impl<'a> DocumentBlocks<'a> {
+    /// A pass over `source` from its first document.
+    pub fn new(source: &'a dyn DocumentSource) -> Self {
+        Self {
+            source,
+            next: 0,
+            done: false,
+        }
+    }
+
+    /// The next block and the position of its first document; `None` after the last.
+    pub async fn next(&mut self) -> Result<Option<(usize, Vec<Document>)>> {
+        if self.done {
+            return Ok(None);
+        }
+        let block = self.source.read_from(self.next).await?;
+        if block.is_empty() {
+            self.done = true;
+            return Ok(None);
+        }
+        let start = self.next;
+        self.next += block.len();
+        Ok(Some((start, block)))
+    }
+
+    /// How many documents the pass has handed over.
+    pub fn position(&self) -> usize {
+        self.next
+    }
+}
+
 /// Every document of `source`, in order (for tests and small sources: this holds them all).
 pub async fn read_all_documents(source: &dyn DocumentSource) -> Result<Vec<Document>> {
     let mut all = Vec::new();
-    loop {
-        let block = source.read_from(all.len()).await?;
-        if block.is_empty() {
-            return Ok(all);
-        }
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((_, block)) = blocks.next().await? {
         all.extend(block);
     }
+    Ok(all)
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, ChunkId, Chunker, Document, DocumentSource, Embeddings, Encoder, Error, NoProgress,
-    Progress, Result, SyntheticQuery,
+    Chunk, ChunkId, Chunker, Document, DocumentBlocks, DocumentSource, Embeddings, Encoder, Error,
+    NoProgress, Progress, Result, SyntheticQuery,
 };
 
 use super::{blocking, embed_all, DefaultEncoder};
@@ -84,15 +84,11 @@ async fn documents_with_ids(
     wanted: std::collections::HashSet<String>,
 ) -> Result<Vec<Document>> {
     let mut found = Vec::new();
-    let mut start = 0;
-    loop {
-        let block = source.read_from(start).await?;
-        if block.is_empty() {
-            return Ok(found);
-        }
-        start += block.len();
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((_, block)) = blocks.next().await? {
         found.extend(block.into_iter().filter(|d| wanted.contains(&d.id)));
     }
+    Ok(found)
 }
 
 /// Make `chunks` fit the encoder's input: the default [`BoundedPassageChunker`]'s (by

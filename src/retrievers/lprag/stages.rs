@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use lprag_core::{
-    Chunk, Chunker, DocumentSource, EdgeKind, Embeddings, Encoder, Error, LinkEdge, Progress,
-    QueryGenerator, Result, SyntheticQuery,
+    Chunk, Chunker, DocumentBlocks, DocumentSource, EdgeKind, Embeddings, Encoder, Error, LinkEdge,
+    Progress, QueryGenerator, Result, SyntheticQuery,
 };
 use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
@@ -156,28 +156,24 @@ pub(super) struct Survey {
 pub(super) async fn survey(source: &dyn DocumentSource) -> Result<Survey> {
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
     let mut json_len = 1;
-    let mut start = 0;
-    loop {
-        let block = source.read_from(start).await?;
-        if block.is_empty() {
-            break;
-        }
-        for d in &block {
-            if let Some(first) = seen.insert(d.id.clone(), start) {
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((start, block)) = blocks.next().await? {
+        for (i, d) in block.iter().enumerate().map(|(i, d)| (start + i, d)) {
+            if let Some(first) = seen.insert(d.id.clone(), i) {
                 return Err(Error::invalid(
                     format!("document '{}'", d.id),
-                    format!("duplicate document id (documents {first} and {start})"),
+                    format!("duplicate document id (documents {first} and {i})"),
                 ));
             }
-            json_len += StageKey::json_len(d)? + usize::from(start > 0);
-            start += 1;
+            json_len += StageKey::json_len(d)? + usize::from(i > 0);
         }
     }
-    if start == 0 {
+    let documents = blocks.position();
+    if documents == 0 {
         return Err(Error::EmptyCorpus("no documents".into()));
     }
     Ok(Survey {
-        documents: start,
+        documents,
         json_len: json_len + 1,
     })
 }
@@ -193,13 +189,8 @@ async fn chunk_source(
     const STAGE: &str = "chunk documents";
     progress.start(STAGE, source.len_hint().map(|n| n as u64));
     let mut chunks = Vec::new();
-    let mut start = 0;
-    loop {
-        let block = source.read_from(start).await?;
-        if block.is_empty() {
-            break;
-        }
-        start += block.len();
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((_, block)) = blocks.next().await? {
         let mut c = match chunker.chunk(&block).await {
             Err(Error::EmptyCorpus(_)) => Vec::new(),
             done => done?,
@@ -211,7 +202,8 @@ async fn chunk_source(
         Chunk::inherit_metadata(&mut c, &block);
         Chunk::stamp_document_hashes(&mut c, &block);
         chunks.extend(c);
-        progress.update(STAGE, start as u64, &format!("{} chunks", chunks.len()));
+        let done = blocks.position() as u64;
+        progress.update(STAGE, done, &format!("{} chunks", chunks.len()));
     }
     progress.finish(STAGE);
     Ok(chunks)
@@ -222,13 +214,11 @@ async fn chunk_source(
 /// each block's documents stamp the run of chunks that follows.
 async fn stamp_from_source(chunks: &mut [Chunk], source: &dyn DocumentSource) -> Result<()> {
     let mut next = 0;
-    let mut start = 0;
+    let mut blocks = DocumentBlocks::new(source);
     while next < chunks.len() {
-        let block = source.read_from(start).await?;
-        if block.is_empty() {
+        let Some((_, block)) = blocks.next().await? else {
             break;
-        }
-        start += block.len();
+        };
         let ids: std::collections::HashSet<&str> = block.iter().map(|d| d.id.as_str()).collect();
         let end = next
             + chunks[next..]
