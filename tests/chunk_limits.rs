@@ -4,44 +4,13 @@
 
 use std::sync::Arc;
 
+use crate::common::limited;
+
 use async_trait::async_trait;
 use lprag::{
-    Chunk, Chunker, Document, Embeddings, Encoder, HashingEncoder, LpRag, LpRagConfig, QcgRag,
-    Result, Retriever, Selection, SentenceChunker, TokenChunker, TrainConfig,
+    Chunk, Chunker, Document, Encoder, HashingEncoder, LpRag, LpRagConfig, QcgRag, Result,
+    Retriever, Selection, SentenceChunker, TokenChunker, TrainConfig,
 };
-
-/// The hashing encoder with a limit: a token is a whitespace-separated word, plus two
-/// special tokens, at most `max` in all.
-struct Limited {
-    inner: HashingEncoder,
-    max: usize,
-}
-
-#[async_trait]
-impl Encoder for Limited {
-    fn name(&self) -> &str {
-        "limited"
-    }
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
-        self.inner.embed(texts).await
-    }
-    fn max_input_tokens(&self) -> Option<usize> {
-        Some(self.max)
-    }
-    fn count_tokens(&self, text: &str) -> Option<usize> {
-        Some(text.split_whitespace().count() + 2)
-    }
-}
-
-fn limited(max: usize) -> Arc<dyn Encoder> {
-    Arc::new(Limited {
-        inner: HashingEncoder::default(),
-        max,
-    })
-}
 
 fn long_doc() -> Document {
     let text = (0..12)

@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+
+use crate::common::limited;
 use lprag::core::read_all_documents;
 use lprag::{
-    Document, DocumentSource, Embeddings, Encoder, Error, HashingEncoder, JsonLinesSource, LpRag,
-    LpRagConfig, Result, Retriever, Selection, TrainConfig,
+    Document, DocumentSource, Encoder, Error, JsonLinesSource, LpRag, LpRagBuilder, LpRagConfig,
+    Result, Retriever, Selection, TrainConfig,
 };
 
 /// Hands over `block` documents at a time and counts its reads; fails at position
@@ -47,37 +49,10 @@ impl DocumentSource for Blocks {
     }
 }
 
-/// The hashing encoder with an input limit of `max` whitespace words (plus two), so the
-/// long document's passage is split to fit and the build reads the source again for it.
-struct Limited {
-    inner: HashingEncoder,
-    max: usize,
-}
-
-#[async_trait]
-impl Encoder for Limited {
-    fn name(&self) -> &str {
-        "limited"
-    }
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Embeddings> {
-        self.inner.embed(texts).await
-    }
-    fn max_input_tokens(&self) -> Option<usize> {
-        Some(self.max)
-    }
-    fn count_tokens(&self, text: &str) -> Option<usize> {
-        Some(text.split_whitespace().count() + 2)
-    }
-}
-
+/// The encoder: an input limit of 30 whitespace words (plus two), so the long document's
+/// passage is split to fit and the build reads the source again for it.
 fn encoder() -> Arc<dyn Encoder> {
-    Arc::new(Limited {
-        inner: HashingEncoder::default(),
-        max: 30,
-    })
+    limited(30)
 }
 
 fn corpus() -> Vec<Document> {
@@ -120,6 +95,11 @@ fn config() -> LpRagConfig {
     }
 }
 
+/// A builder with the test's encoder and one training epoch.
+fn builder() -> LpRagBuilder {
+    LpRag::builder().encoder(encoder()).config(config())
+}
+
 async fn ranked(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
     rag.retrieve(query, Selection::TopK(5))
         .await
@@ -132,22 +112,12 @@ async fn ranked(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
 #[tokio::test]
 async fn a_source_read_in_blocks_builds_the_index_a_slice_builds() {
     let docs = corpus();
-    let whole = LpRag::builder()
-        .encoder(encoder())
-        .config(config())
-        .build(&docs)
-        .await
-        .unwrap();
+    let whole = builder().build(&docs).await.unwrap();
     // One and two documents a block: every block is chunked on its own (the blank
     // document's block yields no chunk), and the long passage is split after a re-read.
     for block in [1, 2] {
         let source = Blocks::new(docs.clone(), block);
-        let streamed = LpRag::builder()
-            .encoder(encoder())
-            .config(config())
-            .build_from(&source)
-            .await
-            .unwrap();
+        let streamed = builder().build_from(&source).await.unwrap();
         assert_eq!(streamed.chunks(), whole.chunks(), "block {block}");
         assert!(streamed.chunks().len() > docs.len() - 1);
         assert_eq!(streamed.synthetic_queries(), whole.synthetic_queries());
@@ -185,10 +155,7 @@ async fn a_work_directory_resumes_a_slice_build_from_a_source_and_back() {
         let work = work.clone();
         let docs = docs.clone();
         async move {
-            let b = LpRag::builder()
-                .encoder(encoder())
-                .config(config())
-                .work_dir(&work);
+            let b = builder().work_dir(&work);
             match source {
                 Some(s) => b.build_from(&s).await.unwrap(),
                 None => b.build(&docs).await.unwrap(),
@@ -208,9 +175,7 @@ async fn a_work_directory_resumes_a_slice_build_from_a_source_and_back() {
     // Another corpus is keyed apart: one changed document rechunks.
     let mut changed = docs.clone();
     changed[3].text.push_str(" It has many temples.");
-    let fourth = LpRag::builder()
-        .encoder(encoder())
-        .config(config())
+    let fourth = builder()
         .work_dir(&work)
         .build_from(&Blocks::new(changed, 2))
         .await
@@ -220,13 +185,7 @@ async fn a_work_directory_resumes_a_slice_build_from_a_source_and_back() {
 
 #[tokio::test]
 async fn a_source_is_refused_as_a_slice_is_and_its_errors_pass_through() {
-    let build = |source: Blocks| async move {
-        LpRag::builder()
-            .encoder(encoder())
-            .config(config())
-            .build_from(&source)
-            .await
-    };
+    let build = |source: Blocks| async move { builder().build_from(&source).await };
     // Two documents with one id, in different blocks.
     let mut docs = corpus();
     docs[5].id = "curie".into();
@@ -266,18 +225,8 @@ async fn a_json_lines_file_is_indexed_without_being_held() {
     let source = JsonLinesSource::open(&path).unwrap();
     let read = read_all_documents(&source).await.unwrap();
     assert_eq!(read, corpus());
-    let streamed = LpRag::builder()
-        .encoder(encoder())
-        .config(config())
-        .build_from(&source)
-        .await
-        .unwrap();
-    let whole = LpRag::builder()
-        .encoder(encoder())
-        .config(config())
-        .build(&corpus())
-        .await
-        .unwrap();
+    let streamed = builder().build_from(&source).await.unwrap();
+    let whole = builder().build(&corpus()).await.unwrap();
     assert_eq!(streamed.chunks(), whole.chunks());
     let q = "Which river flows through Warsaw?";
     assert_eq!(ranked(&streamed, q).await, ranked(&whole, q).await);

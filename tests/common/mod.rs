@@ -187,3 +187,39 @@ impl lprag::Progress for StepCounts {
         *self.0.lock().unwrap().entry(stage.to_string()).or_default() += 1;
     }
 }
+
+/// The hashing encoder with an input limit: a token is a whitespace-separated word, plus
+/// two special tokens, at most `max` in all (`tests/chunk_limits.rs`,
+/// `tests/streamed_build.rs`).
+pub struct Limited {
+    inner: lprag::HashingEncoder,
+    max: usize,
+}
+
+#[async_trait::async_trait]
+impl Encoder for Limited {
+    fn name(&self) -> &str {
+        "limited"
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<lprag::Embeddings> {
+        self.inner.embed(texts).await
+    }
+    fn max_input_tokens(&self) -> Option<usize> {
+        Some(self.max)
+    }
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        Some(text.split_whitespace().count() + 2)
+    }
+}
+
+/// [`Limited`] at `max` tokens, as a trait object.
+#[allow(dead_code)]
+pub fn limited(max: usize) -> Arc<dyn Encoder> {
+    Arc::new(Limited {
+        inner: lprag::HashingEncoder::default(),
+        max,
+    })
+}

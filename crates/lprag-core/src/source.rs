@@ -67,7 +67,7 @@ impl DocumentSource for Vec<Document> {
 /// over the source.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().async {
 /// use lprag_core::{Document, DocumentBlocks};
 ///
 /// let docs = vec![Document::new("a", "", "One."), Document::new("b", "", "Two.")];
@@ -76,7 +76,7 @@ impl DocumentSource for Vec<Document> {
 ///     assert_eq!(block[0], docs[start]);
 /// }
 /// assert_eq!(blocks.position(), 2);
-/// # Ok::<(), lprag_core::Error>(()) }).unwrap();
+/// # Ok::<(), lprag_core::Error>(()) }.await.unwrap();
 /// ```
 pub struct DocumentBlocks<'a> {
     source: &'a dyn DocumentSource,
@@ -129,28 +129,21 @@ pub async fn read_all_documents(source: &dyn DocumentSource) -> Result<Vec<Docum
 mod tests {
     use super::*;
 
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
-
-    #[test]
-    fn a_slice_is_read_back_whole_in_blocks_of_bounded_text() {
+    #[tokio::test]
+    async fn a_slice_is_read_back_whole_in_blocks_of_bounded_text() {
         let big = "x".repeat(SLICE_BLOCK_BYTES / 3 + 1);
         let docs: Vec<Document> = (0..7)
             .map(|i| Document::new(format!("d{i}"), "", big.clone()))
             .collect();
-        let first = block_on(docs.read_from(0)).unwrap();
+        let first = docs.read_from(0).await.unwrap();
         // Three of a third and a byte each would pass the bound: two per block.
         assert_eq!(first.len(), 2);
-        assert_eq!(block_on(read_all_documents(&docs)).unwrap(), docs);
-        assert!(block_on(docs.read_from(7)).unwrap().is_empty());
-        assert!(block_on(docs.read_from(99)).unwrap().is_empty());
+        assert_eq!(read_all_documents(&docs).await.unwrap(), docs);
+        assert!(docs.read_from(7).await.unwrap().is_empty());
+        assert!(docs.read_from(99).await.unwrap().is_empty());
         // A document larger than the bound still comes, alone.
         let huge = vec![Document::new("h", "", "y".repeat(SLICE_BLOCK_BYTES + 5)); 2];
-        assert_eq!(block_on(huge.read_from(0)).unwrap().len(), 1);
+        assert_eq!(huge.read_from(0).await.unwrap().len(), 1);
         assert_eq!(docs.len_hint(), Some(7));
     }
 }

@@ -30,7 +30,7 @@ const BLOCK_BYTES: u64 = 16 << 20;
 /// use lprag_core::{read_all_documents, DocumentSource};
 /// use lprag_load::JsonLinesSource;
 ///
-/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # tokio::runtime::Runtime::new().unwrap().async {
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("corpus.jsonl");
 /// std::fs::write(
@@ -44,7 +44,7 @@ const BLOCK_BYTES: u64 = 16 << 20;
 /// let documents = read_all_documents(&source).await.unwrap();
 /// assert_eq!(documents[0].title, "Curie");
 /// assert_eq!(documents[1].metadata["year"], "1898");
-/// # });
+/// # }.await;
 /// ```
 #[derive(Debug, Clone)]
 pub struct JsonLinesSource {
@@ -167,15 +167,8 @@ mod tests {
     use super::*;
     use lprag_core::read_all_documents;
 
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
-
-    #[test]
-    fn records_become_documents_in_blocks_with_blank_lines_skipped() {
+    #[tokio::test]
+    async fn records_become_documents_in_blocks_with_blank_lines_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         let long = "w".repeat((BLOCK_BYTES / 2) as usize);
@@ -186,27 +179,27 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let source = JsonLinesSource::open(&path).unwrap();
         assert_eq!(source.len(), 4);
-        let first = block_on(source.read_from(0)).unwrap();
+        let first = source.read_from(0).await.unwrap();
         // The second record's line passes half the bound, the third's the rest: a block
         // stops after the line that reaches it.
         assert_eq!(first.len(), 3);
-        let all = block_on(read_all_documents(&source)).unwrap();
+        let all = read_all_documents(&source).await.unwrap();
         let ids: Vec<&str> = all.iter().map(|d| d.id.as_str()).collect();
         assert_eq!(ids, ["7", "1", "2", "e"]);
         assert_eq!(all[1].title, "T");
         assert_eq!(all[2].metadata["lang"], "en");
         assert_eq!(all[3].text, "");
-        assert!(block_on(source.read_from(4)).unwrap().is_empty());
-        assert_eq!(block_on(source.read_from(3)).unwrap()[0].id, "e");
+        assert!(source.read_from(4).await.unwrap().is_empty());
+        assert_eq!(source.read_from(3).await.unwrap()[0].id, "e");
     }
 
-    #[test]
-    fn a_bad_line_is_a_format_error_naming_it() {
+    #[tokio::test]
+    async fn a_bad_line_is_a_format_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         std::fs::write(&path, "{\"text\": \"ok\"}\n\n{\"text\": 3}\n").unwrap();
         let source = JsonLinesSource::open(&path).unwrap();
-        let e = block_on(read_all_documents(&source)).unwrap_err();
+        let e = read_all_documents(&source).await.unwrap_err();
         assert!(matches!(e, Error::Format { .. }), "{e:?}");
         let shown = e.to_string();
         assert!(
@@ -215,7 +208,7 @@ mod tests {
         );
         std::fs::write(&path, "{\"text\": \"ok\"}\nnot json\n").unwrap();
         let source = JsonLinesSource::open(&path).unwrap();
-        let shown = block_on(source.read_from(0)).unwrap_err().to_string();
+        let shown = source.read_from(0).await.unwrap_err().to_string();
         assert!(
             shown.contains("line 2") && shown.contains("invalid JSON"),
             "{shown}"
