@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::common::limited;
+use crate::common::{limited, lprag_config};
 use lprag::core::read_all_documents;
 use lprag::{
-    Document, DocumentSource, Encoder, Error, JsonLinesSource, LpRag, LpRagBuilder, LpRagConfig,
-    Result, Retriever, Selection, TrainConfig,
+    Document, DocumentSource, Encoder, Error, JsonLinesSource, LpRag, LpRagBuilder, Result,
+    Retriever, Selection,
 };
 
 /// Hands over `block` documents at a time and counts its reads; fails at position
@@ -85,19 +85,9 @@ fn corpus() -> Vec<Document> {
     ]
 }
 
-fn config() -> LpRagConfig {
-    LpRagConfig {
-        train: TrainConfig {
-            epochs: 1,
-            ..TrainConfig::default()
-        },
-        ..LpRagConfig::default()
-    }
-}
-
 /// A builder with the test's encoder and one training epoch.
 fn builder() -> LpRagBuilder {
-    LpRag::builder().encoder(encoder()).config(config())
+    LpRag::builder().encoder(encoder()).config(lprag_config(1))
 }
 
 async fn ranked(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
