@@ -170,7 +170,7 @@ pub(super) async fn survey(source: &dyn DocumentSource) -> Result<Survey> {
     }
     let documents = blocks.position();
     if documents == 0 {
-        return Err(Error::EmptyCorpus("no documents".into()));
+        return Err(Error::EmptyCorpus("no documents were given".into()));
     }
     Ok(Survey {
         documents,
