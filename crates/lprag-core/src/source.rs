@@ -67,7 +67,7 @@ impl DocumentSource for Vec<Document> {
 /// over the source.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().async {
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use lprag_core::{Document, DocumentBlocks};
 ///
 /// let docs = vec![Document::new("a", "", "One."), Document::new("b", "", "Two.")];
@@ -76,7 +76,7 @@ impl DocumentSource for Vec<Document> {
 ///     assert_eq!(block[0], docs[start]);
 /// }
 /// assert_eq!(blocks.position(), 2);
-/// # Ok::<(), lprag_core::Error>(()) }.await.unwrap();
+/// # Ok::<(), lprag_core::Error>(()) }).unwrap();
 /// ```
 pub struct DocumentBlocks<'a> {
     source: &'a dyn DocumentSource,

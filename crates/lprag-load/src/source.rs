@@ -30,7 +30,7 @@ const BLOCK_BYTES: u64 = 16 << 20;
 /// use lprag_core::{read_all_documents, DocumentSource};
 /// use lprag_load::JsonLinesSource;
 ///
-/// # tokio::runtime::Runtime::new().unwrap().async {
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("corpus.jsonl");
 /// std::fs::write(
@@ -44,7 +44,7 @@ const BLOCK_BYTES: u64 = 16 << 20;
 /// let documents = read_all_documents(&source).await.unwrap();
 /// assert_eq!(documents[0].title, "Curie");
 /// assert_eq!(documents[1].metadata["year"], "1898");
-/// # }.await;
+/// # });
 /// ```
 #[derive(Debug, Clone)]
 pub struct JsonLinesSource {

@@ -279,19 +279,31 @@ impl HashingIdf {
     /// Count document frequencies of every word and n-gram feature of `corpus`.
     /// An empty corpus is [`Error::EmptyCorpus`].
     pub fn fit(config: &HashingEncoderConfig, corpus: &[String]) -> Result<Self> {
+        Self::fit_iter(config, corpus)
+    }
+
+    /// [`HashingIdf::fit`] over texts made as they are read (the embedding texts of a
+    /// million chunks, say), 4,096 at a time, so they are never all in memory: the same
+    /// table as `fit` gives the same texts in the same order.
+    pub fn fit_iter<I, S>(config: &HashingEncoderConfig, texts: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str> + Sync,
+    {
         config.validate()?;
-        if corpus.is_empty() {
-            return Err(Error::EmptyCorpus("no texts to fit IDF on".into()));
-        }
-        // Blocks of texts, so only one block's feature lists are alive at a time (all of
-        // them at once took about 1 GB at 100,000 passages).
+        // Blocks of texts, so only one block's texts and feature lists are alive at a time
+        // (all of them at once took about 1 GB at 100,000 passages).
         const BLOCK: usize = 4096;
         let mut counts: HashMap<u64, u32> = HashMap::new();
-        for block in corpus.chunks(BLOCK) {
+        let mut num_docs = 0u64;
+        let mut texts = texts.into_iter().peekable();
+        while texts.peek().is_some() {
+            let block: Vec<S> = texts.by_ref().take(BLOCK).collect();
+            num_docs += block.len() as u64;
             let per_doc: Vec<Vec<u64>> = block
                 .par_iter()
                 .map(|t| {
-                    let (mut f, c) = features(config, t);
+                    let (mut f, c) = features(config, t.as_ref());
                     f.extend(c);
                     f.sort_unstable();
                     f.dedup();
@@ -304,10 +316,13 @@ impl HashingIdf {
                 }
             }
         }
+        if num_docs == 0 {
+            return Err(Error::EmptyCorpus("no texts to fit IDF on".into()));
+        }
         let mut df: Vec<(u64, u32)> = counts.into_iter().collect();
         df.sort_unstable();
         Ok(Self {
-            num_docs: corpus.len() as u64,
+            num_docs,
             df,
             seed: config.seed,
             char_ngram_min: config.char_ngram_min,
@@ -762,6 +777,25 @@ mod tests {
         ));
         assert!(matches!(
             HashingIdf::fit(&HashingEncoderConfig::default(), &[]),
+            Err(Error::EmptyCorpus(_))
+        ));
+    }
+
+    #[test]
+    fn fitting_texts_made_as_they_are_read_gives_the_slices_table() {
+        let config = HashingEncoderConfig::default();
+        // More than one block of 4,096, with repeats so frequencies differ.
+        let corpus: Vec<String> = (0..9_000)
+            .map(|i| format!("passage {} about topic {} and river {}", i, i % 37, i % 5))
+            .collect();
+        let whole = HashingIdf::fit(&config, &corpus).unwrap();
+        let made = HashingIdf::fit_iter(&config, (0..9_000).map(|i| corpus[i].clone())).unwrap();
+        assert_eq!(made, whole);
+        assert_eq!(made.num_docs, 9_000);
+        let fewer = HashingIdf::fit(&config, &corpus[..4_096]).unwrap();
+        assert_ne!(fewer, whole);
+        assert!(matches!(
+            HashingIdf::fit_iter(&config, std::iter::empty::<String>()),
             Err(Error::EmptyCorpus(_))
         ));
     }

@@ -50,15 +50,18 @@ pub(crate) async fn encoder_and_fit(
     chunker: &str,
     warn: &mut (dyn FnMut(String) + Send),
 ) -> Result<(Vec<Chunk>, Arc<dyn Encoder>, Option<DefaultEncoder>)> {
-    let (encoder, choice) = match encoder {
-        Some(e) => (e, None),
+    let (chunks, encoder, choice) = match encoder {
+        Some(e) => (chunks, e, None),
         None => {
-            let t: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-            let (spec, enc, warning) = blocking(move || DefaultEncoder::choose(&t)).await?;
+            let (chunks, (spec, enc, warning)) = blocking(move || {
+                let chosen = DefaultEncoder::choose_for_chunks(&chunks)?;
+                Ok((chunks, chosen))
+            })
+            .await?;
             if let Some(w) = warning {
                 warn(w);
             }
-            (enc, Some(spec))
+            (chunks, enc, Some(spec))
         }
     };
     let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker).await?;

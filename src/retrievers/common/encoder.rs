@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use lprag_core::{Encoder, Result};
+use lprag_core::{Chunk, Encoder, Result};
 use lprag_model::bert::SentenceEncoder;
-use lprag_text::{HashingEncoder, HashingEncoderConfig};
+use lprag_text::{HashingEncoder, HashingEncoderConfig, HashingIdf};
 use serde::{Deserialize, Serialize};
 
 /// The encoder [`LpRag`](crate::LpRag) chose by itself when none was given, recorded in
@@ -43,6 +43,22 @@ impl DefaultEncoder {
     /// otherwise the fitted [`HashingEncoder`]. The second value is the warning to show
     /// when the fallback was taken.
     pub fn choose(chunk_texts: &[String]) -> Result<(Self, Arc<dyn Encoder>, Option<String>)> {
+        Self::choose_fitting(|config| HashingIdf::fit(config, chunk_texts))
+    }
+
+    /// [`DefaultEncoder::choose`] for `chunks`: the fallback's IDF table is fitted on their
+    /// embedding texts made a block at a time ([`HashingIdf::fit_iter`]), never all at once.
+    pub fn choose_for_chunks(chunks: &[Chunk]) -> Result<(Self, Arc<dyn Encoder>, Option<String>)> {
+        Self::choose_fitting(|config| {
+            HashingIdf::fit_iter(config, chunks.iter().map(Chunk::embedding_text))
+        })
+    }
+
+    /// The sentence-transformers model when it can be found, else the hashing encoder
+    /// with the IDF table `fit` gives for the default configuration.
+    fn choose_fitting(
+        fit: impl FnOnce(&HashingEncoderConfig) -> Result<HashingIdf>,
+    ) -> Result<(Self, Arc<dyn Encoder>, Option<String>)> {
         match SentenceEncoder::load(None) {
             Ok(enc) => {
                 let spec = DefaultEncoder::SentenceTransformer {
@@ -53,7 +69,7 @@ impl DefaultEncoder {
             }
             Err(e) => {
                 let config = HashingEncoderConfig::default();
-                let enc = HashingEncoder::fitted(config.clone(), chunk_texts)?;
+                let enc = HashingEncoder::new(config.clone())?.with_idf(fit(&config)?)?;
                 let warning = format!(
                     "using the offline HashingEncoder, which retrieves markedly worse than \
                      all-MiniLM-L6-v2: {e}"
