@@ -71,7 +71,7 @@ pub use g2::{
 };
 pub use gfm::{GfmConfig, GfmRag, GfmRagBuilder, GfmScores, GfmStats};
 pub use lesegr::{LesegrConfig, LesegrRag, LesegrRagBuilder, LesegrVariant};
-pub use live::{sync, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
+pub use live::{sync, sync_from, Live, SyncPlan, SyncReport, Updatable, UpdateInputs};
 pub use lprag_core::{
     Chunk, ChunkBatch, ChunkId, ChunkStore, Chunker, Document, DocumentSource, Embeddings, Encoder,
     Error, Filter, LinkGraph, LinkPredictor, LinkScorer, LiveIndex, NoProgress, Progress,
@@ -79,7 +79,7 @@ pub use lprag_core::{
     TrainReport, UpsertReport, DEFAULT_MAX_QUERY_BYTES, DOCUMENT_HASH_KEY,
 };
 pub use lprag_graph::MemoryStore;
-pub use lprag_load::JsonLinesSource;
+pub use lprag_load::{DirSource, JsonLinesSource};
 pub use lprag_model::bert::{CrossEncoder, SentenceEncoder};
 pub use lprag_model::{
     Aggregation, ComputeDevice, Decoder, InferenceMode, ModelConfig, Negatives, PegConfig,

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use lprag_core::{
-    Chunker, Document, Error, LiveIndex, QueryGenerator, Result, Retriever, TripleExtractor,
-    UpsertReport,
+    Chunker, Document, DocumentBlocks, DocumentSource, Error, LiveIndex, QueryGenerator, Result,
+    Retriever, TripleExtractor, UpsertReport,
 };
 use serde::{Deserialize, Serialize};
 
@@ -170,31 +170,89 @@ impl SyncPlan {
     pub fn new(indexed: &BTreeMap<String, Option<String>>, documents: &[Document]) -> Result<Self> {
         let mut plan = SyncPlan::default();
         let mut seen = HashSet::new();
-        for d in documents {
-            if !seen.insert(d.id.as_str()) {
-                return Err(Error::invalid(
-                    "sync (documents)",
-                    format!("document id '{}' appears twice", d.id),
-                ));
-            }
-            match indexed.get(&d.id) {
-                None => plan.added.push(d.id.clone()),
-                Some(Some(h)) if *h == d.content_hash() => plan.unchanged += 1,
-                Some(_) => plan.changed.push(d.id.clone()),
+        plan.compare(indexed, documents, &mut seen)?;
+        plan.removed = Self::missing(indexed, &seen);
+        Ok(plan)
+    }
+
+    /// [`SyncPlan::new`] over the documents of `source`, read through once a block at a
+    /// time: only their ids are kept.
+    ///
+    /// # Errors
+    /// As [`SyncPlan::new`]; the source's own errors.
+    pub async fn from_source(
+        indexed: &BTreeMap<String, Option<String>>,
+        source: &dyn DocumentSource,
+    ) -> Result<Self> {
+        let mut plan = SyncPlan::default();
+        let mut seen = HashSet::new();
+        let mut blocks = DocumentBlocks::new(source);
+        while let Some((_, block)) = blocks.next().await? {
+            let mut ids = HashSet::new();
+            plan.compare(indexed, &block, &mut ids)?;
+            for id in ids {
+                if !seen.insert(id.to_string()) {
+                    return Err(repeated(id));
+                }
             }
         }
-        plan.removed = indexed
+        plan.removed = Self::missing(indexed, &seen);
+        Ok(plan)
+    }
+
+    /// Sort `documents` into added, changed and unchanged, each id noted in `seen`.
+    fn compare<'a>(
+        &mut self,
+        indexed: &BTreeMap<String, Option<String>>,
+        documents: &'a [Document],
+        seen: &mut HashSet<&'a str>,
+    ) -> Result<()> {
+        for d in documents {
+            if !seen.insert(d.id.as_str()) {
+                return Err(repeated(&d.id));
+            }
+            match indexed.get(&d.id) {
+                None => self.added.push(d.id.clone()),
+                Some(Some(h)) if *h == d.content_hash() => self.unchanged += 1,
+                Some(_) => self.changed.push(d.id.clone()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The indexed ids not in `seen`.
+    fn missing<S: std::borrow::Borrow<str> + Eq + std::hash::Hash>(
+        indexed: &BTreeMap<String, Option<String>>,
+        seen: &HashSet<S>,
+    ) -> Vec<String> {
+        indexed
             .keys()
             .filter(|id| !seen.contains(id.as_str()))
             .cloned()
-            .collect();
-        Ok(plan)
+            .collect()
+    }
+
+    /// The ids of the documents to add or replace.
+    fn upserted(&self) -> HashSet<&str> {
+        self.added
+            .iter()
+            .chain(&self.changed)
+            .map(String::as_str)
+            .collect()
     }
 
     /// Whether there is nothing to do.
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
     }
+}
+
+/// A document id that appears twice among a sync's documents.
+fn repeated(id: &str) -> Error {
+    Error::invalid(
+        "sync (documents)",
+        format!("document id '{id}' appears twice"),
+    )
 }
 
 /// What [`sync`] did.
@@ -223,17 +281,41 @@ pub async fn sync<R: Updatable>(
     if plan.is_empty() {
         return Ok(SyncReport { plan, update: None });
     }
-    let wanted: HashSet<&str> = plan
-        .added
-        .iter()
-        .chain(&plan.changed)
-        .map(String::as_str)
-        .collect();
+    let wanted = plan.upserted();
     let upsert: Vec<Document> = documents
         .iter()
         .filter(|d| wanted.contains(d.id.as_str()))
         .cloned()
         .collect();
+    let update = index.apply_changes(&upsert, &plan.removed, inputs).await?;
+    Ok(SyncReport {
+        plan,
+        update: Some(update),
+    })
+}
+
+/// [`sync`] with the documents of `source`, read a block at a time: once to compare them
+/// with the index ([`SyncPlan::from_source`]) and, when some are new or changed, once more
+/// to gather those (the only documents held). A folder (`lprag_load::DirSource`) of
+/// which a few files changed costs two reads of the folder and the update of those files.
+///
+/// # Errors
+/// As [`sync`]; the source's own errors.
+pub async fn sync_from<R: Updatable>(
+    index: &mut R,
+    source: &dyn DocumentSource,
+    inputs: &UpdateInputs,
+) -> Result<SyncReport> {
+    let plan = SyncPlan::from_source(&index.document_hashes(), source).await?;
+    if plan.is_empty() {
+        return Ok(SyncReport { plan, update: None });
+    }
+    let wanted = plan.upserted();
+    let mut upsert = Vec::new();
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((_, block)) = blocks.next().await? {
+        upsert.extend(block.into_iter().filter(|d| wanted.contains(d.id.as_str())));
+    }
     let update = index.apply_changes(&upsert, &plan.removed, inputs).await?;
     Ok(SyncReport {
         plan,

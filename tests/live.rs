@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lprag::{
-    sync, Document, Embeddings, Encoder, Filter, GfmRag, HashingEncoder, HashingEncoderConfig,
-    LesegrConfig, LesegrRag, LesegrVariant, Live, LpRag, QcgRag, Retriever, Selection, Updatable,
-    UpdateInputs, DOCUMENT_HASH_KEY,
+    sync, sync_from, DenseRetriever, Document, Embeddings, Encoder, Filter, GfmRag, HashingEncoder,
+    HashingEncoderConfig, LesegrConfig, LesegrRag, LesegrVariant, Live, LpRag, QcgRag, Retriever,
+    Selection, Updatable, UpdateInputs, DOCUMENT_HASH_KEY,
 };
 
-use crate::common::{corpus, lprag_config, small_gfm_config};
+use crate::common::{corpus, lprag_config, small_gfm_config, Blocks};
 
 /// Counts the texts it embeds.
 struct Counting {
@@ -287,4 +287,39 @@ async fn queries_never_wait_for_an_update_and_always_see_a_complete_index() {
         .await
         .is_err());
     assert_eq!(live.snapshot().chunks().len(), before);
+}
+
+/// `sync_from` reads the current documents from a source a block at a time and does what
+/// `sync` does with the same documents held: the same plan, the same index after.
+#[tokio::test]
+async fn sync_from_a_source_read_in_blocks_does_what_sync_does() {
+    let build = || async {
+        DenseRetriever::builder()
+            .encoder(Counting::new())
+            .build(&corpus())
+            .await
+            .unwrap()
+    };
+    let (mut held, mut read) = (build().await, build().await);
+    let inputs = UpdateInputs::default();
+    let source = Blocks::new(changed_corpus(), 2);
+    let by_sync = sync(&mut held, &changed_corpus(), &inputs).await.unwrap();
+    let by_source = sync_from(&mut read, &source, &inputs).await.unwrap();
+    assert_eq!(by_source.plan, by_sync.plan);
+    assert_eq!(by_source.plan.added, ["krakow"]);
+    assert_eq!(read.chunks(), held.chunks());
+    // In line now: one read through the source (blocks of two, then the empty read).
+    let reads = source.reads.load(Ordering::SeqCst);
+    let again = sync_from(&mut read, &source, &inputs).await.unwrap();
+    assert!(again.update.is_none(), "{again:?}");
+    let blocks = changed_corpus().len().div_ceil(2) + 1;
+    assert_eq!(source.reads.load(Ordering::SeqCst) - reads, blocks);
+    // One id in two blocks: refused, the index unchanged.
+    let mut twice = changed_corpus();
+    twice[4].id = twice[0].id.clone();
+    let e = sync_from(&mut read, &Blocks::new(twice, 2), &inputs)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("appears twice"), "{e}");
+    assert_eq!(read.chunks(), held.chunks());
 }

@@ -1,53 +1,17 @@
-//! `LpRagBuilder::build_from`: documents read from a `DocumentSource` a block at a time
-//! make the index a slice of the same documents makes, share its work directory, and
-//! refuse what a slice build refuses.
+//! `LpRagBuilder::build_from` (and every other builder's): documents read from a
+//! `DocumentSource` a block at a time make the index a slice of the same documents makes,
+//! share its work directory, and refuse what a slice build refuses.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
-use crate::common::{limited, lprag_config};
+use crate::common::{limited, lprag_config, small_gfm_config, Blocks};
 use lprag::core::read_all_documents;
 use lprag::{
-    Document, DocumentSource, Encoder, Error, JsonLinesSource, LpRag, LpRagBuilder, Result,
+    Bm25Retriever, DenseRetriever, Document, Encoder, Error, G2Rag, GfmRag, HybridRetriever,
+    JsonLinesSource, LesegrConfig, LesegrRag, LesegrVariant, LpRag, LpRagBuilder, QcgRag,
     Retriever, Selection,
 };
-
-/// Hands over `block` documents at a time and counts its reads; fails at position
-/// `fail_at` when set.
-struct Blocks {
-    documents: Vec<Document>,
-    block: usize,
-    reads: AtomicUsize,
-    fail_at: Option<usize>,
-}
-
-impl Blocks {
-    fn new(documents: Vec<Document>, block: usize) -> Self {
-        Self {
-            documents,
-            block,
-            reads: AtomicUsize::new(0),
-            fail_at: None,
-        }
-    }
-}
-
-#[async_trait]
-impl DocumentSource for Blocks {
-    async fn read_from(&self, start: usize) -> Result<Vec<Document>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        if self.fail_at.is_some_and(|f| f <= start) {
-            return Err(Error::io(
-                "corpus.jsonl",
-                std::io::Error::other("the disk went away"),
-            ));
-        }
-        let end = (start + self.block).min(self.documents.len());
-        Ok(self.documents.get(start..end).unwrap_or_default().to_vec())
-    }
-}
 
 /// The encoder: an input limit of 30 whitespace words (plus two), so the long document's
 /// passage is split to fit and the build reads the source again for it.
@@ -90,7 +54,7 @@ fn builder() -> LpRagBuilder {
     LpRag::builder().encoder(encoder()).config(lprag_config(1))
 }
 
-async fn ranked(rag: &LpRag, query: &str) -> Vec<(usize, f32)> {
+async fn ranked(rag: &dyn Retriever, query: &str) -> Vec<(usize, f32)> {
     rag.retrieve(query, Selection::TopK(5))
         .await
         .unwrap()
@@ -220,4 +184,71 @@ async fn a_json_lines_file_is_indexed_without_being_held() {
     assert_eq!(streamed.chunks(), whole.chunks());
     let q = "Which river flows through Warsaw?";
     assert_eq!(ranked(&streamed, q).await, ranked(&whole, q).await);
+}
+
+/// Every other builder's `build_from` makes the index its `build` makes: the same chunks
+/// (the long passage split after a re-read) and the same answers.
+#[tokio::test]
+async fn every_builder_builds_from_a_source_what_it_builds_from_a_slice() {
+    let docs = corpus();
+    // `$builder` made twice: built on the slice, then from a source of two documents a
+    // block; both as trait objects, with the name.
+    macro_rules! both {
+        ($name:literal, $builder:expr) => {{
+            let whole = $builder.build(&docs).await.unwrap();
+            let source = Blocks::new(docs.clone(), 2);
+            let streamed = $builder.build_from(&source).await.unwrap();
+            let pair: (Box<dyn Retriever>, Box<dyn Retriever>) =
+                (Box::new(whole), Box::new(streamed));
+            ($name, pair)
+        }};
+    }
+    let lite = LesegrConfig {
+        variant: LesegrVariant::Lite,
+        ..LesegrConfig::default()
+    };
+    let built = [
+        both!("dense", DenseRetriever::builder().encoder(encoder())),
+        both!("bm25", Bm25Retriever::builder()),
+        both!("hybrid", HybridRetriever::builder().encoder(encoder())),
+        both!("qcg", QcgRag::builder().encoder(encoder())),
+        both!("g2", G2Rag::builder().encoder(encoder())),
+        both!(
+            "lesegr",
+            LesegrRag::builder().encoder(encoder()).config(lite.clone())
+        ),
+        both!(
+            "gfm",
+            GfmRag::builder()
+                .encoder(encoder())
+                .config(small_gfm_config())
+        ),
+    ];
+    for (name, (whole, streamed)) in &built {
+        assert_eq!(streamed.chunks(), whole.chunks(), "{name}");
+        if *name != "bm25" {
+            // Split to fit the encoder (BM25 has none).
+            assert!(whole.chunks().len() > docs.len() - 1, "{name}");
+        }
+        for q in ["Where was Marie Curie born?", "capital of Japan"] {
+            assert_eq!(
+                ranked(&**streamed, q).await,
+                ranked(&**whole, q).await,
+                "{name}: {q}"
+            );
+        }
+    }
+    // Two documents with one id in different blocks: the slice build's error.
+    let mut twice = corpus();
+    twice[5].id = "curie".into();
+    let e = DenseRetriever::builder()
+        .encoder(encoder())
+        .build_from(&Blocks::new(twice, 2))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("duplicate document id (documents 0 and 5)"),
+        "{e}"
+    );
 }

@@ -2,13 +2,15 @@
 //! by a multi-hop question (Curie → Warsaw → Vistula), and a progress reporter that counts
 //! training steps.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub mod store_cases;
 
+use async_trait::async_trait;
 use lprag::{
-    Document, Encoder, G2Rag, GfmConfig, GfmRag, LesegrConfig, LesegrRag, LesegrVariant, LpRag,
-    LpRagConfig, QcgRag, Result, Retriever, TrainConfig,
+    Document, DocumentSource, Encoder, Error, G2Rag, GfmConfig, GfmRag, LesegrConfig, LesegrRag,
+    LesegrVariant, LpRag, LpRagConfig, QcgRag, Result, Retriever, TrainConfig,
 };
 
 /// Six documents of three sentences each (`tests/pipeline.rs`, and `tests/device_parity.rs`,
@@ -222,4 +224,42 @@ pub fn limited(max: usize) -> Arc<dyn Encoder> {
         inner: lprag::HashingEncoder::default(),
         max,
     })
+}
+
+/// Hands over `block` documents at a time and counts its reads; fails at position
+/// `fail_at` when set.
+#[allow(dead_code)]
+pub struct Blocks {
+    pub documents: Vec<Document>,
+    pub block: usize,
+    pub reads: AtomicUsize,
+    pub fail_at: Option<usize>,
+}
+
+impl Blocks {
+    /// `documents`, `block` at a time.
+    #[allow(dead_code)]
+    pub fn new(documents: Vec<Document>, block: usize) -> Self {
+        Self {
+            documents,
+            block,
+            reads: AtomicUsize::new(0),
+            fail_at: None,
+        }
+    }
+}
+
+#[async_trait]
+impl DocumentSource for Blocks {
+    async fn read_from(&self, start: usize) -> Result<Vec<Document>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.fail_at.is_some_and(|f| f <= start) {
+            return Err(Error::io(
+                "corpus.jsonl",
+                std::io::Error::other("the disk went away"),
+            ));
+        }
+        let end = (start + self.block).min(self.documents.len());
+        Ok(self.documents.get(start..end).unwrap_or_default().to_vec())
+    }
 }

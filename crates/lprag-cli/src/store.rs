@@ -13,7 +13,7 @@ use lprag::{
     Selection, StderrProgress, Updatable, UpdateInputs, UpdateReport,
 };
 use lprag::{DenseRetriever, HybridRetriever, NoProgress, QueryGenerator};
-use lprag_load::{load_dir, LoadOptions, LoadReport};
+use lprag_load::{DirSource, LoadOptions, LoadReport};
 use serde::Serialize;
 
 use crate::settings::{
@@ -242,12 +242,12 @@ struct Build {
     features_on_disk: bool,
 }
 
-/// Build `kind` over `docs` as `on` says (progress on stderr unless quiet, networks
-/// trained on its device).
+/// Build `kind` over the documents of `folder`, read a block at a time (never held whole),
+/// as `on` says (progress on stderr unless quiet, networks trained on its device).
 async fn build(
     settings: &Settings,
     dir: &Path,
-    docs: &[Document],
+    folder: &DirSource,
     encoder: Arc<dyn Encoder>,
     on: Build,
 ) -> Result<AnyIndex> {
@@ -263,11 +263,11 @@ async fn build(
         RetrieverKind::Lprag => {
             let work_dir = dir.join(WORK_SUBDIR);
             let on = (device, features_on_disk);
-            build_lprag(settings, work_dir, docs, chunker, encoder, progress, on).await?
+            build_lprag(settings, work_dir, folder, chunker, encoder, progress, on).await?
         }
         RetrieverKind::Qcg => {
             let generator = inputs.query_generator;
-            build_qcg(docs, chunker, generator, encoder, progress).await?
+            build_qcg(folder, chunker, generator, encoder, progress).await?
         }
         RetrieverKind::Lesegr => AnyIndex::Lesegr(
             LesegrRag::builder()
@@ -275,7 +275,7 @@ async fn build(
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
         RetrieverKind::Gfm => AnyIndex::Gfm(
@@ -284,7 +284,7 @@ async fn build(
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
         RetrieverKind::G2 => AnyIndex::G2(
@@ -292,7 +292,7 @@ async fn build(
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
         RetrieverKind::Dense => AnyIndex::Dense(
@@ -300,14 +300,14 @@ async fn build(
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
         RetrieverKind::Bm25 => AnyIndex::Bm25(
             Bm25Retriever::builder()
                 .chunker(chunker)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
         RetrieverKind::Hybrid => AnyIndex::Hybrid(
@@ -315,18 +315,18 @@ async fn build(
                 .chunker(chunker)
                 .encoder(encoder)
                 .progress(progress)
-                .build(docs)
+                .build_from(folder)
                 .await?,
         ),
     })
 }
 
-/// Build LP-RAG over `docs` with the settings' epochs and LLM, working in `work_dir`,
+/// Build LP-RAG over `folder` with the settings' epochs and LLM, working in `work_dir`,
 /// training on `device`, its matrices in `work_dir` with `features_on_disk`.
 async fn build_lprag(
     settings: &Settings,
     work_dir: PathBuf,
-    docs: &[Document],
+    folder: &DirSource,
     chunker: Arc<dyn Chunker>,
     encoder: Arc<dyn Encoder>,
     progress: Arc<dyn Progress>,
@@ -347,12 +347,12 @@ async fn build_lprag(
     if let Some(l) = &settings.llm {
         b = b.llm(llm(l)?);
     }
-    Ok(AnyIndex::Lprag(Box::new(b.build(docs).await?)))
+    Ok(AnyIndex::Lprag(Box::new(b.build_from(folder).await?)))
 }
 
-/// Build QCG-RAG over `docs`, with `generator` (the LLM's) when there is one.
+/// Build QCG-RAG over `folder`, with `generator` (the LLM's) when there is one.
 async fn build_qcg(
-    docs: &[Document],
+    folder: &DirSource,
     chunker: Arc<dyn Chunker>,
     generator: Option<Arc<dyn QueryGenerator>>,
     encoder: Arc<dyn Encoder>,
@@ -365,7 +365,7 @@ async fn build_qcg(
     if let Some(g) = generator {
         b = b.query_generator(g);
     }
-    Ok(AnyIndex::Qcg(b.build(docs).await?))
+    Ok(AnyIndex::Qcg(b.build_from(folder).await?))
 }
 
 fn progress(quiet: bool) -> Arc<dyn Progress> {
@@ -376,28 +376,30 @@ fn progress(quiet: bool) -> Arc<dyn Progress> {
     }
 }
 
-/// Load the files under `dir`.
-fn load(
-    dir: &Path,
-    settings: &Settings,
-    strict: bool,
-    quiet: bool,
-) -> Result<(Vec<Document>, LoadReport)> {
-    let options = LoadOptions {
+/// The files under `dir` as a source read a block at a time (each file read once now).
+fn open_folder(dir: &Path, settings: &Settings, strict: bool, quiet: bool) -> Result<DirSource> {
+    let source = DirSource::open(dir, &load_options(settings, strict), &*progress(quiet))?;
+    if source.is_empty() {
+        return Err(no_document(dir, source.report()));
+    }
+    Ok(source)
+}
+
+fn load_options(settings: &Settings, strict: bool) -> LoadOptions {
+    LoadOptions {
         max_file_bytes: settings.max_file_bytes,
         strict,
         ..LoadOptions::default()
-    };
-    let loaded = load_dir(dir, &options, &*progress(quiet))?;
-    if loaded.documents.is_empty() {
-        return Err(Error::EmptyCorpus(format!(
-            "no document found under {} ({} files seen, {} skipped)",
-            dir.display(),
-            loaded.report.files_seen,
-            loaded.report.skipped.len()
-        )));
     }
-    Ok((loaded.documents, loaded.report))
+}
+
+fn no_document(dir: &Path, report: &LoadReport) -> Error {
+    Error::EmptyCorpus(format!(
+        "no document found under {} ({} files seen, {} skipped)",
+        dir.display(),
+        report.files_seen,
+        report.skipped.len()
+    ))
 }
 
 fn print_load(report: &LoadReport) {
@@ -466,16 +468,18 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     if !rebuild {
         settings.write(dir)?;
     }
-    let (docs, report) = load(&settings.source, &settings, args.strict, quiet)?;
+    // The folder is read once here (the report), then again a block at a time by the
+    // build: LP-RAG's never holds every document.
+    let folder = open_folder(&settings.source, &settings, args.strict, quiet)?;
     if !quiet {
-        print_load(&report);
+        print_load(folder.report());
     }
     let on = Build {
         quiet,
         device: args.on.device,
         features_on_disk: args.features_on_disk,
     };
-    let index = build(&settings, dir, &docs, encoder, on).await?;
+    let index = build(&settings, dir, &folder, encoder, on).await?;
     let path = index_path(dir);
     let saved = index.clone();
     lprag::core::blocking(move || saved.save_index(&path)).await?;
@@ -484,7 +488,7 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
     }
     eprintln!(
         "indexed {} documents as {} chunks with {} in {:.1} s into {}",
-        docs.len(),
+        folder.len(),
         index.chunks().len(),
         index.name(),
         started.elapsed().as_secs_f64(),
@@ -515,15 +519,16 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
         inputs,
         encoder,
     } = open(dir, args.on)?;
-    let (docs, load_report) = load(&args.dir, &settings, args.strict, quiet)?;
+    let folder = open_folder(&args.dir, &settings, args.strict, quiet)?;
+    let load_report = folder.report();
     if !quiet {
-        print_load(&load_report);
+        print_load(load_report);
     }
     let (plan, update, rebuilt) = if index.updates() {
-        let report = lprag::sync(&mut index, &docs, &inputs).await?;
+        let report = lprag::sync_from(&mut index, &folder, &inputs).await?;
         (report.plan, report.update, false)
     } else {
-        let plan = lprag::SyncPlan::new(&index.document_hashes(), &docs)?;
+        let plan = lprag::SyncPlan::from_source(&index.document_hashes(), &folder).await?;
         let rebuild = !plan.is_empty();
         if rebuild {
             let on = Build {
@@ -531,7 +536,7 @@ pub async fn sync(args: SyncArgs, quiet: bool) -> Result<()> {
                 device: args.on.device,
                 features_on_disk: false,
             };
-            index = build(&settings, dir, &docs, encoder, on).await?;
+            index = build(&settings, dir, &folder, encoder, on).await?;
         }
         (plan, None, rebuild)
     };

@@ -20,8 +20,9 @@
 //! reported through [`Progress::warn`]; with [`LoadOptions::strict`] the load fails with
 //! a typed [`Error`] instead. Loading never panics, whatever the files hold.
 //!
-//! A corpus too large to hold goes to a build as a [`JsonLinesSource`]: a JSON Lines
-//! file read a block at a time (`LpRagBuilder::build_from`).
+//! A corpus too large to hold goes to a build (`LpRagBuilder::build_from`) as a
+//! [`DirSource`] (a folder, its files read again a block at a time) or a
+//! [`JsonLinesSource`] (one JSON Lines file, a block of lines at a time).
 //!
 //! ```
 //! use lprag_core::NoProgress;
@@ -37,6 +38,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod dir;
 mod html;
 mod json;
 mod markdown;
@@ -56,6 +58,7 @@ use ignore::WalkBuilder;
 use lprag_core::{Document, Error, Progress, Result};
 use serde::{Deserialize, Serialize};
 
+pub use dir::DirSource;
 pub use source::JsonLinesSource;
 
 /// Metadata key: the file's path relative to the loaded folder, `/`-separated.
@@ -254,8 +257,10 @@ pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> 
     };
     let mut report = LoadReport::default();
     let files = find_files(root, base, options, progress, &mut report)?;
-    let documents = read_files(&files, options, progress, &mut report)?;
-    report.documents = documents.len();
+    let mut documents = Vec::new();
+    read_files(&files, options, progress, &mut report, &mut |_, new, _| {
+        documents.extend(new)
+    })?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(Loaded { documents, report })
 }
@@ -308,17 +313,19 @@ fn find_files(
     Ok(files)
 }
 
-/// Read `files` in order as documents under the progress stage [`LOAD_STAGE`], one step
-/// per file; each file's problems are skipped (or end the load in strict mode).
+/// Read `files` in order under the progress stage [`LOAD_STAGE`], one step per file,
+/// handing each file's new documents to `keep` with its index in `files` and the
+/// positions, among the file's documents, of those left out for a repeated id; each
+/// file's problems are skipped (or end the load in strict mode).
 fn read_files(
     files: &[(PathBuf, String, Format)],
     options: &LoadOptions,
     progress: &dyn Progress,
     report: &mut LoadReport,
-) -> Result<Vec<Document>> {
+    keep: &mut dyn FnMut(usize, Vec<Document>, Vec<usize>),
+) -> Result<()> {
     let mut problems: Vec<(String, Problem)> = Vec::new();
     progress.start(LOAD_STAGE, Some(files.len() as u64));
-    let mut documents = Vec::new();
     let mut ids: HashSet<String> = HashSet::new();
     for (i, (abs, rel, format)) in files.iter().enumerate() {
         match read_file(abs, rel, *format, options) {
@@ -326,14 +333,17 @@ fn read_files(
                 for p in outcome.problems {
                     problems.push((rel.clone(), p));
                 }
-                let docs = outcome.documents;
-                if keep_new_documents(docs, rel, &mut ids, &mut documents, &mut problems) {
+                let (new, repeated) =
+                    new_documents(outcome.documents, rel, &mut ids, &mut problems);
+                if !new.is_empty() {
                     report.files_loaded += 1;
                     *report
                         .by_format
                         .entry(format.name().to_string())
                         .or_default() += 1;
                 }
+                report.documents += new.len();
+                keep(i, new, repeated);
             }
             Err(p) => problems.push((rel.clone(), p)),
         }
@@ -346,30 +356,30 @@ fn read_files(
         progress.update(LOAD_STAGE, i as u64 + 1, rel);
     }
     progress.finish(LOAD_STAGE);
-    Ok(documents)
+    Ok(())
 }
 
-/// Append the documents whose id is new to `documents` (a repeated id becomes a problem
-/// of `rel`); `true` when at least one was kept.
-fn keep_new_documents(
+/// The documents of `docs` whose id is new, and the positions in `docs` of the others
+/// (each a problem of `rel`).
+fn new_documents(
     docs: Vec<Document>,
     rel: &str,
     ids: &mut HashSet<String>,
-    documents: &mut Vec<Document>,
     problems: &mut Vec<(String, Problem)>,
-) -> bool {
-    let mut any = false;
-    for d in docs {
+) -> (Vec<Document>, Vec<usize>) {
+    let mut new = Vec::with_capacity(docs.len());
+    let mut repeated = Vec::new();
+    for (position, d) in docs.into_iter().enumerate() {
         if ids.insert(d.id.clone()) {
-            documents.push(d);
-            any = true;
+            new.push(d);
         } else {
             let reason = format!("duplicate document id '{}'", d.id);
             let error = Error::invalid(format!("file {rel}"), reason.clone());
             problems.push((rel.to_string(), Problem::fatal(reason, error)));
+            repeated.push(position);
         }
     }
-    any
+    (new, repeated)
 }
 
 /// Load one file as documents, exactly as [`load_dir`] would (same ids and metadata):

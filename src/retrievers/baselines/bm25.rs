@@ -12,10 +12,10 @@ use lprag_core::{
 use lprag_text::Bm25Index;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    admitted, check_chunks, chunk_documents, passage_chunks, read_index, select, Unbounded,
+use super::{admitted, check_chunks, passage_chunks, read_index, select, Unbounded};
+use crate::retrievers::common::{
+    begin_update, blocking, build_from, chunk_documents, save_json_atomic, Docs, Renumbered,
 };
-use crate::retrievers::common::{begin_update, blocking, save_json_atomic, Renumbered};
 use crate::UpdateReport;
 
 /// Parameters of [`Bm25Retriever`]: Okapi BM25's (as [`lprag_text::Bm25Config`]) and the
@@ -130,6 +130,13 @@ impl Bm25RetrieverBuilder {
     /// [`Error::InvalidInput`] for a bad configuration; [`Error::EmptyCorpus`] when no
     /// document produced a chunk; the chunker's errors.
     pub async fn build(self, documents: &[Document]) -> Result<Bm25Retriever> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(Bm25Retriever);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<Bm25Retriever> {
         self.config.validate()?;
         let chunker = self
             .chunker
@@ -137,7 +144,7 @@ impl Bm25RetrieverBuilder {
         let progress = self
             .progress
             .unwrap_or_else(|| Arc::new(lprag_core::NoProgress));
-        let chunks = chunk_documents(&*chunker, documents).await?;
+        let chunks = chunk_documents(&*chunker, documents, &*progress).await?;
         progress.start("bm25 index", None);
         let r = Bm25Retriever::fitted(Arc::new(chunks), self.config).await;
         progress.finish("bm25 index");

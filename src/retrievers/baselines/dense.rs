@@ -15,8 +15,8 @@ use super::{
     read_index, select, EncoderOrigin, Prepared, SavedDense, SavedDenseRef,
 };
 use crate::retrievers::common::{
-    begin_update, check_finite, embed_all, embed_query, extend_embeddings, input_setters,
-    save_json_atomic, BuildInputs, DefaultEncoder, Renumbered,
+    begin_update, build_from, check_finite, embed_all, embed_query, extend_embeddings,
+    input_setters, save_json_atomic, BuildInputs, DefaultEncoder, Docs, Renumbered,
 };
 use crate::UpdateReport;
 
@@ -61,6 +61,13 @@ impl DenseRetrieverBuilder {
     /// [`Error::EmptyCorpus`] when no document produced a chunk; the errors of the chunker
     /// and the encoder.
     pub async fn build(self, documents: &[Document]) -> Result<DenseRetriever> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(DenseRetriever);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<DenseRetriever> {
         let Prepared {
             chunks,
             texts,

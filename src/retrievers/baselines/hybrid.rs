@@ -16,7 +16,8 @@ use super::{
     Prepared,
 };
 use crate::retrievers::common::{
-    begin_update, embed_all, input_setters, BuildInputs, DefaultEncoder, Renumbered,
+    begin_update, build_from, embed_all, input_setters, BuildInputs, DefaultEncoder, Docs,
+    Renumbered,
 };
 use crate::UpdateReport;
 
@@ -102,6 +103,13 @@ impl HybridRetrieverBuilder {
     /// [`Error::InvalidInput`] for a bad configuration; [`Error::EmptyCorpus`] when no
     /// document produced a chunk; the errors of the chunker and the encoder.
     pub async fn build(self, documents: &[Document]) -> Result<HybridRetriever> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(HybridRetriever);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<HybridRetriever> {
         self.config.validate()?;
         let bm25_config = Bm25Config {
             max_query_bytes: self.config.max_query_bytes,

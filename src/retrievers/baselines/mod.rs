@@ -36,7 +36,9 @@ use lprag_core::{
 use lprag_text::{HashingEncoder, HashingIdf};
 use serde::{Deserialize, Serialize};
 
-use crate::retrievers::common::{blocking, fit_to_encoder, BuildInputs, DefaultEncoder, Docs};
+use crate::retrievers::common::{
+    blocking, chunk_documents, fit_to_encoder, BuildInputs, DefaultEncoder, Docs,
+};
 
 /// The update methods every baseline has, and its [`crate::Updatable`] impl, around its
 /// `apply(&mut self, remove, add, chunker)` and `save(dir)`.
@@ -310,10 +312,10 @@ struct Prepared {
 }
 
 /// See [`Prepared`].
-async fn prepare(inputs: &BuildInputs, documents: &[Document]) -> Result<Prepared> {
+async fn prepare(inputs: &BuildInputs, documents: Docs<'_>) -> Result<Prepared> {
     let chunker = inputs.chunker();
     let progress = inputs.progress();
-    let chunks = chunk_documents(&*chunker, documents).await?;
+    let chunks = chunk_documents(&*chunker, documents, &*progress).await?;
     let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
     let (encoder, default) = match inputs.encoder.clone() {
         Some(e) => (e, None),
@@ -327,8 +329,7 @@ async fn prepare(inputs: &BuildInputs, documents: &[Document]) -> Result<Prepare
         }
     };
     let n = chunks.len();
-    let (chunks, warning) =
-        fit_to_encoder(chunks, Docs::Slice(documents), &encoder, chunker.name()).await?;
+    let (chunks, warning) = fit_to_encoder(chunks, documents, &encoder, chunker.name()).await?;
     if let Some(w) = warning {
         progress.warn(&w);
     }
@@ -344,21 +345,6 @@ async fn prepare(inputs: &BuildInputs, documents: &[Document]) -> Result<Prepare
         origin: EncoderOrigin { default, idf: None },
         progress,
     })
-}
-
-/// `documents` chunked by `chunker`, with their metadata and content hashes; none is
-/// [`Error::EmptyCorpus`].
-async fn chunk_documents(
-    chunker: &dyn lprag_core::Chunker,
-    documents: &[Document],
-) -> Result<Vec<Chunk>> {
-    let mut chunks = chunker.chunk(documents).await?;
-    Chunk::inherit_metadata(&mut chunks, documents);
-    Chunk::stamp_document_hashes(&mut chunks, documents);
-    if chunks.is_empty() {
-        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-    }
-    Ok(chunks)
 }
 
 /// The encoder BM25's updates chunk "for": none, so chunks are never split to fit

@@ -12,29 +12,21 @@ use lprag_core::{
 
 use super::{blocking, embed_all, DefaultEncoder};
 
-/// The start every peer retriever's build shares: chunk `documents` (an empty result is
-/// [`Error::EmptyCorpus`]), take their embedding texts, and use `encoder` or, without one,
+/// The start every peer retriever's build shares: chunk `documents` ([`chunk_documents`]),
+/// take their embedding texts, and use `encoder` or, without one,
 /// [`DefaultEncoder::choose`] (its fallback warning goes to `progress`).
 pub(crate) async fn chunk_and_encoder(
     chunker: &dyn Chunker,
-    documents: &[Document],
+    documents: Docs<'_>,
     encoder: Option<Arc<dyn Encoder>>,
     progress: &dyn Progress,
 ) -> Result<(Vec<Chunk>, Vec<String>, Arc<dyn Encoder>)> {
-    let mut chunks = chunker.chunk(documents).await?;
-    Chunk::inherit_metadata(&mut chunks, documents);
-    Chunk::stamp_document_hashes(&mut chunks, documents);
-    if chunks.is_empty() {
-        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
-    }
-    let (chunks, encoder, _) = encoder_and_fit(
-        chunks,
-        Docs::Slice(documents),
-        encoder,
-        chunker.name(),
-        &mut |w| progress.warn(&w),
-    )
-    .await?;
+    let chunks = chunk_documents(chunker, documents, progress).await?;
+    let (chunks, encoder, _) =
+        encoder_and_fit(chunks, documents, encoder, chunker.name(), &mut |w| {
+            progress.warn(&w)
+        })
+        .await?;
     let texts = chunks.iter().map(Chunk::embedding_text).collect();
     Ok((chunks, texts, encoder))
 }
@@ -79,6 +71,78 @@ pub(crate) enum Docs<'a> {
     Slice(&'a [Document]),
     /// Documents read in blocks.
     Source(&'a dyn DocumentSource),
+}
+
+/// The chunks of `documents`, each with its document's metadata and content hash: a slice
+/// chunked in one call, a source block by block ([`chunk_source`], ids checked across
+/// blocks). No chunk at all is [`Error::EmptyCorpus`].
+pub(crate) async fn chunk_documents(
+    chunker: &dyn Chunker,
+    documents: Docs<'_>,
+    progress: &dyn Progress,
+) -> Result<Vec<Chunk>> {
+    let chunks = match documents {
+        Docs::Slice(documents) => {
+            let mut chunks = chunker.chunk(documents).await?;
+            Chunk::inherit_metadata(&mut chunks, documents);
+            Chunk::stamp_document_hashes(&mut chunks, documents);
+            chunks
+        }
+        Docs::Source(source) => chunk_source(chunker, source, progress, true).await?,
+    };
+    if chunks.is_empty() {
+        return Err(Error::EmptyCorpus("no document produced a chunk".into()));
+    }
+    Ok(chunks)
+}
+
+/// Chunk a source block by block: each block is chunked on its own (a block whose
+/// documents yield no chunk adds none), its chunks renumbered after the last block's and
+/// given their documents' metadata and content hashes. With `check_ids`, two documents
+/// with one id, in any blocks, are the error a chunker gives a slice with them.
+pub(crate) async fn chunk_source(
+    chunker: &dyn Chunker,
+    source: &dyn DocumentSource,
+    progress: &dyn Progress,
+    check_ids: bool,
+) -> Result<Vec<Chunk>> {
+    const STAGE: &str = "chunk documents";
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    progress.start(STAGE, source.len_hint().map(|n| n as u64));
+    let mut chunks = Vec::new();
+    let mut blocks = DocumentBlocks::new(source);
+    while let Some((start, block)) = blocks.next().await? {
+        if check_ids {
+            for (i, d) in block.iter().enumerate().map(|(i, d)| (start + i, d)) {
+                if let Some(first) = seen.insert(d.id.clone(), i) {
+                    return Err(duplicate_id(&d.id, first, i));
+                }
+            }
+        }
+        let mut c = match chunker.chunk(&block).await {
+            Err(Error::EmptyCorpus(_)) => Vec::new(),
+            done => done?,
+        };
+        let base = chunks.len();
+        for (i, chunk) in c.iter_mut().enumerate() {
+            chunk.id = base + i;
+        }
+        Chunk::inherit_metadata(&mut c, &block);
+        Chunk::stamp_document_hashes(&mut c, &block);
+        chunks.extend(c);
+        let done = blocks.position() as u64;
+        progress.update(STAGE, done, &format!("{} chunks", chunks.len()));
+    }
+    progress.finish(STAGE);
+    Ok(chunks)
+}
+
+/// Two documents with one id, at positions `first` and `then`.
+pub(crate) fn duplicate_id(id: &str, first: usize, then: usize) -> Error {
+    Error::invalid(
+        format!("document '{id}'"),
+        format!("duplicate document id (documents {first} and {then})"),
+    )
 }
 
 /// The documents of `source` whose ids are in `wanted`, read through once.
@@ -212,7 +276,7 @@ impl BuildInputs {
     /// The start of every peer's build: [`chunk_and_encoder`] with these inputs, then the
     /// chunks embedded (checked per batch, see [`embed_all`]) under the stage "embed
     /// chunks". Validate the configuration before calling it: nothing is paid for yet.
-    pub(crate) async fn start(&self, documents: &[Document]) -> Result<Started> {
+    pub(crate) async fn start(&self, documents: Docs<'_>) -> Result<Started> {
         let progress = self.progress();
         let at = std::time::Instant::now();
         let (chunks, texts, encoder) = chunk_and_encoder(
@@ -288,3 +352,28 @@ macro_rules! input_setters {
     };
 }
 pub(crate) use input_setters;
+
+/// The `build_from` of a builder with a private `build_docs(self, Docs)` behind its
+/// `build(&[Document])` (the peers' and the baselines' builders).
+macro_rules! build_from {
+    ($out:ty) => {
+        /// Index the documents of `source`, read a block at a time, so that the build never
+        /// holds them all (`lprag_load::DirSource` reads a folder this way,
+        /// `lprag_load::JsonLinesSource` a JSON Lines file). The index is the one
+        /// [`Self::build`] makes of the same documents in the same order, but that the
+        /// chunker is given each block on its own (every chunker of lprag chunks each
+        /// document on its own). The chunks, their texts and vectors are held as
+        /// [`Self::build`] holds them: only the documents are not. Two documents with one
+        /// id are [`Error::InvalidInput`](lprag_core::Error::InvalidInput), in any blocks;
+        /// the source is read once, and once more for the documents of chunks too long
+        /// for the encoder when there are any.
+        pub async fn build_from(
+            self,
+            source: &dyn lprag_core::DocumentSource,
+        ) -> lprag_core::Result<$out> {
+            self.build_docs(crate::retrievers::common::Docs::Source(source))
+                .await
+        }
+    };
+}
+pub(crate) use build_from;

@@ -45,6 +45,13 @@ impl G2RagBuilder {
 
     /// Chunk, embed, cluster, split, merge: the communities.
     pub async fn build(self, documents: &[Document]) -> Result<G2Rag> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(G2Rag);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<G2Rag> {
         let config = self.config.clone();
         config.validate()?;
         let Started {

@@ -75,7 +75,7 @@ use lprag_llm::{ChatModel, LlmMergeJudge};
 use serde::{Deserialize, Serialize};
 
 use crate::retrievers::common::{
-    blocking, dense_padding, input_setters, BuildInputs, Peer, PeerState, Started,
+    blocking, build_from, dense_padding, input_setters, BuildInputs, Docs, Peer, PeerState, Started,
 };
 
 mod build;

@@ -90,6 +90,13 @@ impl GfmRagBuilder {
 
     /// Chunk, extract, resolve entities, build the KG and train the GNN.
     pub async fn build(self, documents: &[Document]) -> Result<GfmRag> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(GfmRag);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<GfmRag> {
         let started = std::time::Instant::now();
         let config = self
             .config

@@ -85,8 +85,8 @@ pub use state::GFM_FORMAT_VERSION;
 use state::{GfmRuntime, GfmState, GFM_DIR, GFM_FILE};
 
 use crate::retrievers::common::{
-    blocking, embed_all, embed_all_queries, input_setters, labelled_queries, select_hits,
-    BuildInputs, Labelled, Peer, PeerState, Started,
+    blocking, build_from, embed_all, embed_all_queries, input_setters, labelled_queries,
+    select_hits, BuildInputs, Docs, Labelled, Peer, PeerState, Started,
 };
 
 /// The relation added by entity resolution.

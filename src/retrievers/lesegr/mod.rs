@@ -63,8 +63,8 @@ pub use state::LESEGR_FORMAT_VERSION;
 use state::{LesegrRuntime, LesegrState, LESEGR_DIR, LESEGR_FILE};
 
 use crate::retrievers::common::{
-    blocking, embed_all_queries, input_setters, select_hits, BuildInputs, Labelled, Peer,
-    PeerState, Started,
+    blocking, build_from, embed_all_queries, input_setters, select_hits, BuildInputs, Docs,
+    Labelled, Peer, PeerState, Started,
 };
 
 /// Which LeSeGR scorer to build.
@@ -260,6 +260,13 @@ impl LesegrRagBuilder {
     /// Chunk, embed, fit the sparse index, build the chunk graph and (trained variant)
     /// train the scorer.
     pub async fn build(self, documents: &[Document]) -> Result<LesegrRag> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(LesegrRag);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<LesegrRag> {
         let config = self.config.clone();
         config.validate()?;
         let Started {

@@ -12,7 +12,8 @@ use lprag_graph::{BridgeConfig, ChunkGraph, FeatureRowsWriter, KnnBackend};
 
 use super::{KnnLists, LpRagConfig};
 use crate::retrievers::common::{
-    blocking, embed_all_chunks, embed_batches, embed_chunk_batches, embed_queries_into, Docs,
+    blocking, chunk_source, duplicate_id, embed_all_chunks, embed_batches, embed_chunk_batches,
+    embed_queries_into, Docs,
 };
 use crate::workdir::{
     keep_embeddings, remove_if_there, run_stage, KeyHasher, Stage, StageInput, StageKey, WorkDir,
@@ -127,7 +128,10 @@ pub(super) async fn chunk(ctx: &mut StageCtx<'_>, input: &ChunkInput<'_>) -> Res
                     Chunk::inherit_metadata(&mut c, documents);
                     c
                 }
-                Docs::Source(source) => chunk_source(input.chunker, source, progress).await?,
+                // The survey has checked the ids.
+                Docs::Source(source) => {
+                    chunk_source(input.chunker, source, progress, false).await?
+                }
             };
             Ok((c, ()))
         })
@@ -160,10 +164,7 @@ pub(super) async fn survey(source: &dyn DocumentSource) -> Result<Survey> {
     while let Some((start, block)) = blocks.next().await? {
         for (i, d) in block.iter().enumerate().map(|(i, d)| (start + i, d)) {
             if let Some(first) = seen.insert(d.id.clone(), i) {
-                return Err(Error::invalid(
-                    format!("document '{}'", d.id),
-                    format!("duplicate document id (documents {first} and {i})"),
-                ));
+                return Err(duplicate_id(&d.id, first, i));
             }
             json_len += StageKey::json_len(d)? + usize::from(i > 0);
         }
@@ -176,37 +177,6 @@ pub(super) async fn survey(source: &dyn DocumentSource) -> Result<Survey> {
         documents,
         json_len: json_len + 1,
     })
-}
-
-/// Chunk a source block by block: each block is chunked on its own (a block whose
-/// documents yield no chunk adds none), its chunks renumbered after the last block's and
-/// given their documents' metadata and content hashes.
-async fn chunk_source(
-    chunker: &dyn Chunker,
-    source: &dyn DocumentSource,
-    progress: &dyn Progress,
-) -> Result<Vec<Chunk>> {
-    const STAGE: &str = "chunk documents";
-    progress.start(STAGE, source.len_hint().map(|n| n as u64));
-    let mut chunks = Vec::new();
-    let mut blocks = DocumentBlocks::new(source);
-    while let Some((_, block)) = blocks.next().await? {
-        let mut c = match chunker.chunk(&block).await {
-            Err(Error::EmptyCorpus(_)) => Vec::new(),
-            done => done?,
-        };
-        let base = chunks.len();
-        for (i, chunk) in c.iter_mut().enumerate() {
-            chunk.id = base + i;
-        }
-        Chunk::inherit_metadata(&mut c, &block);
-        Chunk::stamp_document_hashes(&mut c, &block);
-        chunks.extend(c);
-        let done = blocks.position() as u64;
-        progress.update(STAGE, done, &format!("{} chunks", chunks.len()));
-    }
-    progress.finish(STAGE);
-    Ok(chunks)
 }
 
 /// Stamp chunks reused without their documents' content hashes (a work directory of an

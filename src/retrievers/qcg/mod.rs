@@ -36,8 +36,8 @@ pub use state::QCG_FORMAT_VERSION;
 use state::{QcgState, QCG_DIR, QCG_FILE};
 
 use crate::retrievers::common::{
-    blocking, embed_all_queries, input_setters, pad_with_dense, select_hits, BuildInputs,
-    ParentScoring, Parents, Peer, PeerState, Started,
+    blocking, build_from, embed_all_queries, input_setters, pad_with_dense, select_hits,
+    BuildInputs, Docs, ParentScoring, Parents, Peer, PeerState, Started,
 };
 
 /// QCG-RAG's hyperparameters; the defaults are the paper's MultiHop-RAG setting, but for
@@ -323,6 +323,13 @@ impl QcgRagBuilder {
 
     /// Chunk, generate and filter queries, embed, and link the query graph.
     pub async fn build(self, documents: &[Document]) -> Result<QcgRag> {
+        self.build_docs(Docs::Slice(documents)).await
+    }
+
+    build_from!(QcgRag);
+
+    /// [`Self::build`] and [`Self::build_from`]: the documents held or read in blocks.
+    async fn build_docs(self, documents: Docs<'_>) -> Result<QcgRag> {
         let config = self.config;
         config.validate()?;
         let Started {
