@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 use async_trait::async_trait;
 use lprag_core::{Document, DocumentSource, Error, Progress, Result};
 
-use crate::{find_files, read_file, read_files, Format, LoadOptions, LoadReport};
+use crate::{files_under, read_file, read_files, Format, LoadOptions, LoadReport};
 
 /// A block holds the documents of whole files until the files pass this many bytes (and
 /// at least one file).
@@ -81,14 +81,8 @@ impl DirSource {
     /// As [`crate::load_dir`].
     pub fn open(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> Result<Self> {
         let started = Instant::now();
-        let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
-        let base = if meta.is_file() {
-            root.parent().unwrap_or(Path::new(""))
-        } else {
-            root
-        };
         let mut report = LoadReport::default();
-        let found = find_files(root, base, options, progress, &mut report)?;
+        let found = files_under(root, options, progress, &mut report)?;
         // Each file's size and time as they were before it was read: a later read
         // compares them with the file's then.
         let stamps: Vec<(u64, Option<SystemTime>)> = found

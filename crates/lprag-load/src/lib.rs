@@ -248,21 +248,31 @@ impl fmt::Display for Format {
 /// [`Error::Io`] when `root` cannot be read; in strict mode, as above.
 pub fn load_dir(root: &Path, options: &LoadOptions, progress: &dyn Progress) -> Result<Loaded> {
     let started = Instant::now();
-    let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
-    // A single file loads as itself, with its name as its path.
-    let base = if meta.is_file() {
-        root.parent().unwrap_or(Path::new(""))
-    } else {
-        root
-    };
     let mut report = LoadReport::default();
-    let files = find_files(root, base, options, progress, &mut report)?;
+    let files = files_under(root, options, progress, &mut report)?;
     let mut documents = Vec::new();
     read_files(&files, options, progress, &mut report, &mut |_, new, _| {
         documents.extend(new)
     })?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(Loaded { documents, report })
+}
+
+/// The files of a known [`Format`] under `root`, a folder or one file (which loads as
+/// itself, with its name as its path), as [`find_files`] lists them.
+fn files_under(
+    root: &Path,
+    options: &LoadOptions,
+    progress: &dyn Progress,
+    report: &mut LoadReport,
+) -> Result<Vec<(PathBuf, String, Format)>> {
+    let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
+    let base = if meta.is_file() {
+        root.parent().unwrap_or(Path::new(""))
+    } else {
+        root
+    };
+    find_files(root, base, options, progress, report)
 }
 
 /// The files of a known [`Format`] under `root` as (absolute path, path relative to
