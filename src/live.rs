@@ -23,7 +23,7 @@ use lprag_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::retrievers::common::blocking;
+use crate::retrievers::common::{blocking, documents_with_ids};
 use crate::UpdateReport;
 
 /// The components an update chunks (and writes questions or triples) with. Use the ones the
@@ -310,12 +310,7 @@ pub async fn sync_from<R: Updatable>(
     if plan.is_empty() {
         return Ok(SyncReport { plan, update: None });
     }
-    let wanted = plan.upserted();
-    let mut upsert = Vec::new();
-    let mut blocks = DocumentBlocks::new(source);
-    while let Some((_, block)) = blocks.next().await? {
-        upsert.extend(block.into_iter().filter(|d| wanted.contains(d.id.as_str())));
-    }
+    let upsert = documents_with_ids(source, &plan.upserted()).await?;
     let update = index.apply_changes(&upsert, &plan.removed, inputs).await?;
     Ok(SyncReport {
         plan,

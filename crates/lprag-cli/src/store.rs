@@ -469,7 +469,7 @@ pub async fn index(args: IndexArgs, quiet: bool) -> Result<()> {
         settings.write(dir)?;
     }
     // The folder is read once here (the report), then again a block at a time by the
-    // build: LP-RAG's never holds every document.
+    // build, which never holds every document.
     let folder = open_folder(&settings.source, &settings, args.strict, quiet)?;
     if !quiet {
         print_load(folder.report());

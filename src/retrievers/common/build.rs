@@ -145,15 +145,19 @@ pub(crate) fn duplicate_id(id: &str, first: usize, then: usize) -> Error {
     )
 }
 
-/// The documents of `source` whose ids are in `wanted`, read through once.
-async fn documents_with_ids(
+/// The documents of `source` whose ids are in `wanted`, read through once (the documents
+/// of chunks split to fit an encoder, those a sync adds or replaces).
+pub(crate) async fn documents_with_ids<S>(
     source: &dyn DocumentSource,
-    wanted: std::collections::HashSet<String>,
-) -> Result<Vec<Document>> {
+    wanted: &std::collections::HashSet<S>,
+) -> Result<Vec<Document>>
+where
+    S: std::borrow::Borrow<str> + Eq + std::hash::Hash,
+{
     let mut found = Vec::new();
     let mut blocks = DocumentBlocks::new(source);
     while let Some((_, block)) = blocks.next().await? {
-        found.extend(block.into_iter().filter(|d| wanted.contains(&d.id)));
+        found.extend(block.into_iter().filter(|d| wanted.contains(d.id.as_str())));
     }
     Ok(found)
 }
@@ -177,8 +181,8 @@ pub(crate) async fn fit_to_encoder(
         let (chunks, split) = match documents {
             Docs::Slice(d) => lprag_text::split_to_fit_async(chunks, d, encoder.clone()).await?,
             Docs::Source(source) => {
-                lprag_text::split_to_fit_with(chunks, encoder.clone(), |wanted| {
-                    documents_with_ids(source, wanted)
+                lprag_text::split_to_fit_with(chunks, encoder.clone(), |wanted| async move {
+                    documents_with_ids(source, &wanted).await
                 })
                 .await?
             }
